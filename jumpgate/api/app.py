@@ -1,0 +1,112 @@
+"""The REST API of contract §4, on FastAPI.
+
+Handlers are thin: they parse the body, call `JumpgateService`, and shape the answer. Every error
+becomes `{"error": {"message", "path"?, ...}}` with a fitting status; nothing a client sends can
+raise past these handlers (a bug answers 500 with a message, and the service keeps running).
+"""
+from __future__ import annotations
+
+import json
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import JumpgateError, RequestError
+from ..runtime.jobs import Job
+from ..runtime.service import JumpgateService
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+def _error(status: int, message: str, **context: object) -> JSONResponse:
+    body = {"message": message, **{k: v for k, v in context.items() if v is not None}}
+    headers = {"Retry-After": "1"} if status == 503 else None
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+def compile_answer(job: Job) -> dict:
+    return {"job_id": job.id, "state": job.state.value, **job.pipeline.to_json()}
+
+
+def create_app(service: JumpgateService) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        service.shutdown()
+
+    app = FastAPI(title="Jumpgate", version="1",
+                  description="In-network processing as a service: submit a dataflow request, "
+                              "receive NTF tuples from network-connected accelerators (contract v1).",
+                  lifespan=lifespan)
+    app.state.service = service
+
+    @app.exception_handler(JumpgateError)
+    async def _jumpgate_error(request: Request, exc: JumpgateError):
+        return _error(exc.status, exc.message, **exc.context)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError):
+        first = exc.errors()[0] if exc.errors() else {}
+        return _error(422, first.get("msg", "invalid request"),
+                      path=".".join(str(p) for p in first.get("loc", ())) or None)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        return _error(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception):
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return _error(500, f"internal error: {type(exc).__name__}: {exc}")
+
+    @app.post("/v1/jobs", status_code=201, summary="Compile a dataflow request (contract §1)")
+    async def submit(request: Request):
+        raw = await request.body()
+        if len(raw) > MAX_BODY_BYTES:
+            raise RequestError(f"request body is larger than {MAX_BODY_BYTES} bytes")
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise RequestError(f"request body is not valid JSON: {e}") from None
+        job = await run_in_threadpool(service.submit, body)
+        return JSONResponse(compile_answer(job), status_code=201)
+
+    @app.post("/v1/jobs/{job_id}/execute", status_code=202, summary="Run a compiled job")
+    async def execute(job_id: str):
+        job = await run_in_threadpool(service.execute, job_id)
+        return JSONResponse({"job_id": job.id, "state": job.state.value}, status_code=202)
+
+    @app.get("/v1/jobs/{job_id}", summary="Job status, error and timeline")
+    async def status(job_id: str):
+        job = service.status(job_id)
+        answer = job.status_json()
+        answer["ncas"] = job.pipeline.to_json().get("ncas", [])
+        answer["decisions"] = job.pipeline.to_json().get("decisions")
+        return answer
+
+    @app.delete("/v1/jobs/{job_id}", summary="Cancel a job and clean up its NCAs")
+    async def cancel(job_id: str):
+        job = await run_in_threadpool(service.cancel, job_id)
+        return {"job_id": job.id, "state": job.state.value}
+
+    @app.get("/v1/jobs", summary="Jobs known to this server")
+    async def jobs():
+        return [{"job_id": j.id, "name": j.name, "state": j.state.value} for j in service.store.all()]
+
+    @app.get("/v1/ncas", summary="Registered NCA implementations and what each can do")
+    async def ncas():
+        return service.registry.describe()
+
+    @app.get("/v1/health", summary="Liveness and resources")
+    async def health():
+        return {"status": "ok", "cores": service.cores.snapshot(),
+                "ncas_running": len(service.deployer.running())}
+
+    return app

@@ -1,0 +1,35 @@
+"""The Python client: build dataflow requests fluently, run them, receive NTF streams as Arrow.
+
+    from jumpgate.client import Jumpgate
+    jg = Jumpgate("http://127.0.0.1:8470")
+    sales = jg.read("sales/*.jsonl", schema={"item_id": "int32", "price": "decimal(12,2)"})
+    table = sales.filter("item_id = 100").project("price").collect()
+
+`builder` turns the fluent calls into contract §1 JSON, `session` speaks the REST API (§4),
+`receiver` accepts the TCP streams (§3) and `ntf` decodes them (§2) without a Python loop per tuple.
+"""
+from .builder import (
+    Aggregate,
+    Dataflow,
+    Filter,
+    Join,
+    Op,
+    Project,
+    Read,
+    Send,
+    Shuffle,
+    ShufflePartition,
+    build_request,
+    read,
+)
+from .errors import BuilderError, ClientError, JobFailed, JobTimeout, RequestRejected, StreamError
+from .ntf import HAVE_NATIVE, arrow_schema, decode_stream, decode_streams, decode_tuples, scan_stream
+from .receiver import Receiver
+from .session import Job, Jumpgate, Output
+
+__all__ = [
+    "Aggregate", "BuilderError", "ClientError", "Dataflow", "Filter", "HAVE_NATIVE", "Job", "JobFailed",
+    "JobTimeout", "Join", "Jumpgate", "Op", "Output", "Project", "Read", "Receiver", "RequestRejected",
+    "Send", "Shuffle", "ShufflePartition", "StreamError", "arrow_schema", "build_request", "decode_stream",
+    "decode_streams", "decode_tuples", "read", "scan_stream",
+]

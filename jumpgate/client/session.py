@@ -1,0 +1,260 @@
+"""Talking to a Jumpgate server (contract §4) and running a job end to end.
+
+`Jumpgate.collect_many` is the whole client flow in one place:
+
+1. bind one `Receiver` per destination (port 0 on the given host) so the request carries real ports;
+2. `POST /v1/jobs`; read `outputs[send].layout` and `expected_streams` from the answer;
+3. start the receivers accepting, then `POST /v1/jobs/{id}/execute`;
+4. poll `GET /v1/jobs/{id}` until a terminal state while the receivers read;
+5. decode each destination's streams to one Arrow table.
+
+A failed job raises `JobFailed` with the server's error JSON. A timeout, a broken stream, Ctrl-C
+or any other error before the job ends sends `DELETE /v1/jobs/{id}` so nothing is left running.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pyarrow as pa
+
+from ..compiler.ntf import NtfLayout
+from .builder import NAME_RE, Dataflow, Read, Send, build_request, read
+from .errors import BuilderError, ClientError, JobFailed, JobTimeout, RequestRejected, StreamError
+from .ntf import as_layout
+from .receiver import Receiver, wait_all
+
+DEFAULT_URL = "http://127.0.0.1:8470"
+TERMINAL = ("succeeded", "failed", "cancelled")
+STREAM_GRACE_S = 30.0  # after `succeeded`, how long the last bytes may take to arrive
+
+
+@dataclass(frozen=True)
+class Output:
+    """What the server said one `send` destination will receive."""
+
+    name: str
+    layout: NtfLayout
+    expected_streams: int
+    layout_json: dict
+
+
+class Job:
+    """A compiled job on the server."""
+
+    def __init__(self, client: Jumpgate, answer: dict) -> None:
+        self._client = client
+        self.answer = answer
+        try:
+            self.job_id: str = str(answer["job_id"])
+            raw = answer.get("outputs") or {}
+            self.outputs: dict[str, Output] = {
+                name: Output(name, as_layout(o["layout"]), int(o.get("expected_streams", 1)), o["layout"])
+                for name, o in raw.items()}
+        except (KeyError, TypeError, ValueError) as e:
+            raise ClientError(f"unexpected answer to POST /v1/jobs: {e!r}: {str(answer)[:300]}") from None
+        self.state: str = answer.get("state", "compiled")
+        self.last_status: dict = answer
+
+    @property
+    def ncas(self) -> list:
+        return self.answer.get("ncas", [])
+
+    @property
+    def stages(self) -> list:
+        return self.answer.get("stages", [])
+
+    @property
+    def finished(self) -> bool:
+        return self.state in TERMINAL
+
+    def execute(self) -> dict:
+        body = self._client._call("POST", f"/v1/jobs/{self.job_id}/execute")
+        self.state = body.get("state", "running")
+        return body
+
+    def status(self) -> dict:
+        body = self._client._call("GET", f"/v1/jobs/{self.job_id}")
+        self.state = body.get("state", self.state)
+        self.last_status = body
+        return body
+
+    def cancel(self) -> dict:
+        body = self._client._call("DELETE", f"/v1/jobs/{self.job_id}")
+        self.state = body.get("state", "cancelled")
+        return body
+
+    def cancel_quietly(self) -> None:
+        """Best-effort DELETE while already handling another error."""
+        try:
+            self.cancel()
+        except (ClientError, httpx.HTTPError):
+            pass
+
+    def raise_if_failed(self) -> None:
+        if self.state in ("failed", "cancelled"):
+            raise JobFailed(self.job_id, self.state, self.last_status.get("error"))
+
+    def __repr__(self) -> str:
+        return f"<Job {self.job_id} {self.state}>"
+
+
+class Jumpgate:
+    """A connection to one Jumpgate server, and the entry point of the fluent builder.
+
+    >>> jg = Jumpgate("http://127.0.0.1:8470")
+    >>> t = jg.read("t.jsonl", schema={"a": "int32"}).filter("a > 1").collect()
+    """
+
+    def __init__(self, url: str = DEFAULT_URL, *, http_timeout: float = 300.0, poll_interval: float = 0.02,
+                 http: httpx.Client | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.poll_interval = poll_interval
+        self._own_http = http is None
+        self._http = http if http is not None else httpx.Client(base_url=self.url, timeout=http_timeout)
+        self.last_job: Job | None = None
+
+    # ------------------------------------------------------------------ builder
+    def read(self, path: str | Sequence[str], format: str = "json", schema: Any = None, *,
+             name: str | None = None) -> Read:
+        return read(path, format, schema, name=name, session=self)
+
+    @staticmethod
+    def request(*sends: Send, name: str | None = None) -> dict:
+        """The contract §1 request JSON for these sends (and everything they read from)."""
+        return build_request(sends, name)
+
+    # ------------------------------------------------------------------ REST
+    def _call(self, method: str, path: str, body: dict | None = None, expect: type = dict) -> Any:
+        call = f"{method} {path}"
+        try:
+            r = self._http.request(method, path, json=body)
+        except httpx.HTTPError as e:
+            raise ClientError(f"{call}: cannot reach the Jumpgate server at {self.url}: {e}", call=call) from e
+        try:
+            data = r.json() if r.content else {}
+        except ValueError:
+            data = {"message": r.text[:500]}
+        if r.status_code >= 400:
+            err = data.get("error", data) if isinstance(data, dict) else {"message": str(data)}
+            raise RequestRejected(r.status_code, err, call)
+        if not isinstance(data, expect):
+            raise ClientError(f"{call}: expected a JSON {expect.__name__}, got {str(data)[:200]}", call=call)
+        return data
+
+    def submit(self, request: dict | Send | Sequence[Send], *, name: str | None = None) -> Job:
+        """Compile a request (a request dict, or send nodes): POST /v1/jobs. Nothing runs yet."""
+        if isinstance(request, Send) or (isinstance(request, (list, tuple)) and request
+                                         and all(isinstance(s, Send) for s in request)):
+            request = build_request([request] if isinstance(request, Send) else request, name)
+        if not isinstance(request, dict):
+            raise BuilderError(f"submit takes a request dict or send nodes, got {type(request).__name__}")
+        return Job(self, self._call("POST", "/v1/jobs", request))
+
+    def ncas(self) -> list:
+        """GET /v1/ncas: the NCA implementations the server has."""
+        return self._call("GET", "/v1/ncas", expect=list)
+
+    def close(self) -> None:
+        if self._own_http:
+            self._http.close()
+
+    def __enter__(self) -> Jumpgate:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ running
+    def collect(self, node: Dataflow, *, host: str = "127.0.0.1", timeout: float | None = None,
+                name: str | None = None) -> pa.Table:
+        """Run one dataflow and return its rows as a pyarrow Table."""
+        return self.collect_many({"out": node}, host=host, timeout=timeout, name=name)["out"]
+
+    def collect_many(self, nodes: Mapping[str, Dataflow], *, host: str = "127.0.0.1",
+                     timeout: float | None = None, name: str | None = None) -> dict[str, pa.Table]:
+        """Run several dataflows as one job, one `send` each (named by the keys); tables by key."""
+        if not nodes:
+            raise BuilderError("collect_many needs at least one dataflow")
+        for key, node in nodes.items():
+            if not isinstance(key, str) or not NAME_RE.match(key):
+                raise BuilderError(f"collect_many: {key!r} is not a valid send name")
+            if not isinstance(node, Dataflow):
+                raise BuilderError(f"collect_many: {key!r} is not a dataflow node: {node!r}")
+        receivers: dict[str, Receiver] = {}
+        try:
+            for key in nodes:
+                receivers[key] = Receiver(host, 0, name=key)
+            sends = [node.send(host, receivers[key].port, name=key) for key, node in nodes.items()]
+            request = build_request(sends, name)
+            return self._run(request, receivers, timeout)
+        finally:
+            for r in receivers.values():
+                r.close()
+
+    def run(self, request: dict, *, timeout: float | None = None) -> dict[str, pa.Table]:
+        """Run a raw request dict, listening where its `send` operations say (port 0: any free
+        port, written into the request sent). Returns a table per send name."""
+        if not isinstance(request, dict) or not isinstance(request.get("operations"), list):
+            raise BuilderError("run takes a request dict with an 'operations' list")
+        request = copy.deepcopy(request)
+        receivers: dict[str, Receiver] = {}
+        try:
+            for op in request["operations"]:
+                if isinstance(op, dict) and op.get("kind") == "send":
+                    if str(op.get("transport", "tcp")).lower() != "tcp":
+                        raise BuilderError(f"send {op.get('name')!r}: this client receives only tcp")
+                    r = Receiver(op["host"], int(op.get("port") or 0), name=str(op["name"]))
+                    receivers[op["name"]] = r
+                    op["port"] = r.port
+            if not receivers:
+                raise BuilderError("the request has no send operation")
+            return self._run(request, receivers, timeout)
+        finally:
+            for r in receivers.values():
+                r.close()
+
+    def _run(self, request: dict, receivers: dict[str, Receiver], timeout: float | None) -> dict[str, pa.Table]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        job = self.submit(request)
+        self.last_job = job
+        try:
+            for key, r in receivers.items():
+                out = job.outputs.get(key)
+                if out is None:
+                    raise ClientError(f"the server's answer has no outputs[{key!r}]", job_id=job.job_id)
+                r.start(out.expected_streams, out.layout)
+            job.execute()
+            self._wait(job, receivers, deadline)
+            left = STREAM_GRACE_S if deadline is None else max(0.0, deadline - time.monotonic())
+            if not wait_all(receivers.values(), min(left, STREAM_GRACE_S)):
+                missing = {k: f"{r.ended}/{r.expected}" for k, r in receivers.items() if not r.done}
+                raise StreamError(f"job {job.job_id} succeeded but streams did not end: {missing}",
+                                  job_id=job.job_id)
+            return {key: r.table() for key, r in receivers.items()}
+        except BaseException:
+            if not job.finished:
+                job.cancel_quietly()
+            raise
+
+    def _wait(self, job: Job, receivers: Mapping[str, Receiver], deadline: float | None) -> None:
+        """Poll until the job ends; raise on failure, broken streams or timeout."""
+        interval = self.poll_interval
+        while True:
+            job.status()
+            if job.state == "succeeded":
+                return
+            job.raise_if_failed()
+            for key, r in receivers.items():
+                if r.error:
+                    raise StreamError(f"destination {key!r}: {r.error}", job_id=job.job_id)
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                raise JobTimeout(f"job {job.job_id} did not finish in time (state {job.state}); cancelled",
+                                 job_id=job.job_id)
+            time.sleep(interval if deadline is None else min(interval, deadline - now))
+            interval = min(interval * 1.5, 0.25)

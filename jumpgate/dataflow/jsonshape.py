@@ -1,0 +1,94 @@
+"""Reading raw request JSON field by field, with errors that name the JSON path.
+
+Plain checks rather than a schema library: every message says which field, what was expected
+and what was found, in the request's own vocabulary (`operations[2].schema[3].type`).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import RequestError
+
+_JSON_NAMES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean",
+               int: "an integer", float: "a number", type(None): "null"}
+
+
+def json_type(value: object) -> str:
+    return _JSON_NAMES.get(type(value), type(value).__name__)
+
+
+def show(value: object, limit: int = 80) -> str:
+    """A value for an error message: repr, truncated."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def at(base: str | None, key: str | int) -> str:
+    """Join a JSON path: at('operations[2]', 'condition') == 'operations[2].condition'."""
+    if isinstance(key, int):
+        return f"{base or ''}[{key}]"
+    return f"{base}.{key}" if base else key
+
+
+def expect_object(value: object, path: str | None, what: str) -> dict:
+    if not isinstance(value, dict):
+        raise RequestError(f"{what} must be a JSON object, got {json_type(value)}", path)
+    return value
+
+
+def check_keys(obj: dict, path: str | None, required: Sequence[str], optional: Sequence[str],
+               what: str) -> None:
+    """Reject unknown fields (they are usually typos) and report the first missing one.
+
+    Optional fields may be null, which means the same as leaving them out."""
+    allowed = [*required, *optional]
+    for key in obj:
+        if key not in allowed:
+            raise RequestError(f"unknown field {show(key)} in {what}; allowed fields: "
+                               f"{', '.join(allowed)}", at(path, str(key)))
+    for key in required:
+        if key not in obj:
+            raise RequestError(f"missing field {key!r} in {what}", at(path, key))
+
+
+def get_string(obj: dict, key: str, path: str, *, required: bool = True, nonempty: bool = True) -> str | None:
+    value = obj.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise RequestError(f"{key!r} must be a string, got {json_type(value)}", at(path, key))
+    if nonempty and not value.strip():
+        raise RequestError(f"{key!r} must not be empty", at(path, key))
+    return value
+
+
+def get_int(obj: dict, key: str, path: str, low: int, high: int | None = None) -> int:
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(f"{key!r} must be an integer, got {json_type(value)} {show(value)}", at(path, key))
+    if value < low or (high is not None and value > high):
+        bounds = f"{low}..{high}" if high is not None else f">= {low}"
+        raise RequestError(f"{key!r} must be {bounds}, got {value}", at(path, key))
+    return value
+
+
+def get_list(obj: dict, key: str, path: str, *, required: bool = True, nonempty: bool = True) -> list:
+    value = obj.get(key)
+    if value is None and not required:
+        return []
+    if not isinstance(value, list):
+        raise RequestError(f"{key!r} must be an array, got {json_type(value)}", at(path, key))
+    if nonempty and not value:
+        raise RequestError(f"{key!r} must not be empty", at(path, key))
+    return value
+
+
+def check_column_name(name: object, path: str) -> str:
+    """Output column names: any non-empty string without NUL (they are data, never code)."""
+    if not isinstance(name, str):
+        raise RequestError(f"a column name must be a string, got {json_type(name)}", path)
+    if not name:
+        raise RequestError("a column name must not be empty", path)
+    if "\x00" in name:
+        raise RequestError("a column name must not contain NUL characters", path, name)
+    return name

@@ -1,0 +1,187 @@
+"""The logical plan: a validated, typed, immutable DAG of dataflow operations (contract §1).
+
+`jumpgate.dataflow.request.parse_request` builds it from request JSON; the compiler only ever sees
+these nodes. Operations reference their inputs through `InputRef`, which names an operation and one
+of its outputs (only `shuffle` has more than one).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Union
+
+from .expr import Expr
+from .types import Schema
+
+
+@dataclass(frozen=True, slots=True)
+class InputRef:
+    op: str
+    port: int = 0
+
+    def __str__(self) -> str:
+        return self.op if self.port == 0 and "[" not in self.op else f"{self.op}[{self.port}]"
+
+
+@dataclass(frozen=True, slots=True)
+class NamedExpr:
+    name: str
+    expr: Expr
+
+
+class FileFormat(str, Enum):
+    JSON = "json"
+    ORC = "orc"
+    PARQUET = "parquet"
+    CSV = "csv"
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    name: str
+    paths: tuple[str, ...]  # absolute paths inside the data root, resolved and checked
+    format: FileFormat
+    schema: Schema
+    kind: str = field(default="read", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    name: str
+    input: InputRef
+    condition: Expr
+    kind: str = field(default="filter", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    name: str
+    input: InputRef
+    columns: tuple[NamedExpr, ...]
+    kind: str = field(default="project", init=False)
+
+
+class JoinType(str, Enum):
+    INNER = "inner"
+    LEFT_SEMI = "left_semi"
+    LEFT_ANTI = "left_anti"
+    LEFT_OUTER = "left_outer"
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    """Hash join. Key expressions are bound against their own side; `condition` and `columns` are
+    bound against the probe's columns followed by the build's."""
+
+    name: str
+    build: InputRef
+    probe: InputRef
+    build_keys: tuple[Expr, ...]
+    probe_keys: tuple[Expr, ...]
+    type: JoinType = JoinType.INNER
+    condition: Expr | None = None
+    columns: tuple[NamedExpr, ...] | None = None
+    kind: str = field(default="join", init=False)
+
+
+class AggFn(str, Enum):
+    SUM = "sum"
+    COUNT = "count"
+    COUNT_STAR = "count_star"
+    MIN = "min"
+    MAX = "max"
+    AVG = "avg"
+
+
+class AggMode(str, Enum):
+    COMPLETE = "complete"
+    PARTIAL = "partial"
+    FINAL = "final"
+
+
+@dataclass(frozen=True, slots=True)
+class AggregateCall:
+    name: str
+    fn: AggFn
+    expr: Expr | None  # None for count_star
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregate:
+    name: str
+    input: InputRef
+    group_by: tuple[NamedExpr, ...]
+    aggregates: tuple[AggregateCall, ...]
+    mode: AggMode = AggMode.COMPLETE
+    kind: str = field(default="aggregate", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Shuffle:
+    name: str
+    input: InputRef
+    keys: tuple[Expr, ...]
+    partitions: int
+    kind: str = field(default="shuffle", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    name: str
+    input: InputRef
+    transport: str
+    host: str
+    port: int
+    kind: str = field(default="send", init=False)
+
+
+Operation = Union[Read, Filter, Project, Join, Aggregate, Shuffle, Send]
+
+
+def inputs_of(op: Operation) -> tuple[InputRef, ...]:
+    """Input edges of an operation; a join's are (build, probe) in that order."""
+    if isinstance(op, Read):
+        return ()
+    if isinstance(op, Join):
+        return (op.build, op.probe)
+    return (op.input,)
+
+
+def output_count(op: Operation) -> int:
+    if isinstance(op, Shuffle):
+        return op.partitions
+    if isinstance(op, Send):
+        return 0
+    return 1
+
+
+@dataclass(frozen=True)
+class LogicalPlan:
+    """Operations in a topological order (inputs first), with each one's output schema."""
+
+    name: str
+    ops: tuple[Operation, ...]
+    schemas: dict[str, Schema]  # output schema of every operation except sends
+    op_paths: dict[str, str] = field(default_factory=dict)  # name -> "operations[i]" in the request
+
+    def op(self, name: str) -> Operation:
+        for o in self.ops:
+            if o.name == name:
+                return o
+        raise KeyError(name)
+
+    def consumers(self, name: str) -> list[tuple[Operation, InputRef]]:
+        """Operations that read an output of `name`, with the edge they read it by."""
+        out = []
+        for o in self.ops:
+            for ref in inputs_of(o):
+                if ref.op == name:
+                    out.append((o, ref))
+        return out
+
+    @property
+    def sends(self) -> list[Send]:
+        return [o for o in self.ops if isinstance(o, Send)]
+
+    def input_schema(self, ref: InputRef) -> Schema:
+        return self.schemas[ref.op]

@@ -1,0 +1,236 @@
+"""Dataflow request JSON → `LogicalPlan` (contract §1).
+
+Checks run in this order, each failing with a `RequestError` whose `path` names the JSON field:
+1. shape: the body, `operations`, each operation's `kind`, `name` and fields (unknown fields are
+   rejected: they are usually typos; optional fields may be null);
+2. names: unique; references: `input`/`build`/`probe` name an existing, non-send operation, with
+   `NAME[i]` for shuffle outputs (and only for them), 0 <= i < partitions;
+3. the graph: no cycle; at least one send; every operation feeds some send, and every output of
+   a shuffle is read (rows routed to an unread output would be lost silently);
+4. per operation, in topological order: field values, expressions parsed and bound against the
+   input schemas, output schemas (`opbind.py`, `aggregates.py`), read paths (`paths.py`).
+
+Operations may appear in any order; the plan lists them in a topological order that keeps the
+request's order where the dataflow allows. An input may be read by several operations.
+"""
+from __future__ import annotations
+
+import difflib
+import heapq
+import re
+from pathlib import Path
+
+from ..errors import RequestError
+from .aggregates import bind_aggregate
+from .jsonshape import at, check_keys, expect_object, get_int, get_list, json_type, show
+from .opbind import RawOp, bind_filter, bind_join, bind_project, bind_read, bind_send, bind_shuffle
+from .plan import InputRef, LogicalPlan, Operation
+from .types import Schema
+
+# kind -> (required fields, optional fields), besides "kind" and "name".
+FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "read": (("path", "format", "schema"), ()),
+    "filter": (("input", "condition"), ()),
+    "project": (("input", "columns"), ()),
+    "join": (("build", "probe", "build_keys", "probe_keys"), ("type", "condition", "columns")),
+    "aggregate": (("input",), ("group_by", "aggregates", "mode")),
+    "shuffle": (("input", "keys", "partitions"), ()),
+    "send": (("input", "transport", "host", "port"), ()),
+}
+INPUT_FIELDS = {"read": (), "join": ("build", "probe")}  # every other kind: ("input",)
+
+NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_REF_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?")
+
+
+def parse_request(body: object, data_root: Path) -> LogicalPlan:
+    """Validate a dataflow request and build its typed logical plan."""
+    body = expect_object(body, None, "the request")
+    check_keys(body, None, ["operations"], ["name"], "the request")
+    label = body.get("name")
+    if label is None:
+        label = ""
+    if not isinstance(label, str):
+        raise RequestError(f"'name' must be a string, got {json_type(label)}", "name")
+    items = get_list(body, "operations", "")
+    ops = _shape(items)
+    by_name = _unique_names(ops)
+    refs = {op.name: _references(op, by_name) for op in ops}
+    order = _topological(ops, refs, by_name)
+    _check_usage(ops, refs, by_name)
+    return _bind(label, order, refs, Path(data_root))
+
+
+# --- 1. shape ----------------------------------------------------------------------------------
+
+def _shape(items: list) -> list[RawOp]:
+    ops = []
+    for i, item in enumerate(items):
+        path = f"operations[{i}]"
+        obj = expect_object(item, path, "an operation")
+        kind = obj.get("kind")
+        if not isinstance(kind, str):
+            if "kind" not in obj:
+                raise RequestError("missing field 'kind' in an operation", at(path, "kind"))
+            raise RequestError(f"'kind' must be a string, got {json_type(kind)}", at(path, "kind"))
+        if kind not in FIELDS:
+            raise RequestError(f"unknown operation kind {show(kind)}; expected one of {', '.join(FIELDS)}",
+                               at(path, "kind"), kind)
+        required, optional = FIELDS[kind]
+        check_keys(obj, path, ["kind", "name", *required], optional, f"a {kind} operation")
+        name = obj["name"]
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+            raise RequestError(f"an operation name must match [A-Za-z_][A-Za-z0-9_]*, got {show(name)}",
+                               at(path, "name"), name if isinstance(name, str) else None)
+        if kind == "shuffle":  # needed to check NAME[i] references
+            get_int(obj, "partitions", path, 1)
+        ops.append(RawOp(i, kind, name, obj))
+    return ops
+
+
+def _unique_names(ops: list[RawOp]) -> dict[str, RawOp]:
+    by_name: dict[str, RawOp] = {}
+    for op in ops:
+        if op.name in by_name:
+            raise RequestError(f"duplicate operation name {op.name!r} (also {by_name[op.name].path})",
+                               op.at("name"), op.name)
+        by_name[op.name] = op
+    return by_name
+
+
+# --- 2. references -----------------------------------------------------------------------------
+
+def _references(op: RawOp, by_name: dict[str, RawOp]) -> dict[str, InputRef]:
+    """The input edges of `op`, by field name."""
+    out = {}
+    for field in INPUT_FIELDS.get(op.kind, ("input",)):
+        path = op.at(field)
+        text = op.obj[field]
+        if not isinstance(text, str):
+            raise RequestError(f"{field!r} must be an operation name, got {json_type(text)}", path)
+        m = _REF_RE.fullmatch(text)
+        if not m:
+            raise RequestError(f"{field!r} must be an operation name or NAME[i], got {show(text)}", path, text)
+        target = by_name.get(m.group(1))
+        if target is None:
+            hint = difflib.get_close_matches(m.group(1), list(by_name), n=1)
+            extra = f"; did you mean {hint[0]!r}?" if hint else ""
+            raise RequestError(f"unknown operation {m.group(1)!r}{extra}", path, text)
+        out[field] = _port(target, m.group(2), path, text)
+    return out
+
+
+def _port(target: RawOp, index: str | None, path: str, text: str) -> InputRef:
+    if target.kind == "send":
+        raise RequestError(f"{target.name!r} is a send, which has no output to read", path, text)
+    if target.kind == "shuffle":
+        count = target.obj["partitions"]
+        if index is None:
+            raise RequestError(f"{target.name!r} is a shuffle with {count} output(s); read one of them as "
+                               f"{target.name}[0]..{target.name}[{count - 1}]", path, text)
+        if int(index) >= count:
+            raise RequestError(f"shuffle {target.name!r} has {count} outputs (0..{count - 1}); "
+                               f"{text!r} is out of range", path, text)
+        return InputRef(target.name, int(index))
+    if index is not None:
+        raise RequestError(f"{target.name!r} is a {target.kind} with a single output; read it as "
+                           f"{target.name!r} without an index", path, text)
+    return InputRef(target.name)
+
+
+# --- 3. the graph ------------------------------------------------------------------------------
+
+def _topological(ops: list[RawOp], refs: dict[str, dict[str, InputRef]],
+                 by_name: dict[str, RawOp]) -> list[RawOp]:
+    """Kahn's algorithm, ties broken by position in the request; a cycle is an error."""
+    waiting = {op.name: len(refs[op.name]) for op in ops}
+    readers: dict[str, list[str]] = {op.name: [] for op in ops}
+    for op in ops:
+        for ref in refs[op.name].values():
+            readers[ref.op].append(op.name)
+    ready = [op.index for op in ops if waiting[op.name] == 0]
+    heapq.heapify(ready)
+    order: list[RawOp] = []
+    while ready:
+        op = ops[heapq.heappop(ready)]
+        order.append(op)
+        for reader in readers[op.name]:
+            waiting[reader] -= 1
+            if waiting[reader] == 0:
+                heapq.heappush(ready, by_name[reader].index)
+    if len(order) < len(ops):
+        _report_cycle([op for op in ops if waiting[op.name] > 0], refs)
+    return order
+
+
+def _report_cycle(stuck: list[RawOp], refs: dict[str, dict[str, InputRef]]) -> None:
+    stuck_names = {op.name for op in stuck}
+    by_name = {op.name: op for op in stuck}
+    chain = [stuck[0].name]
+    while True:  # every stuck op reads another stuck op, so this walk must revisit one
+        field, ref = next((f, r) for f, r in refs[chain[-1]].items() if r.op in stuck_names)
+        if ref.op in chain:
+            cycle = chain[chain.index(ref.op):] + [ref.op]
+            break
+        chain.append(ref.op)
+    first = by_name[cycle[0]]
+    field = next(f for f, r in refs[first.name].items() if r.op == cycle[1])
+    raise RequestError(f"operations form a cycle: {' -> '.join(cycle)} (each reads the next)",
+                       first.at(field), ", ".join(cycle[:-1]))
+
+
+def _check_usage(ops: list[RawOp], refs: dict[str, dict[str, InputRef]], by_name: dict[str, RawOp]) -> None:
+    sends = [op for op in ops if op.kind == "send"]
+    if not sends:
+        raise RequestError("the request has no send operation, so its results would go nowhere",
+                           "operations")
+    used: set[str] = set()
+    stack = [op.name for op in sends]
+    while stack:
+        name = stack.pop()
+        if name not in used:
+            used.add(name)
+            stack.extend(ref.op for ref in refs[name].values())
+    for op in ops:
+        if op.name not in used:
+            raise RequestError(f"operation {op.name!r} is not used: no send consumes its output, directly "
+                               "or through other operations", op.path, op.name)
+    read_ports: dict[str, set[int]] = {}
+    for op in ops:
+        for ref in refs[op.name].values():
+            read_ports.setdefault(ref.op, set()).add(ref.port)
+    for op in ops:
+        if op.kind == "shuffle":
+            unread = [i for i in range(op.obj["partitions"]) if i not in read_ports.get(op.name, set())]
+            if unread:
+                listed = ", ".join(f"{op.name}[{i}]" for i in unread[:10]) + (" ..." if len(unread) > 10 else "")
+                raise RequestError(f"shuffle output(s) {listed} are not read by any operation; rows routed "
+                                   "there would be lost", op.at("partitions"), op.name)
+
+
+# --- 4. binding --------------------------------------------------------------------------------
+
+def _bind(label: str, order: list[RawOp], refs: dict[str, dict[str, InputRef]],
+          data_root: Path) -> LogicalPlan:
+    schemas: dict[str, Schema] = {}
+    bound: list[Operation] = []
+    for op in order:
+        r = refs[op.name]
+        if op.kind == "read":
+            node, schema = bind_read(op, data_root)
+        elif op.kind == "filter":
+            node, schema = bind_filter(op, r["input"], schemas[r["input"].op])
+        elif op.kind == "project":
+            node, schema = bind_project(op, r["input"], schemas[r["input"].op])
+        elif op.kind == "join":
+            node, schema = bind_join(op, r["build"], r["probe"], schemas[r["build"].op], schemas[r["probe"].op])
+        elif op.kind == "aggregate":
+            node, schema = bind_aggregate(op, r["input"], schemas[r["input"].op])
+        elif op.kind == "shuffle":
+            node, schema = bind_shuffle(op, r["input"], schemas[r["input"].op])
+        else:
+            node, schema = bind_send(op, r["input"]), None
+        bound.append(node)
+        if schema is not None:
+            schemas[op.name] = schema
+    return LogicalPlan(label, tuple(bound), schemas)

@@ -1,0 +1,295 @@
+"""The two NCA plugin interfaces (thesis §3.3.4, Tables 3.2 and 3.3; Appendix A.1.2-A.1.3).
+
+An NCA implementation is a subclass of `NcaImplementation`, registered under the entry-point group
+`jumpgate.ncas`. The compiler talks to it only through the *operator interface*
+(`match_operations`, `match_input`, `match_output`, `resources`); the executor only through the
+*life-cycle interface* of the `NcaInstance` it creates (`compile`, `allocate`, `configure`,
+`execute`, `destroy`). Built-in NCAs get no other way in.
+
+Every answer of the operator interface is a verdict with a reason, so that users can see why an
+operation was or was not given to an NCA (design principle 1).
+"""
+from __future__ import annotations
+
+import inspect
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar, Generic, TypeVar
+
+from ..compiler.ntf import NtfLayout
+from ..dataflow.plan import InputRef, LogicalPlan, Operation
+
+# ------------------------------------------------------------------ formats on edges
+
+FILE = "file"  # the transport of a `read` operation's input: files under the data root
+NTF = "ntf"  # the data format of every NCA-to-NCA and NCA-to-client edge that uses NTF
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSpec:
+    """What flows over one edge: a data format and a transport.
+
+    For a `read` input, `format` is the file format (`json`, `orc`, ...) and `transport` is
+    `file`. Between NCAs and towards clients, `format` is `ntf` with the exact `layout`, and
+    `transport` is a transport name (`tcp`, `udp`, ...)."""
+
+    format: str
+    transport: str
+    layout: NtfLayout | None = None
+
+    def describe(self) -> str:
+        return f"{self.format} over {self.transport}"
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    """One output port of an NCA: what it emits and over how many parallel streams (connections)
+    per destination. `streams` lets a multi-threaded NCA open one connection per thread; the
+    destination then expects that many streams from this port (contract §3 `expected_streams`)."""
+
+    spec: StreamSpec
+    streams: int = 1
+
+
+# ------------------------------------------------------------------ verdicts
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict(Generic[T]):
+    """An answer with a reason. `value` carries the payload of a positive answer."""
+
+    ok: bool
+    reason: str = ""
+    value: T | None = None
+
+    @classmethod
+    def yes(cls, value: T | None = None, reason: str = "") -> "Verdict[T]":
+        return cls(True, reason, value)
+
+    @classmethod
+    def no(cls, reason: str) -> "Verdict[T]":
+        return cls(False, reason, None)
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRequest:
+    """What one NCA instance needs from its deployment. `cores` is threads of a software NCA;
+    `pools` are named exclusive resources (e.g. a switch's register slots) leased per job."""
+
+    cores: int = 1
+    memory_mb: int = 64
+    deployment: str = "local"  # which kind of deployer can host it
+    pools: dict[str, int] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------ what the life cycle is given
+
+
+@dataclass(frozen=True, slots=True)
+class InputPort:
+    """An input of an NCA instance: either files (a `read`), or a network edge on which it will
+    accept `expected_streams` connections."""
+
+    spec: StreamSpec
+    source: InputRef  # the logical edge this port carries
+    expected_streams: int = 1
+    files: tuple[str, ...] = ()  # for `file` inputs
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    host: str
+    port: int
+    transport: str = "tcp"
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """Where one output port sends: an endpoint and the stream ids this sender uses there
+    (`first_stream` .. `first_stream + streams - 1`, contract §3)."""
+
+    endpoint: Endpoint
+    first_stream: int
+    streams: int = 1
+
+
+@dataclass(frozen=True)
+class NcaSpec:
+    """Everything an instance needs to know about its part of the job, fixed at compile time."""
+
+    id: str
+    implementation: str
+    plan: LogicalPlan
+    ops: tuple[str, ...]  # operation names it implements, in plan order
+    inputs: tuple[InputPort, ...]
+    outputs: tuple[OutputSpec, ...]  # one per output port, in port order (see output_refs)
+    output_refs: tuple[InputRef, ...]  # the logical edge each output port carries
+    stages: tuple[int, ...]  # global stage numbers it runs in, ascending
+    resources: ResourceRequest
+    job_id: str = ""
+
+    def operations(self) -> list[Operation]:
+        return [self.plan.op(n) for n in self.ops]
+
+
+@dataclass
+class PhaseStats:
+    """What an NCA reports at the end of one execute call (design: "where did the time go")."""
+
+    wall_ns: int = 0
+    wait_in_ns: int = 0
+    wait_out_ns: int = 0
+    tuples_in: int = 0
+    bytes_in: int = 0
+    tuples_out: int = 0
+    bytes_out: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def busy_ns(self) -> int:
+        return max(0, self.wall_ns - self.wait_in_ns - self.wait_out_ns)
+
+    def to_json(self) -> dict:
+        return {"wall_ms": self.wall_ns / 1e6, "busy_ms": self.busy_ns / 1e6,
+                "wait_input_ms": self.wait_in_ns / 1e6, "wait_output_ms": self.wait_out_ns / 1e6,
+                "tuples_in": self.tuples_in, "bytes_in": self.bytes_in,
+                "tuples_out": self.tuples_out, "bytes_out": self.bytes_out, **self.extra}
+
+
+@dataclass(frozen=True, slots=True)
+class CompileResult:
+    cached: bool = False
+    artifact: str = ""  # e.g. the path of a binary, or a configuration digest
+
+
+# ------------------------------------------------------------------ the interfaces
+
+
+def _reject_incomplete(cls: type, required_attrs: tuple[str, ...]) -> None:
+    """Fail at class definition (not at first use) when a concrete plugin misses a piece."""
+    if inspect.isabstract(cls) or cls.__dict__.get("abstract", False):
+        return
+    missing = [a for a in required_attrs if not getattr(cls, a, None)]
+    abstract = sorted(getattr(cls, "__abstractmethods__", ()))
+    if missing or abstract:
+        raise TypeError(f"NCA plugin {cls.__module__}.{cls.__qualname__} is incomplete: "
+                        f"missing {', '.join(missing + abstract)}")
+
+
+class NcaInstance(ABC):
+    """The life-cycle interface of one NCA in one job (thesis Table 3.3).
+
+    The executor calls each step on every instance of a job concurrently (parallel lock-step):
+    all `compile`, then all `allocate`, then all `configure`, then stage by stage `execute` on the
+    instances of that stage. `destroy` is called exactly once, on success, failure or
+    cancellation, possibly from another thread while `execute` blocks; it must make a blocked
+    `execute` return promptly and must release every process, port and lease."""
+
+    def __init__(self, spec: NcaSpec) -> None:
+        self.spec = spec
+
+    def __init_subclass__(cls, **kw) -> None:
+        super().__init_subclass__(**kw)
+        _reject_incomplete(cls, ())
+
+    @abstractmethod
+    def compile(self) -> CompileResult:
+        """Generate and build whatever is query-specific (code, configuration)."""
+
+    @abstractmethod
+    def allocate(self) -> list[Endpoint]:
+        """Start the instance; return one endpoint per network input port, in port order."""
+
+    @abstractmethod
+    def configure(self, destinations: list[list[Destination]]) -> None:
+        """Tell the instance where each output port sends (a list of destinations per port)."""
+
+    @abstractmethod
+    def execute(self, phase: int) -> PhaseStats:
+        """Run the instance's `phase`-th stage (0-based among `spec.stages`) and block until it
+        is done. Raises `NcaError` when the NCA fails."""
+
+    @abstractmethod
+    def destroy(self) -> None:
+        """Stop and clean up; idempotent."""
+
+
+class NcaError(Exception):
+    """Raised by `execute` (or any life-cycle step) when the NCA fails."""
+
+    def __init__(self, message: str, file: str | None = None, record: int | None = None,
+                 **extra: object) -> None:
+        super().__init__(message)
+        self.message = message
+        self.file = file
+        self.record = record
+        self.extra = extra
+
+
+class NcaImplementation(ABC):
+    """An NCA implementation: the operator interface plus a factory for instances.
+
+    Subclasses set `name` (the registry name, also the entry-point name), `description` and
+    `operation_kinds` (what it may implement, for `GET /v1/ncas` and the support matrix), and
+    implement the four operator-interface methods and `instantiate`."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    operation_kinds: ClassVar[tuple[str, ...]] = ()
+    converter: ClassVar[bool] = False  # implements no operation; only converts format/transport
+
+    def __init_subclass__(cls, **kw) -> None:
+        super().__init_subclass__(**kw)
+        _reject_incomplete(cls, ("name", "description"))
+
+    # -- operator interface ------------------------------------------------------------
+
+    @abstractmethod
+    def match_operations(self, plan: LogicalPlan, anchor: str) -> Verdict[tuple[str, ...]]:
+        """Can this NCA implement operation `anchor`? On yes, `value` is the operations it would
+        take: `anchor` first, then any following operations it fuses (each with a single
+        consumer, in plan order). Converters answer for `anchor == ""` only."""
+
+    @abstractmethod
+    def match_input(self, plan: LogicalPlan, ops: tuple[str, ...],
+                    inputs: tuple[StreamSpec, ...]) -> Verdict[None]:
+        """Does it accept these inputs (one per input edge of `ops`, in order; a `read` has one
+        `file` input) in these formats and on these transports?"""
+
+    @abstractmethod
+    def match_output(self, plan: LogicalPlan, ops: tuple[str, ...],
+                     inputs: tuple[StreamSpec, ...],
+                     wanted: tuple[str | None, ...]) -> Verdict[tuple[OutputSpec, ...]]:
+        """What it would emit, one `OutputSpec` per output port of `ops`' last operation. `wanted`
+        holds, per port, the transport a receiver insists on (a client's `send`), or None."""
+
+    def resources(self, plan: LogicalPlan, ops: tuple[str, ...]) -> ResourceRequest:
+        """The resources one instance needs (thesis: the operator interface names a resource
+        manager; here the request goes to the deployer's)."""
+        return ResourceRequest()
+
+    def capabilities(self) -> dict:
+        """What `GET /v1/ncas` shows for this implementation."""
+        return {"name": self.name, "description": self.description,
+                "operations": list(self.operation_kinds), "converter": self.converter}
+
+    # -- life-cycle factory --------------------------------------------------------------
+
+    @abstractmethod
+    def instantiate(self, spec: NcaSpec, context: "InstanceContext") -> NcaInstance:
+        """Create the life-cycle object for one instance of this NCA in a job."""
+
+
+@dataclass
+class InstanceContext:
+    """Services an instance may use: where to run, where to keep artifacts and logs."""
+
+    deployer: object  # jumpgate.deploy.Deployer
+    work_dir: str  # per-job scratch directory, removed when the job ends
+    cache_dir: str  # long-lived cache (compiled binaries)
+    settings: dict = field(default_factory=dict)

@@ -1,0 +1,160 @@
+"""Build software NCAs: the precompiled runtime (once per runtime source and compiler version) and
+one small binary per generated query (generated C + a driver object + libjgrt.a).
+
+Everything lands in a cache directory and is keyed by content, so a query that was built before
+costs a hash and a `stat`. Builds are safe to run concurrently from several jobs or test workers:
+the runtime is built under a file lock into a temporary directory that is renamed into place, and
+query binaries are written to a temporary file and renamed (the last writer wins with identical
+bytes).
+"""
+from __future__ import annotations
+
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...errors import JumpgateError
+
+ENV_SOURCES = "JUMPGATE_NCA_SOURCES"  # overrides the ncas/ directory (runtime/ and templates/)
+DRIVERS = ("scan_json", "ntf_relay")  # driver objects the runtime Makefile builds
+CC = "g++"  # compiles the generated C (-x c) and links with libstdc++ for simdjson, in one call
+# Same target flags as the runtime's Makefile: cached binaries may move between machines.
+CFLAGS = ("-x", "c", "-std=c11", "-O2", "-march=x86-64-v2", "-mpclmul", "-pthread")
+LDLIBS = ("-lsimdjson", "-lpthread")
+_RUNTIME_SUFFIXES = {".c", ".cpp", ".h"}
+_STAMP = ".complete"
+
+
+class NcaBuildError(JumpgateError):
+    """The runtime or a generated query failed to build; `stderr` is the compiler's output."""
+
+    status = 500
+
+    def __init__(self, message: str, stderr: str = "", command: list[str] | None = None) -> None:
+        super().__init__(message, compiler_output=stderr[-4000:] or None)
+        self.stderr = stderr
+        self.command = command or []
+
+
+@dataclass(frozen=True, slots=True)
+class BuildResult:
+    path: Path  # the executable
+    cached: bool  # True when an earlier build was reused
+    seconds: float
+
+
+def nca_sources_dir() -> Path:
+    """The ncas/ directory: the repository's, next to the jumpgate package, unless overridden."""
+    env = os.environ.get(ENV_SOURCES)
+    if env:
+        return Path(env).resolve()
+    return Path(__file__).resolve().parents[3] / "ncas"
+
+
+def runtime_dir() -> Path:
+    """Sources of the runtime library and drivers (ncas/runtime)."""
+    return nca_sources_dir() / "runtime"
+
+
+@functools.cache
+def _toolchain_id() -> str:
+    """Compiler versions and the simdjson header's identity: a change in any means a rebuild."""
+    parts = []
+    for tool in ("gcc", "g++"):
+        try:
+            out = subprocess.run([tool, "--version"], capture_output=True, text=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError) as e:
+            raise NcaBuildError(f"the C toolchain is not usable: {tool}: {e}") from None
+        parts.append(out.splitlines()[0] if out else tool)
+    for header in ("/usr/include/simdjson.h", "/usr/local/include/simdjson.h"):
+        try:
+            st = os.stat(header)
+            parts.append(f"{header}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            pass
+    return "\n".join(parts)
+
+
+def runtime_hash() -> str:
+    """Hash of the runtime sources (every .c/.cpp/.h and the Makefile) and the toolchain."""
+    h = hashlib.sha256(_toolchain_id().encode())
+    root = runtime_dir()
+    if not (root / "Makefile").is_file():
+        raise NcaBuildError(f"no NCA runtime sources at {root} (set {ENV_SOURCES} to the ncas/ directory)")
+    for path in sorted(root.iterdir()):
+        if path.is_file() and (path.suffix in _RUNTIME_SUFFIXES or path.name == "Makefile"):
+            h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:20]
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    with open(path, "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def ensure_runtime(cache_dir: Path) -> Path:
+    """Build the runtime into cache_dir/runtime-<hash> unless it is there; return that directory."""
+    cache_dir = Path(cache_dir)
+    build = cache_dir / f"runtime-{runtime_hash()}"
+    if (build / _STAMP).exists():
+        return build
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with _file_lock(cache_dir / f"{build.name}.lock"):
+        if (build / _STAMP).exists():  # another process built it while we waited
+            return build
+        tmp = Path(tempfile.mkdtemp(prefix=f".{build.name}-", dir=cache_dir))
+        try:
+            cmd = ["make", "-C", str(runtime_dir()), f"BUILD={tmp}", f"-j{os.cpu_count() or 1}", "all"]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise NcaBuildError("building the NCA runtime failed", proc.stderr + proc.stdout, cmd)
+            (tmp / _STAMP).write_text(json.dumps({"toolchain": _toolchain_id(), "built": time.time()}))
+            if build.exists():  # left over from a build that crashed before its stamp
+                shutil.rmtree(build)
+            os.rename(tmp, build)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return build
+
+
+def build_nca(generated_source: str, driver: str, cache_dir: Path) -> BuildResult:
+    """The executable of one NCA: generated C compiled and linked with `driver` and libjgrt.a."""
+    t0 = time.perf_counter()
+    if driver not in DRIVERS:
+        raise NcaBuildError(f"unknown NCA driver {driver!r} (known: {', '.join(DRIVERS)})")
+    cache_dir = Path(cache_dir)
+    runtime = ensure_runtime(cache_dir)
+    key = hashlib.sha256(json.dumps([generated_source, driver, runtime.name, CC, CFLAGS, LDLIBS]).encode())
+    exe = cache_dir / "ncas" / f"{driver}-{key.hexdigest()[:32]}"
+    if exe.exists():
+        return BuildResult(exe, True, time.perf_counter() - t0)
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".build-", dir=exe.parent) as tmp:
+        src = Path(tmp) / "query.c"
+        src.write_text(generated_source)
+        out = Path(tmp) / "nca"
+        cmd = [CC, *CFLAGS, f"-I{runtime_dir()}", str(src), "-x", "none", str(runtime / f"{driver}.o"),
+               str(runtime / "libjgrt.a"), *LDLIBS, "-o", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise NcaBuildError(f"compiling the generated {driver} NCA failed", proc.stderr, cmd)
+        # keep the source next to the binary: it is what a developer debugging a job wants to read
+        os.replace(src, exe.with_suffix(".c"))
+        os.replace(out, exe)
+    return BuildResult(exe, False, time.perf_counter() - t0)

@@ -1,0 +1,177 @@
+"""The life-cycle interface for software NCAs: one native process per instance, driven over the
+process protocol of docs/nca-process-protocol.md (the thesis' Appendix A.3 does the same over
+stdin/stdout). Subclasses say what to generate and which driver to link; this class does the rest
+for every software NCA alike.
+"""
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from abc import abstractmethod
+from pathlib import Path
+from urllib.parse import quote
+
+from ...nca.interface import (
+    FILE,
+    CompileResult,
+    Destination,
+    Endpoint,
+    InstanceContext,
+    NcaError,
+    NcaInstance,
+    NcaSpec,
+    PhaseStats,
+)
+from .build import build_nca
+
+READY_TIMEOUT_S = 30.0
+
+
+def _token(text: str) -> str:
+    """Percent-encode a text token for the protocol (every byte outside A-Za-z0-9._~/-)."""
+    return quote(text, safe="/._~-")
+
+
+class ProcessNca(NcaInstance):
+    """Base class of every software NCA instance."""
+
+    abstract = True
+    driver: str = ""  # the runtime driver object to link (e.g. "scan_json")
+
+    def __init__(self, spec: NcaSpec, context: InstanceContext) -> None:
+        super().__init__(spec)
+        self.context = context
+        self.binary: Path | None = None
+        self.proc = None
+        self._events: queue.Queue[dict | None] = queue.Queue()
+        self._destroyed = threading.Event()
+        self._lock = threading.Lock()
+
+    # -- what subclasses provide ----------------------------------------------------------
+
+    @abstractmethod
+    def generate_source(self) -> str:
+        """The query-specific C source, generated from the typed operations of `spec`."""
+
+    def threads(self) -> int:
+        return max(1, self.spec.resources.cores)
+
+    def params(self) -> dict[str, str]:
+        """Implementation-specific settings sent as `param` commands."""
+        return {}
+
+    # -- life cycle -----------------------------------------------------------------------
+
+    def compile(self) -> CompileResult:
+        source = self.generate_source()
+        result = build_nca(source, self.driver, Path(self.context.cache_dir))
+        self.binary = Path(result.path)
+        return CompileResult(cached=result.cached, artifact=str(result.path))
+
+    def allocate(self) -> list[Endpoint]:
+        if self.binary is None:
+            raise NcaError("allocate called before compile")
+        net_inputs = [p for p in self.spec.inputs if p.spec.transport != FILE]
+        deployer = self.context.deployer
+        argv = [str(self.binary), "--bind", deployer.bind_host, "--inputs", str(len(net_inputs))]
+        with self._lock:
+            if self._destroyed.is_set():
+                raise NcaError("cancelled")
+            self.proc = deployer.start(argv, Path(self.context.work_dir), self.spec.id)
+        threading.Thread(target=self._read_events, name=f"{self.spec.id}-events", daemon=True).start()
+        ready = self._next_event(READY_TIMEOUT_S, "ready")
+        ports = ready.get("ports", [])
+        if len(ports) != len(net_inputs):
+            raise NcaError(f"NCA process reported {len(ports)} ports, expected {len(net_inputs)}")
+        return [Endpoint(deployer.bind_host, int(p), port.spec.transport) for p, port in zip(ports, net_inputs)]
+
+    def configure(self, destinations: list[list[Destination]]) -> None:
+        lines = [f"threads {self.threads()}"]
+        for key, value in self.params().items():
+            lines.append(f"param {_token(key)} {_token(value)}")
+        net_index = 0
+        for port in self.spec.inputs:
+            if port.spec.transport == FILE:
+                lines += [f"file {_token(f)}" for f in port.files]
+            else:
+                lines.append(f"expect {net_index} {port.expected_streams}")
+                net_index += 1
+        for out_port, dests in enumerate(destinations):
+            for d in dests:
+                lines.append(f"dest {out_port} {_token(d.endpoint.host)} {d.endpoint.port} "
+                             f"{d.first_stream} {d.streams}")
+        self._send(lines)
+
+    def execute(self, phase: int) -> PhaseStats:
+        self._send([f"execute {phase}"])
+        event = self._next_event(None, "done")
+        stats = event.get("stats", {})
+        known = ("wall_ns", "wait_in_ns", "wait_out_ns", "tuples_in", "bytes_in", "tuples_out", "bytes_out")
+        return PhaseStats(**{k: int(stats.get(k, 0)) for k in known},
+                          extra={k: v for k, v in stats.items() if k not in known})
+
+    def destroy(self) -> None:
+        with self._lock:
+            self._destroyed.set()
+            proc, self.proc = self.proc, None
+        if proc is not None:
+            self.context.deployer.stop(proc)
+        self._events.put(None)  # wake a blocked execute
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def _send(self, lines: list[str]) -> None:
+        proc = self.proc
+        if proc is None or self._destroyed.is_set():
+            raise NcaError("cancelled")
+        try:
+            proc.popen.stdin.write(("\n".join(lines) + "\n").encode())
+            proc.popen.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError) as e:
+            raise NcaError(f"NCA process is gone ({e}){self._stderr_tail()}") from None
+
+    def _read_events(self) -> None:
+        proc = self.proc
+        if proc is None:
+            return
+        try:
+            for raw in proc.popen.stdout:
+                try:
+                    event = json.loads(raw)
+                except ValueError:
+                    event = {"event": "log", "message": raw.decode(errors="replace").rstrip()}
+                if isinstance(event, dict):
+                    self._events.put(event)
+        except (OSError, ValueError):
+            pass
+        self._events.put(None)
+
+    def _next_event(self, timeout: float | None, want: str) -> dict:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                event = self._events.get(timeout=left)
+            except queue.Empty:
+                raise NcaError(f"NCA process did not report '{want}' within {timeout:.0f} s") from None
+            if event is None:
+                if self._destroyed.is_set():
+                    raise NcaError("cancelled")
+                raise NcaError(f"NCA process exited before '{want}'{self._stderr_tail()}")
+            kind = event.get("event")
+            if kind == want:
+                return event
+            if kind == "error":
+                raise NcaError(str(event.get("message", "NCA failed")), file=event.get("file"),
+                               record=event.get("record"))
+            # 'log' and unknown events are informational
+
+    def _stderr_tail(self, limit: int = 2000) -> str:
+        path = Path(self.context.work_dir) / f"{self.spec.id}.stderr"
+        try:
+            text = path.read_text(errors="replace")[-limit:].strip()
+        except OSError:
+            return ""
+        return f": {text}" if text else ""

@@ -1,0 +1,70 @@
+"""The JSON Lines scan NCA: read, with any following filters and projections fused in
+(thesis Table 3.4 "JSON scan-[agg]"; Appendix A.2 is its operator interface).
+
+Parsing runs on simdjson in the precompiled runtime; the filters and projections are generated C.
+"""
+from __future__ import annotations
+
+from ...compiler.ntf import generate_ntf
+from ...dataflow.plan import FileFormat, LogicalPlan, Read
+from ...nca.interface import (
+    FILE,
+    NTF,
+    InstanceContext,
+    NcaImplementation,
+    NcaInstance,
+    NcaSpec,
+    OutputSpec,
+    ResourceRequest,
+    StreamSpec,
+    Verdict,
+)
+from .codegen import generate_scan_query
+from .fusion import fusable_chain
+from .process import ProcessNca
+
+TRANSPORTS = ("tcp",)
+
+
+class JsonScanNca(NcaImplementation):
+    name = "software.scan_json"
+    description = "JSON Lines scan on simdjson, with filters and projections fused in (generated C)"
+    operation_kinds = ("read", "filter", "project")
+
+    def match_operations(self, plan: LogicalPlan, anchor: str) -> Verdict[tuple[str, ...]]:
+        if not anchor:
+            return Verdict.no("not a format converter")
+        op = plan.op(anchor)
+        if not isinstance(op, Read):
+            return Verdict.no(f"takes only 'read' as its first operation, not '{op.kind}'")
+        if op.format is not FileFormat.JSON:
+            return Verdict.no(f"reads only JSON Lines, not {op.format.value}")
+        return Verdict.yes(fusable_chain(plan, anchor, ("filter", "project")))
+
+    def match_input(self, plan, ops, inputs) -> Verdict[None]:
+        if len(inputs) != 1 or inputs[0].transport != FILE or inputs[0].format != FileFormat.JSON.value:
+            got = ", ".join(i.describe() for i in inputs) or "nothing"
+            return Verdict.no(f"reads JSON Lines files only, got {got}")
+        return Verdict.yes()
+
+    def match_output(self, plan, ops, inputs, wanted) -> Verdict[tuple[OutputSpec, ...]]:
+        transport = wanted[0] if wanted and wanted[0] else "tcp"
+        if transport not in TRANSPORTS:
+            return Verdict.no(f"sends over {', '.join(TRANSPORTS)} only, not {transport}")
+        layout = generate_ntf(plan.schemas[ops[-1]])
+        streams = self.resources(plan, ops).cores
+        return Verdict.yes((OutputSpec(StreamSpec(NTF, transport, layout), streams=streams),))
+
+    def resources(self, plan, ops) -> ResourceRequest:
+        return ResourceRequest(cores=1)
+
+    def instantiate(self, spec: NcaSpec, context: InstanceContext) -> NcaInstance:
+        return JsonScanInstance(spec, context)
+
+
+class JsonScanInstance(ProcessNca):
+    driver = "scan_json"
+
+    def generate_source(self) -> str:
+        layout = self.spec.outputs[0].spec.layout
+        return generate_scan_query(self.spec.operations(), layout)

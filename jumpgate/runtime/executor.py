@@ -1,0 +1,218 @@
+"""Executing a staged networked pipeline (thesis §3.3.5 "Executing Staged Network Pipelines").
+
+The life-cycle interface is called in parallel lock-step: every NCA compiles concurrently, then
+every NCA allocates, then every NCA is configured with where its outputs go; then stage by stage,
+`execute` runs on the NCAs of the stage concurrently and the next stage starts only when all of
+them are done. Whatever happens (success, an NCA failure, DELETE), every instance is destroyed
+exactly once and the job's cores are released.
+
+The first failure is the one reported: when one NCA fails, its neighbours usually fail soon after
+(a stream ends early), and those are consequences, not causes.
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Callable
+
+from ..errors import NcaFailure
+from ..nca.interface import FILE, Destination, Endpoint, InstanceContext, NcaError, NcaInstance
+from ..nca.registry import Registry
+from .jobs import Job, JobState, JobStore
+
+log = logging.getLogger(__name__)
+
+
+class Cancelled(Exception):
+    pass
+
+
+class JobRunner:
+    def __init__(self, job: Job, store: JobStore, registry: Registry, deployer, cache_dir: Path,
+                 work_root: Path, on_finish: Callable[[Job], None]) -> None:
+        self.job = job
+        self.store = store
+        self.registry = registry
+        self.deployer = deployer
+        self.cache_dir = cache_dir
+        self.work_dir = work_root / job.id
+        self.on_finish = on_finish
+        self.instances: dict[str, NcaInstance] = {}
+        self._cancel = threading.Event()
+        self._destroy_lock = threading.Lock()
+        self._destroyed = False
+        self._failure: NcaFailure | None = None
+        self._failure_lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=max(4, len(job.pipeline.ncas)),
+                                        thread_name_prefix=f"job-{job.id}")
+
+    # ---------------------------------------------------------------- public
+
+    def start(self) -> None:
+        threading.Thread(target=self._run, name=f"job-{self.job.id}", daemon=True).start()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+        self._destroy_all()
+
+    # ---------------------------------------------------------------- the run
+
+    def _run(self) -> None:
+        job, tl = self.job, self.job.timeline
+        state = JobState.SUCCEEDED
+        try:
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+            context = InstanceContext(deployer=self.deployer, work_dir=str(self.work_dir),
+                                      cache_dir=str(self.cache_dir))
+            for node in job.pipeline.ncas:
+                impl = self.registry.get(node.implementation)
+                self.instances[node.id] = impl.instantiate(job.pipeline.build_spec(node, job.id), context)
+            setup = tl.begin("setup")
+            self._lockstep("compile", lambda nid, inst: self._compile(nid, inst))
+            endpoints = self._lockstep("allocate", lambda nid, inst: inst.allocate())
+            routes = self._resolve_routes(endpoints)
+            self._lockstep("configure", lambda nid, inst: inst.configure(routes[nid]))
+            tl.end(setup)
+            run = tl.begin("execute")
+            for stage, nca_ids in enumerate(job.pipeline.stages):
+                span = tl.begin(f"stage:{stage}")
+                self._run_stage(stage, nca_ids)
+                tl.end(span)
+            tl.end(run)
+        except Cancelled:
+            state = JobState.CANCELLED if self._failure is None else JobState.FAILED
+        except Exception as e:  # an unexpected bug in a plugin must still clean up and report
+            log.exception("job %s failed in the control plane", job.id)
+            self._fail(NcaFailure(nca="control-plane", stage=None, message=f"{type(e).__name__}: {e}"))
+            state = JobState.FAILED
+        if self._failure is not None:
+            state = JobState.FAILED
+            job.error = self._failure.to_json()
+        teardown = tl.begin("destroy")
+        self._destroy_all()
+        tl.end(teardown)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        # NCA logs matter only while the job runs: failures carry their stderr tail in the error.
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+        try:
+            self.store.transition(job, state, (JobState.RUNNING,))
+        except Exception:  # already cancelled by DELETE: keep that state
+            pass
+        self.on_finish(job)
+
+    def _compile(self, nid: str, inst: NcaInstance) -> None:
+        span = self.job.timeline.begin("compile", nca=nid)
+        result = inst.compile()
+        self.job.timeline.end(span, cached=result.cached)
+
+    def _lockstep(self, step: str, fn) -> dict[str, object]:
+        """Run one life-cycle step on every NCA concurrently; stop at the first failure."""
+        results: dict[str, object] = {}
+        futures = {}
+        for nid, inst in self.instances.items():
+            futures[self._pool.submit(self._timed, step, nid, inst, fn)] = nid
+        for fut in as_completed(futures):
+            nid = futures[fut]
+            try:
+                results[nid] = fut.result()
+            except Exception as e:  # NcaError or a plugin bug: either fails the job
+                self._fail(self._failure_from(e, nid, None, step))
+        if self._failure is not None or self._cancel.is_set():
+            raise Cancelled()
+        return results
+
+    def _timed(self, step: str, nid: str, inst: NcaInstance, fn):
+        if self._cancel.is_set():
+            raise NcaError("cancelled")
+        if step == "compile":
+            return fn(nid, inst)
+        span = self.job.timeline.begin(step, nca=nid)
+        try:
+            return fn(nid, inst)
+        finally:
+            self.job.timeline.end(span)
+
+    def _run_stage(self, stage: int, nca_ids: list[str]) -> None:
+        futures = {}
+        for nid in nca_ids:
+            phase = self.job.pipeline.node(nid).stages.index(stage)
+            futures[self._pool.submit(self._execute_one, stage, phase, nid)] = nid
+        for fut in as_completed(futures):
+            try:
+                fut.result()
+            except Exception as e:
+                self._fail(self._failure_from(e, futures[fut], stage, "execute"))
+                # Tear everything down now: NCAs blocked on the failed one's streams (and the
+                # client's receivers) are released at once instead of waiting for timeouts.
+                self._destroy_all()
+        if self._failure is not None or self._cancel.is_set():
+            raise Cancelled()
+
+    def _execute_one(self, stage: int, phase: int, nid: str) -> None:
+        tl = self.job.timeline
+        span = tl.begin(f"stage:{stage}", nca=nid)
+        stats = None
+        try:
+            stats = self.instances[nid].execute(phase)
+        finally:
+            tl.end(span)
+            tl.stage_result(nid, stage, phase, span, stats)
+
+    def _resolve_routes(self, endpoints: dict[str, object]) -> dict[str, list[list[Destination]]]:
+        """Turn the pipeline's edges into endpoints now that every NCA listens. An NCA's
+        endpoints cover its network input ports only, in port order (file ports have none)."""
+        pipeline = self.job.pipeline
+        routes: dict[str, list[list[Destination]]] = {}
+        for node in pipeline.ncas:
+            ports: list[list[Destination]] = []
+            for edges in pipeline.output_edges(node.id):
+                dests = []
+                for e in edges:
+                    if e.to_client:
+                        out = pipeline.outputs[e.consumer]
+                        ep = Endpoint(out.host, out.port, out.transport)
+                    else:
+                        consumer = pipeline.node(e.consumer)
+                        net_index = sum(1 for p in consumer.inputs[: e.consumer_port] if p.spec.transport != FILE)
+                        ep = endpoints[e.consumer][net_index]
+                    dests.append(Destination(ep, e.first_stream, e.streams))
+                ports.append(dests)
+            routes[node.id] = ports
+        return routes
+
+    # ---------------------------------------------------------------- failure and teardown
+
+    def _failure_from(self, e: Exception, nid: str, stage: int | None, step: str) -> NcaFailure:
+        if isinstance(e, NcaError):
+            return NcaFailure(nca=nid, stage=stage, message=e.message, file=e.file, record=e.record,
+                              extra={"step": step, **e.extra})
+        return NcaFailure(nca=nid, stage=stage, message=f"{type(e).__name__}: {e}", extra={"step": step})
+
+    def _fail(self, failure: NcaFailure) -> None:
+        with self._failure_lock:
+            if self._cancel.is_set() or self._failure is not None:
+                return  # after DELETE or a first failure, what follows are consequences
+            self._failure = failure
+
+    def _destroy_all(self) -> None:
+        with self._destroy_lock:
+            if self._destroyed:
+                return
+            self._destroyed = True
+        threads = [threading.Thread(target=self._destroy_one, args=(nid, inst), daemon=True)
+                   for nid, inst in self.instances.items()]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+    def _destroy_one(self, nid: str, inst: NcaInstance) -> None:
+        try:
+            inst.destroy()
+        except Exception:
+            log.exception("destroy of %s in job %s failed", nid, self.job.id)

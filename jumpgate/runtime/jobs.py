@@ -1,0 +1,89 @@
+"""Jobs and the job store (contract §4 states: compiled, running, succeeded, failed, cancelled)."""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from enum import Enum
+
+from ..dataflow.plan import LogicalPlan
+from ..errors import JobStateError, UnknownJob
+from .timeline import Timeline
+
+
+class JobState(str, Enum):
+    COMPILED = "compiled"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+
+@dataclass
+class Job:
+    id: str
+    name: str
+    plan: LogicalPlan
+    pipeline: object  # jumpgate.compiler.pipeline.StagedPipeline
+    timeline: Timeline
+    state: JobState = JobState.COMPILED
+    error: dict | None = None
+    created: float = field(default_factory=time.time)
+    finished: float | None = None
+    runner: object | None = None  # jumpgate.runtime.executor.JobRunner once executed
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def status_json(self) -> dict:
+        return {"job_id": self.id, "name": self.name, "state": self.state.value, "error": self.error,
+                "timeline": self.timeline.to_json()}
+
+
+class JobStore:
+    """In-memory store. Finished jobs are kept (newest `keep` of them) so clients can read their
+    status and timeline after the fact."""
+
+    def __init__(self, keep: int = 1000) -> None:
+        self._jobs: OrderedDict[str, Job] = OrderedDict()
+        self._lock = threading.Lock()
+        self.keep = keep
+
+    @staticmethod
+    def new_id() -> str:
+        return uuid.uuid4().hex[:16]
+
+    def add(self, job: Job) -> None:
+        with self._lock:
+            self._jobs[job.id] = job
+            self._evict()
+
+    def get(self, job_id: str) -> Job:
+        with self._lock:
+            job = self._jobs.get(job_id)
+        if job is None:
+            raise UnknownJob(f"no job {job_id!r}")
+        return job
+
+    def all(self) -> list[Job]:
+        with self._lock:
+            return list(self._jobs.values())
+
+    def transition(self, job: Job, to: JobState, allowed_from: tuple[JobState, ...]) -> None:
+        with self._lock:
+            if job.state not in allowed_from:
+                raise JobStateError(f"job {job.id} is {job.state.value}, cannot become {to.value}",
+                                    state=job.state.value)
+            job.state = to
+            if to.terminal:
+                job.finished = time.time()
+                job.done.set()
+
+    def _evict(self) -> None:
+        finished = [j for j in self._jobs.values() if j.state.terminal]
+        for job in finished[: max(0, len(finished) - self.keep)]:
+            self._jobs.pop(job.id, None)

@@ -1,0 +1,121 @@
+"""The control plane's use cases, independent of HTTP: submit, execute, status, cancel.
+
+The REST layer (jumpgate/api) is a thin skin over this class, so tests and other front ends can
+drive the same logic.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..compiler.compile import compile_plan
+from ..dataflow.request import parse_request
+from ..deploy.local import LocalDeployer
+from ..deploy.resources import CoreManager
+from ..errors import JobStateError
+from ..nca.registry import Registry, load_registry
+from .executor import JobRunner
+from .jobs import Job, JobState, JobStore
+from .timeline import Timeline
+
+log = logging.getLogger(__name__)
+
+
+def stage_cores(pipeline) -> list[int]:
+    """Cores each stage needs: its NCAs run together, those of other stages sit idle."""
+    return [sum(pipeline.node(nid).resources.cores for nid in stage) for stage in pipeline.stages]
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("JUMPGATE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "jumpgate")
+    return Path(base)
+
+
+@dataclass
+class Settings:
+    data_root: Path
+    bind_host: str = "127.0.0.1"  # where NCA processes listen
+    cores: int | None = None
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    work_root: Path | None = None
+    plugins: list[str] | None = None  # restrict to these registered NCA names
+
+
+class JumpgateService:
+    def __init__(self, settings: Settings, registry: Registry | None = None) -> None:
+        self.settings = settings
+        self.data_root = Path(settings.data_root).resolve()
+        self.registry = registry or load_registry(settings.plugins)
+        self.store = JobStore()
+        self.deployer = LocalDeployer(settings.bind_host)
+        self.cores = CoreManager(settings.cores)
+        self.cache_dir = Path(settings.cache_dir)
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        self.work_root = Path(settings.work_root or self.cache_dir / "jobs" / str(os.getpid()))
+        self.work_root.mkdir(parents=True, exist_ok=True)
+
+    # ---------------------------------------------------------------- use cases
+
+    def submit(self, body: object) -> Job:
+        timeline = Timeline()
+        t = time.monotonic_ns()
+        plan = parse_request(body, self.data_root)
+        t_parse = time.monotonic_ns()
+        pipeline = compile_plan(plan, self.registry.all(), op_paths=plan.op_paths)
+        t_map = time.monotonic_ns()
+        timeline.record("parse", t, t_parse)
+        timeline.record("mapping", t_parse, t_map)
+        job = Job(id=self.store.new_id(), name=plan.name, plan=plan, pipeline=pipeline, timeline=timeline)
+        self.store.add(job)
+        return job
+
+    def execute(self, job_id: str) -> Job:
+        job = self.store.get(job_id)
+        if job.state is not JobState.COMPILED:
+            raise JobStateError(f"job {job_id} is {job.state.value}; only a compiled job can execute",
+                                state=job.state.value)
+        self.cores.acquire(job.id, stage_cores(job.pipeline))
+        try:
+            self.store.transition(job, JobState.RUNNING, (JobState.COMPILED,))
+        except Exception:
+            self.cores.release(job.id)
+            raise
+        runner = JobRunner(job, self.store, self.registry, self.deployer, self.cache_dir, self.work_root,
+                           on_finish=self._finished)
+        job.runner = runner
+        runner.start()
+        return job
+
+    def cancel(self, job_id: str) -> Job:
+        job = self.store.get(job_id)
+        if job.state.terminal:
+            return job
+        if job.state is JobState.COMPILED:
+            self.store.transition(job, JobState.CANCELLED, (JobState.COMPILED,))
+            return job
+        if job.runner is not None:
+            job.runner.cancel()  # destroys every NCA before we answer
+        try:
+            self.store.transition(job, JobState.CANCELLED, (JobState.RUNNING,))
+        except JobStateError:
+            pass  # it finished (or failed) while being cancelled; keep that state
+        return job
+
+    def status(self, job_id: str) -> Job:
+        return self.store.get(job_id)
+
+    def shutdown(self) -> None:
+        for job in self.store.all():
+            if not job.state.terminal:
+                try:
+                    self.cancel(job.id)
+                except Exception:
+                    log.exception("cancelling job %s at shutdown", job.id)
+        self.deployer.shutdown()
+
+    def _finished(self, job: Job) -> None:
+        self.cores.release(job.id)

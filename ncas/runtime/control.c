@@ -1,0 +1,359 @@
+/* The process side of docs/nca-process-protocol.md.
+ *
+ * The main thread owns stdin and stdout. Between phases it executes commands; during a phase it
+ * keeps polling stdin (so that end of input, i.e. a cancelled or crashed control plane, ends the
+ * process at once) and a pipe on which workers signal that they finished. Commands that arrive
+ * during a phase wait until it is done, except `exit`, which like end of input ends the process
+ * immediately. After a failed phase the process reports and exits without joining the other
+ * workers: they may be blocked on a peer, and exiting closes every socket anyway.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "jgrt.h"
+
+#define EXIT_PHASE_FAILED 1
+#define EXIT_BAD_COMMAND 2
+#define MAX_TOKENS 8
+
+static pthread_mutex_t event_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void jgr_event(const char *json) {
+  pthread_mutex_lock(&event_mu);
+  fputs(json, stdout);
+  fputc('\n', stdout);
+  fflush(stdout);
+  pthread_mutex_unlock(&event_mu);
+}
+
+/* JSON-escape into a malloc'd buffer (inside of a string literal). */
+static char *esc(const char *s) {
+  size_t n = strlen(s);
+  char *out = malloc(6 * n + 1);
+  if (!out) abort();
+  jgr_json_escape(out, s, n);
+  return out;
+}
+
+void jgr_log(const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  char *e = esc(msg);
+  char *line = malloc(strlen(e) + 64);
+  sprintf(line, "{\"event\":\"log\",\"message\":\"%s\"}", e);
+  jgr_event(line);
+  free(line);
+  free(e);
+}
+
+/* phase < 0: the error is not about a phase (a bad command); "phase" is then null. */
+static void error_event(int phase, const jgr_error *err) {
+  char *m = esc(err->message);
+  char *f = err->file ? esc(err->file) : NULL;
+  size_t n = strlen(m) + (f ? strlen(f) : 0) + 160;
+  char *line = malloc(n);
+  int o = phase >= 0 ? snprintf(line, n, "{\"event\":\"error\",\"phase\":%d,\"message\":\"%s\"", phase, m)
+                     : snprintf(line, n, "{\"event\":\"error\",\"phase\":null,\"message\":\"%s\"", m);
+  if (f) o += snprintf(line + o, n - (size_t)o, ",\"file\":\"%s\"", f);
+  if (err->record > 0) o += snprintf(line + o, n - (size_t)o, ",\"record\":%lld", (long long)err->record);
+  snprintf(line + o, n - (size_t)o, "}");
+  jgr_event(line);
+  free(line);
+  free(m);
+  free(f);
+}
+
+static _Noreturn void fail_exit(int phase, const jgr_error *err, int code) {
+  error_event(phase, err);
+  _exit(code); /* no atexit/static destructors while workers may still run */
+}
+
+static _Noreturn void bad_command(const char *fmt, ...) {
+  jgr_error e = {0};
+  va_list ap;
+  va_start(ap, fmt);
+  jgr_error_vset(&e, fmt, ap);
+  va_end(ap);
+  fail_exit(-1, &e, EXIT_BAD_COMMAND);
+}
+
+/* ------------------------------------------------------------------ start-up */
+
+static int parse_u32(const char *s, uint32_t max, uint32_t *out) {
+  if (!*s) return -1;
+  uint64_t v = 0;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9') return -1;
+    v = v * 10 + (uint64_t)(*s - '0');
+    if (v > max) return -1;
+  }
+  *out = (uint32_t)v;
+  return 0;
+}
+
+static void bind_inputs(jgr_proc *p, const char *host) {
+  for (int i = 0; i < p->ninputs; i++) {
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    int gai = getaddrinfo(host, "0", &hints, &res);
+    if (gai != 0) bad_command("--bind %s: %s", host, gai_strerror(gai));
+    int fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, res->ai_protocol);
+    int one = 1, rcvbuf = 4 << 20;
+    if (fd >= 0) {
+      setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      /* set before listen so that accepted connections get a large window from the start */
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    }
+    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0)
+      bad_command("cannot listen on %s: %s", host, strerror(errno));
+    freeaddrinfo(res);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    getsockname(fd, (struct sockaddr *)&ss, &sl);
+    p->inputs[i].listen_fd = fd;
+    p->inputs[i].port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                       : ((struct sockaddr_in *)&ss)->sin_port);
+  }
+  char line[64 + 8 * 64] = "{\"event\":\"ready\",\"ports\":[";
+  size_t o = strlen(line);
+  for (int i = 0; i < p->ninputs && o + 16 < sizeof line; i++)
+    o += (size_t)snprintf(line + o, sizeof line - o, "%s%d", i ? "," : "", p->inputs[i].port);
+  snprintf(line + o, sizeof line - o, "]}");
+  jgr_event(line);
+}
+
+/* ------------------------------------------------------------------ phases */
+
+typedef struct {
+  pthread_t th;
+  jg_ctx *ctx;
+  jgr_error err;
+  int rc;
+} worker_t;
+
+static struct {
+  const jgr_driver *drv;
+  jgr_proc *proc;
+  int phase, running, nfinished, failed_worker;
+  uint64_t t0;
+  worker_t *workers;
+  int done_pipe[2];
+  pthread_mutex_t mu;
+} ph = {.mu = PTHREAD_MUTEX_INITIALIZER, .failed_worker = -1};
+
+static void *worker_main(void *arg) {
+  worker_t *w = arg;
+  jg_ctx *c = w->ctx;
+  int outputs = ph.phase == ph.drv->output_phase;
+  uint64_t t0 = jgr_now_ns();
+  w->rc = outputs ? jgr_outputs_open(c, &w->err) : 0;
+  if (w->rc == 0) w->rc = ph.drv->work(ph.proc, ph.phase, c, &w->err);
+  if (w->rc == 0 && outputs) w->rc = jgr_outputs_finish(c, &w->err);
+  c->stats.wall_ns = jgr_now_ns() - t0;
+  pthread_mutex_lock(&ph.mu);
+  ph.nfinished++;
+  if (w->rc != 0 && ph.failed_worker < 0) ph.failed_worker = c->worker;
+  pthread_mutex_unlock(&ph.mu);
+  char b = 1;
+  ssize_t r = write(ph.done_pipe[1], &b, 1);
+  (void)r;
+  return NULL;
+}
+
+static void start_phase(jgr_proc *p, int phase) {
+  jgr_error err = {0};
+  if (phase < 0 || phase >= ph.drv->nphases) {
+    jgr_error_set(&err, "%s NCA has no phase %d", ph.drv->name, phase);
+    fail_exit(phase, &err, EXIT_PHASE_FAILED);
+  }
+  if (phase == ph.drv->output_phase) {
+    for (uint32_t port = 0; port < p->noutputs; port++) {
+      if (p->outputs[port].ndests == 0) jgr_log("output port %u has no destination; its tuples are discarded", port);
+      for (size_t d = 0; d < p->outputs[port].ndests; d++)
+        if (p->outputs[port].dests[d].streams != (uint32_t)p->threads) {
+          jgr_error_set(&err, "dest on output port %u has %u streams, but the NCA runs %d threads", port,
+                        p->outputs[port].dests[d].streams, p->threads);
+          fail_exit(phase, &err, EXIT_PHASE_FAILED);
+        }
+    }
+  }
+  ph.phase = phase;
+  ph.t0 = jgr_now_ns();
+  if (ph.drv->prepare && ph.drv->prepare(p, phase, &err) != 0) fail_exit(phase, &err, EXIT_PHASE_FAILED);
+  ph.running = 1;
+  ph.nfinished = 0;
+  ph.failed_worker = -1;
+  ph.workers = calloc((size_t)p->threads, sizeof *ph.workers);
+  for (int w = 0; w < p->threads; w++) ph.workers[w].ctx = jgr_ctx_new(p, w);
+  for (int w = 0; w < p->threads; w++)
+    if (pthread_create(&ph.workers[w].th, NULL, worker_main, &ph.workers[w]) != 0) {
+      jgr_error_set(&err, "cannot start worker thread %d", w);
+      fail_exit(phase, &err, EXIT_PHASE_FAILED);
+    }
+}
+
+/* Called when a worker signalled. Reports and exits on failure; prints `done` when all ended. */
+static void check_phase(jgr_proc *p) {
+  pthread_mutex_lock(&ph.mu);
+  int failed = ph.failed_worker, finished = ph.nfinished;
+  pthread_mutex_unlock(&ph.mu);
+  if (failed >= 0) fail_exit(ph.phase, &ph.workers[failed].err, EXIT_PHASE_FAILED);
+  if (finished < p->threads) return;
+  jgr_stats s = {0};
+  for (int w = 0; w < p->threads; w++) {
+    pthread_join(ph.workers[w].th, NULL);
+    const jgr_stats *x = &ph.workers[w].ctx->stats;
+    s.wait_in_ns += x->wait_in_ns, s.wait_out_ns += x->wait_out_ns;
+    s.tuples_in += x->tuples_in, s.bytes_in += x->bytes_in;
+    s.tuples_out += x->tuples_out, s.bytes_out += x->bytes_out;
+    jgr_ctx_free(ph.workers[w].ctx);
+    jgr_error_clear(&ph.workers[w].err);
+  }
+  free(ph.workers);
+  ph.workers = NULL;
+  s.wall_ns = jgr_now_ns() - ph.t0;
+  char line[512];
+  snprintf(line, sizeof line,
+           "{\"event\":\"done\",\"phase\":%d,\"stats\":{\"wall_ns\":%llu,\"wait_in_ns\":%llu,"
+           "\"wait_out_ns\":%llu,\"tuples_in\":%llu,\"bytes_in\":%llu,\"tuples_out\":%llu,"
+           "\"bytes_out\":%llu}}",
+           ph.phase, (unsigned long long)s.wall_ns, (unsigned long long)s.wait_in_ns,
+           (unsigned long long)s.wait_out_ns, (unsigned long long)s.tuples_in,
+           (unsigned long long)s.bytes_in, (unsigned long long)s.tuples_out,
+           (unsigned long long)s.bytes_out);
+  ph.running = 0;
+  jgr_event(line);
+}
+
+/* ------------------------------------------------------------------ commands */
+
+#define GROW(arr, n) (arr = realloc(arr, sizeof *(arr) * ((n) + 1)))
+
+static void handle_command(jgr_proc *p, char *line) {
+  char *tok[MAX_TOKENS];
+  int nt = 0;
+  for (char *s = line, *sp; nt < MAX_TOKENS && s; s = sp ? sp + 1 : NULL) {
+    sp = strchr(s, ' ');
+    if (sp) *sp = 0;
+    if (jgr_percent_decode(s) != 0) bad_command("malformed percent-encoding in command");
+    tok[nt++] = s;
+  }
+  const char *cmd = tok[0];
+  uint32_t a, b, c, d;
+  if (nt == 1 && cmd[0] == 0) return; /* blank line */
+  if (strcmp(cmd, "threads") == 0 && nt == 2) {
+    if (parse_u32(tok[1], 1024, &a) || a == 0) bad_command("threads: expected 1..1024");
+    p->threads = (int)a;
+  } else if (strcmp(cmd, "file") == 0 && nt == 2) {
+    GROW(p->files, p->nfiles);
+    p->files[p->nfiles++] = strdup(tok[1]);
+  } else if (strcmp(cmd, "param") == 0 && nt == 3) {
+    GROW(p->param_keys, p->nparams);
+    GROW(p->param_vals, p->nparams);
+    p->param_keys[p->nparams] = strdup(tok[1]);
+    p->param_vals[p->nparams++] = strdup(tok[2]);
+  } else if (strcmp(cmd, "expect") == 0 && nt == 3) {
+    if (parse_u32(tok[1], 1u << 30, &a) || (int)a >= p->ninputs) bad_command("expect: no input port %s", tok[1]);
+    if (parse_u32(tok[2], 1u << 20, &b)) bad_command("expect: bad stream count %s", tok[2]);
+    p->inputs[a].expected = b;
+  } else if (strcmp(cmd, "dest") == 0 && nt == 6) {
+    if (parse_u32(tok[1], 1u << 30, &a) || a >= p->noutputs) bad_command("dest: no output port %s", tok[1]);
+    if (parse_u32(tok[3], 65535, &b) || b == 0) bad_command("dest: bad TCP port %s", tok[3]);
+    if (parse_u32(tok[4], 1u << 30, &c) || parse_u32(tok[5], 1u << 20, &d) || d == 0)
+      bad_command("dest: bad stream ids %s %s", tok[4], tok[5]);
+    jgr_out_cfg *o = &p->outputs[a];
+    GROW(o->dests, o->ndests);
+    o->dests[o->ndests++] = (jgr_dest){strdup(tok[2]), strdup(tok[3]), c, d};
+  } else if (strcmp(cmd, "execute") == 0 && nt == 2) {
+    if (parse_u32(tok[1], 1000, &a)) bad_command("execute: bad phase %s", tok[1]);
+    start_phase(p, (int)a);
+  } else if (strcmp(cmd, "exit") == 0 && nt == 1) {
+    exit(0);
+  } else {
+    bad_command("unknown command or wrong number of arguments: %.64s", cmd);
+  }
+}
+
+/* ------------------------------------------------------------------ main loop */
+
+int jgr_main(int argc, char **argv, const jgr_driver *drv) {
+  signal(SIGPIPE, SIG_IGN); /* a closed peer must be an error return, not a silent death */
+  const char *host = NULL;
+  uint32_t ninputs = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--bind") == 0 && i + 1 < argc) host = argv[++i];
+    else if (strcmp(argv[i], "--inputs") == 0 && i + 1 < argc) {
+      if (parse_u32(argv[++i], 64, &ninputs)) bad_command("--inputs: expected 0..64");
+    } else bad_command("usage: %s --bind HOST --inputs N", argv[0]);
+  }
+  if (!host) host = "127.0.0.1";
+  static jgr_proc proc;
+  jgr_proc *p = &proc;
+  p->threads = 1;
+  p->ninputs = (int)ninputs;
+  p->inputs = calloc(ninputs ? ninputs : 1, sizeof *p->inputs);
+  p->noutputs = JG_QUERY.noutputs;
+  p->outputs = calloc(p->noutputs ? p->noutputs : 1, sizeof *p->outputs);
+  ph.drv = drv;
+  ph.proc = p;
+  if (pipe(ph.done_pipe) != 0) bad_command("pipe: %s", strerror(errno));
+  bind_inputs(p, host);
+
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap);
+  for (;;) {
+    /* execute complete lines while no phase runs */
+    while (!ph.running) {
+      char *nl = memchr(buf, '\n', len);
+      if (!nl) break;
+      *nl = 0;
+      size_t used = (size_t)(nl - buf) + 1;
+      char *line = strdup(buf);
+      memmove(buf, buf + used, len - used);
+      len -= used;
+      size_t ll = strlen(line);
+      if (ll && line[ll - 1] == '\r') line[ll - 1] = 0;
+      handle_command(p, line);
+      free(line);
+    }
+    struct pollfd pfd[2] = {{0, POLLIN, 0}, {ph.done_pipe[0], POLLIN, 0}};
+    int r = poll(pfd, ph.running ? 2 : 1, -1);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      _exit(EXIT_PHASE_FAILED);
+    }
+    if (pfd[0].revents) {
+      if (len + 4096 > cap) buf = realloc(buf, cap *= 2);
+      ssize_t k = read(0, buf + len, cap - len);
+      if (k <= 0) {
+        if (k < 0 && errno == EINTR) continue;
+        _exit(0); /* end of input: the control plane is gone or cancelled us */
+      }
+      len += (size_t)k;
+      if (ph.running) { /* `exit` does not wait for the phase */
+        for (char *s = buf, *e; (e = memchr(s, '\n', len - (size_t)(s - buf))); s = e + 1)
+          if ((e - s == 4 && memcmp(s, "exit", 4) == 0) || (e - s == 5 && memcmp(s, "exit\r", 5) == 0))
+            _exit(0);
+      }
+    }
+    if (ph.running && pfd[1].revents) {
+      char drain[64];
+      ssize_t k = read(ph.done_pipe[0], drain, sizeof drain);
+      (void)k;
+      check_phase(p);
+    }
+  }
+}

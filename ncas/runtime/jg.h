@@ -1,0 +1,141 @@
+/* Jumpgate software-NCA runtime: the interface between generated query code and the precompiled
+ * runtime library (libjgrt.a).
+ *
+ * Split of work:
+ *   - The runtime owns everything that is the same for every query: the process's control channel
+ *     (stdin commands / stdout events, see control.c), input parsing (JSON Lines on simdjson,
+ *     NTF over TCP), the TCP transport of contract §3, buffering, timing and counters.
+ *   - Generated code (one C file per query, from Jinja2 templates over typed trees) provides the
+ *     query's description (`jg_query`) and a row function that evaluates filters and projections
+ *     over one input row and writes output tuples.
+ *
+ * Rows reach generated code as an array of `jg_val`, one per input column, so the same generated
+ * expression code works whatever the input format is. Nothing from request text is ever pasted
+ * into generated source: column names and string literals appear only as byte arrays.
+ */
+#ifndef JG_H
+#define JG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ types (contract §1) */
+enum jg_type {
+  JG_BOOLEAN = 0,
+  JG_INT32 = 1,
+  JG_INT64 = 2,
+  JG_FLOAT64 = 3,
+  JG_DECIMAL = 4, /* unscaled int64 at the column's scale */
+  JG_STRING = 5,  /* UTF-8 bytes, not NUL-terminated */
+  JG_DATE = 6     /* days since 1970-01-01 */
+};
+
+typedef struct {
+  const char *p;
+  uint32_t n;
+} jg_str;
+
+/* One value of one column of the current row. */
+typedef struct {
+  union {
+    int64_t i; /* boolean (0/1), int32, int64, decimal (unscaled), date (days) */
+    double f;  /* float64 */
+    jg_str s;  /* string */
+  } v;
+  uint8_t null; /* 1 when SQL NULL */
+} jg_val;
+
+/* A column the input parser must produce. For JSON, `name` is the key (raw bytes). */
+typedef struct {
+  const char *name;
+  uint32_t name_len;
+  uint8_t type;      /* enum jg_type */
+  uint8_t precision; /* decimals */
+  uint8_t scale;     /* decimals */
+} jg_column;
+
+/* ------------------------------------------------------------------ per-thread context */
+typedef struct jg_out jg_out;   /* an output port's sender (one per thread per port) */
+typedef struct jg_ctx jg_ctx;   /* a worker thread's state */
+
+/* Scratch memory for strings built while evaluating one row (lower, upper, casts).
+ * Reset by the runtime before every row. */
+char *jg_scratch(jg_ctx *ctx, size_t n);
+
+/* Output port `port` of this worker. */
+jg_out *jg_output(jg_ctx *ctx, int port);
+
+/* Reserve one tuple of `len` bytes (fixed part + variable bytes) on `out`, zeroed; returns
+ * the tuple's first byte. The length prefix is written by the runtime. The pointer is valid
+ * until the next call on the same `out`. */
+uint8_t *jg_emit(jg_out *out, uint32_t len);
+
+/* Report a data error for the current row (overflow, invalid cast, ...). The row function must
+ * then return JG_ROW_ERROR; the runtime adds file and record and fails the job. `msg` is
+ * copied. */
+void jg_fail(jg_ctx *ctx, const char *msg);
+
+#define JG_ROW_OK 0
+#define JG_ROW_ERROR (-1)
+
+/* ------------------------------------------------------------------ the generated query */
+typedef int (*jg_row_fn)(jg_ctx *ctx, const jg_val *row);
+
+typedef struct {
+  /* input columns the parser must fill, in `row` index order */
+  const jg_column *columns;
+  uint32_t ncolumns;
+  /* number of output ports (one per downstream edge of the NCA's last operation) */
+  uint32_t noutputs;
+  /* called once per input row */
+  jg_row_fn row;
+} jg_query;
+
+/* Defined by generated code. */
+extern const jg_query JG_QUERY;
+
+/* ------------------------------------------------------------------ helpers for generated code
+ * (implemented in the runtime so that generated files stay small and compile fast) */
+
+/* SQL LIKE with % and _ (one UTF-8 character); case-sensitive; no escape character. */
+int jg_like(jg_str s, const char *pat, uint32_t pat_len);
+/* Character (code point) length of UTF-8 text. */
+int64_t jg_utf8_length(jg_str s);
+/* substr(s, start[, len]) with 1-based start in characters; `has_len` = 0 for two-argument. */
+jg_str jg_substr(jg_str s, int64_t start, int64_t len, int has_len);
+/* lower/upper of UTF-8 text into scratch memory (simple case mapping). */
+jg_str jg_lower(jg_ctx *ctx, jg_str s);
+jg_str jg_upper(jg_ctx *ctx, jg_str s);
+/* three-way compare of byte strings (memcmp order, which is code point order for UTF-8) */
+int jg_strcmp(jg_str a, jg_str b);
+
+/* Dates. */
+void jg_civil_from_days(int64_t days, int64_t *y, int64_t *m, int64_t *d);
+/* Parse 'YYYY-MM-DD'; returns 0 on success. */
+int jg_parse_date(const char *p, size_t n, int64_t *days);
+
+/* Decimals (unscaled int64). 10^k for 0 <= k <= 18. */
+extern const int64_t jg_pow10[19];
+/* Rescale unscaled `v` from scale `from` to `to` (to >= from); returns 0 on overflow. */
+int jg_dec_upscale(int64_t v, int from, int to, int64_t *out);
+/* Parse a decimal number text (digits, optional sign, point, exponent) to unscaled int64 at
+ * `scale`, rounding half away from zero; fails (returns non-zero) when it does not fit
+ * `precision` digits. */
+int jg_parse_decimal(const char *p, size_t n, int precision, int scale, int64_t *out);
+/* Casts between numeric text and values; return non-zero when the text is not a number. */
+int jg_parse_int64(const char *p, size_t n, int64_t *out);
+int jg_parse_float64(const char *p, size_t n, double *out);
+/* Format into scratch memory (for CAST(... AS string)). */
+jg_str jg_format_int64(jg_ctx *ctx, int64_t v);
+jg_str jg_format_decimal(jg_ctx *ctx, int64_t v, int scale);
+jg_str jg_format_float64(jg_ctx *ctx, double v);
+jg_str jg_format_date(jg_ctx *ctx, int64_t days);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* JG_H */

@@ -1,0 +1,243 @@
+/* Jumpgate software-NCA runtime: internal interface shared by the runtime's own files and the
+ * NCA drivers (scan_json.cpp, ntf_relay.c). Generated query code never includes this header;
+ * it only sees jg.h.
+ *
+ * Shape of a process: a driver (one per NCA kind) provides `main`, which calls jgr_main() with a
+ * jgr_driver. jgr_main speaks the control protocol (docs/nca-process-protocol.md) and, for every
+ * `execute PHASE`, starts `threads` workers. Each worker gets its own jg_ctx (scratch memory,
+ * output senders, counters) and runs driver->work(); the runtime connects the outputs before and
+ * sends the end markers after.
+ */
+#ifndef JGRT_H
+#define JGRT_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "jg.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define JGR_LIKELY(x) __builtin_expect(!!(x), 1)
+#define JGR_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define JGR_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define JGR_LIKELY(x) (x)
+#define JGR_UNLIKELY(x) (x)
+#define JGR_PRINTF(a, b)
+#endif
+
+/* ------------------------------------------------------------------ errors and stats */
+
+/* What a failed phase reports: the `error` event's message, and file/record for bad data. */
+typedef struct {
+  char message[1024];
+  char *file;     /* malloc'd path or NULL */
+  int64_t record; /* 1-based line/record number, 0 = none */
+} jgr_error;
+
+void jgr_error_set(jgr_error *e, const char *fmt, ...) JGR_PRINTF(2, 3);
+void jgr_error_vset(jgr_error *e, const char *fmt, va_list ap);
+void jgr_error_set_file(jgr_error *e, const char *path, int64_t record);
+void jgr_error_clear(jgr_error *e);
+
+/* Counters and timers of one worker; summed into the `done` event's stats. */
+typedef struct {
+  uint64_t wall_ns, wait_in_ns, wait_out_ns;
+  uint64_t tuples_in, bytes_in, tuples_out, bytes_out;
+} jgr_stats;
+
+uint64_t jgr_now_ns(void); /* CLOCK_MONOTONIC */
+
+/* ------------------------------------------------------------------ process configuration */
+
+typedef struct {
+  char *host;
+  char *port; /* service text for getaddrinfo */
+  uint32_t first_stream, streams;
+} jgr_dest;
+
+typedef struct {
+  jgr_dest *dests;
+  size_t ndests;
+} jgr_out_cfg;
+
+typedef struct {
+  int listen_fd;
+  int port;          /* the kernel-chosen TCP port, printed in `ready` */
+  uint32_t expected; /* from `expect`; 0 = not configured */
+} jgr_in_cfg;
+
+typedef struct jgr_proc {
+  int threads;
+  char **files;
+  size_t nfiles;
+  char **param_keys, **param_vals;
+  size_t nparams;
+  jgr_in_cfg *inputs;
+  int ninputs;
+  jgr_out_cfg *outputs; /* JG_QUERY.noutputs entries */
+  uint32_t noutputs;
+  void *driver_state; /* owned by the driver, set in prepare() */
+} jgr_proc;
+
+/* Value of the last `param KEY VALUE` with that key, or NULL. */
+const char *jgr_param(const jgr_proc *p, const char *key);
+/* Integer param with a default; returns -1 and fills err when it is not a valid integer in range. */
+int jgr_param_u64(const jgr_proc *p, const char *key, uint64_t dflt, uint64_t min, uint64_t max,
+                  uint64_t *out, jgr_error *err);
+
+/* ------------------------------------------------------------------ drivers */
+
+typedef struct {
+  const char *name;
+  int nphases;      /* phases 0 .. nphases-1 */
+  int output_phase; /* the phase whose workers connect and write the output ports */
+  /* Main thread, before the workers of `phase` start. May be NULL. */
+  int (*prepare)(jgr_proc *p, int phase, jgr_error *err);
+  /* Body of one worker (ctx knows its index). Returns 0, or -1 with err filled. */
+  int (*work)(jgr_proc *p, int phase, jg_ctx *ctx, jgr_error *err);
+} jgr_driver;
+
+/* The process: parse arguments, bind inputs, print ready, serve commands until stdin closes. */
+int jgr_main(int argc, char **argv, const jgr_driver *driver);
+
+/* Print one event line on stdout (thread-safe). `json` is a complete JSON object. */
+void jgr_event(const char *json);
+/* {"event":"log","message":...} */
+void jgr_log(const char *fmt, ...) JGR_PRINTF(1, 2);
+
+/* ------------------------------------------------------------------ per-worker context */
+
+struct jg_out {
+  jg_ctx *ctx;
+  int port;
+  int *fds; /* one connection per destination; identical bytes go to each */
+  char **names;
+  size_t nfds;
+  uint8_t *buf; /* tuples batched here: u32 length + bytes, flushed when full */
+  size_t cap, used;
+  uint64_t count;
+  uint8_t *junk; /* where jg_emit points after a failure, so the row function can still write */
+  size_t junk_cap;
+};
+
+/* Bits of jg_ctx.flags: checked once per row after the row function returns. */
+#define JGR_FAILED 1u     /* jg_fail was called */
+#define JGR_OUT_FAILED 2u /* an output send failed or jg_emit was misused; see out_error */
+
+struct jg_ctx {
+  jgr_proc *proc;
+  int worker;
+  unsigned flags;
+  /* scratch arena: one block reused per row; overflow blocks are freed at reset */
+  char *scratch;
+  size_t scratch_cap, scratch_used;
+  void *scratch_more; /* linked list of overflow blocks */
+  size_t scratch_more_bytes;
+  jg_out **outs;
+  uint32_t nouts;
+  jg_out *discard; /* handed out for a port that does not exist (a generated-code bug) */
+  char fail_msg[512];
+  jgr_error out_error;
+  jgr_stats stats;
+};
+
+jg_ctx *jgr_ctx_new(jgr_proc *p, int worker);
+void jgr_ctx_free(jg_ctx *c);
+void jgr_scratch_compact(jg_ctx *c);
+
+static inline void jgr_scratch_reset(jg_ctx *c) {
+  if (JGR_UNLIKELY(c->scratch_more != NULL)) jgr_scratch_compact(c);
+  c->scratch_used = 0;
+}
+
+/* Run the query's row function on one row. Returns 0, or -1 when the row failed (jg_fail) or an
+ * output failed; then jgr_row_error() describes it. */
+static inline int jgr_call_row(jg_ctx *c, const jg_val *row) {
+  jgr_scratch_reset(c);
+  int r = JG_QUERY.row(c, row);
+  if (JGR_UNLIKELY(r != JG_ROW_OK || c->flags != 0)) return -1;
+  return 0;
+}
+void jgr_row_error(jg_ctx *c, jgr_error *err);
+
+/* ------------------------------------------------------------------ TCP output (contract §3) */
+
+/* Connect every output port of this worker to each of its destinations (retrying up to 10 s),
+ * stream id first_stream + worker, and write the NTF1 headers. */
+int jgr_outputs_open(jg_ctx *c, jgr_error *err);
+/* Flush, write the end markers (u32 0, u64 count), close. */
+int jgr_outputs_finish(jg_ctx *c, jgr_error *err);
+
+/* ------------------------------------------------------------------ TCP input (contract §3) */
+
+typedef struct jgr_in jgr_in;
+/* Called with a batch of complete tuples (pointers valid during the call only). Return 0, or -1
+ * with err filled to fail the phase. */
+typedef int (*jgr_tuples_fn)(void *arg, jg_ctx *ctx, const uint8_t *const *tuples,
+                             const uint32_t *lens, size_t n, jgr_error *err);
+
+/* Start accepting the `expected` streams of input port `port` (an acceptor thread). Accepted
+ * streams are dealt to `nworkers` workers in accept order. */
+jgr_in *jgr_in_start(jgr_proc *p, int port, int nworkers, jgr_error *err);
+/* Worker `ctx->worker`: read its share of the streams to their end markers, calling fn. */
+int jgr_in_run(jgr_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *arg, jgr_error *err);
+/* After all workers returned. */
+void jgr_in_free(jgr_in *in);
+
+/* ------------------------------------------------------------------ NTF decoding (contract §2) */
+
+typedef struct {
+  uint8_t type; /* enum jg_type */
+  uint32_t offset;
+  uint32_t null_bit;
+} jgr_ntf_field;
+
+typedef struct {
+  jgr_ntf_field *fields;
+  uint32_t nfields;
+  uint32_t null_bytes;
+  uint32_t fixed_size;
+} jgr_ntf_layout;
+
+/* The contract §2 layout of a schema given as columns (in field order). */
+int jgr_ntf_layout_from_columns(jgr_ntf_layout *l, const jg_column *cols, uint32_t n);
+void jgr_ntf_layout_free(jgr_ntf_layout *l);
+/* Decode one tuple into row[0 .. nfields-1]; strings point into the tuple. Returns 0, or -1 with
+ * *why set when the tuple is malformed (too short, string out of bounds). */
+int jgr_ntf_decode(const jgr_ntf_layout *l, const uint8_t *t, uint32_t len, jg_val *row,
+                   const char **why);
+
+/* ------------------------------------------------------------------ value parsing (JSON input)
+ * Own strict parsers rather than expr_support.c's, so that the scan's behaviour on input data is
+ * fixed here, next to the contract text it implements. Return 0 on success. */
+
+/* [+-]digits[.digits][(e|E)[+-]digits] (at least one digit), exact, rounded half away from zero
+ * to `scale`; -1 = not a number, -2 = does not fit `precision` digits. */
+int jgr_parse_decimal(const char *p, size_t n, int precision, int scale, int64_t *out);
+/* YYYY-MM-DD with a valid month and day; days since 1970-01-01. */
+int jgr_parse_date(const char *p, size_t n, int64_t *days);
+int64_t jgr_days_from_civil(int64_t y, unsigned m, unsigned d);
+
+/* ------------------------------------------------------------------ small helpers */
+
+/* Append `s` (n bytes) to `out` as the inside of a JSON string: escapes quotes, backslashes and
+ * control characters, replaces invalid UTF-8 with U+FFFD. out must hold 6*n+1 bytes. */
+size_t jgr_json_escape(char *out, const char *s, size_t n);
+/* Decode %XX escapes in place; returns -1 on a malformed escape. */
+int jgr_percent_decode(char *s);
+/* Blocking send of all n bytes (MSG_NOSIGNAL); returns 0 or -1 with errno. */
+int jgr_send_all(int fd, const uint8_t *p, size_t n);
+/* Count '\n' in a file's bytes [0, offset): the 1-based line number of `offset` minus 1.
+ * Used only when reporting an error, never on the hot path. */
+int64_t jgr_count_newlines(const char *path, uint64_t offset);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* JGRT_H */

@@ -1,0 +1,216 @@
+/* TCP output (contract §3): one jg_out per worker per output port, one connection per destination.
+ *
+ * Tuples are batched into a >= 1 MiB buffer as (u32 length, bytes) and sent with blocking send
+ * loops; the time spent inside send() is the worker's wait_out. A port that fans out to several
+ * destinations sends the same bytes to each (one after the other: the slowest receiver paces).
+ * Send failures cannot be returned from jg_emit, so they set a flag on the context that the
+ * driver checks after every row (jgr_call_row).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jgrt.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the runtime writes NTF integers in host order and needs a little-endian host"
+#endif
+
+#define SNDBUF_BYTES (4 << 20)
+
+static void out_fail(jg_out *o, const char *what, size_t dest, int errnum) {
+  jg_ctx *c = o->ctx;
+  if (!(c->flags & JGR_OUT_FAILED)) {
+    jgr_error_set(&c->out_error, "output port %d: %s %s: %s", o->port, what,
+                  dest < o->nfds ? o->names[dest] : "?", strerror(errnum));
+    c->flags |= JGR_OUT_FAILED;
+  }
+  for (size_t i = 0; i < o->nfds; i++)
+    if (o->fds[i] >= 0) close(o->fds[i]), o->fds[i] = -1;
+}
+
+/* Send `n` bytes to every destination of the port. */
+static int out_send(jg_out *o, const uint8_t *p, size_t n) {
+  jg_ctx *c = o->ctx;
+  if (c->flags & JGR_OUT_FAILED) return -1;
+  uint64_t t0 = jgr_now_ns();
+  for (size_t i = 0; i < o->nfds; i++) {
+    if (jgr_send_all(o->fds[i], p, n) != 0) {
+      out_fail(o, "sending to", i, errno);
+      return -1;
+    }
+    c->stats.bytes_out += n;
+  }
+  c->stats.wait_out_ns += jgr_now_ns() - t0;
+  return 0;
+}
+
+static void out_flush(jg_out *o) {
+  if (o->used) out_send(o, o->buf, o->used);
+  o->used = 0;
+}
+
+/* Slow path of jg_emit: flush, and grow the buffer when one tuple does not fit in it. */
+static uint8_t *emit_slow(jg_out *o, uint32_t len) {
+  size_t need = 4 + (size_t)len;
+  if (len == 0 || len >= 0x80000000u) { /* contract §3: 1 <= L < 2^31 */
+    jg_ctx *c = o->ctx;
+    if (!(c->flags & JGR_OUT_FAILED)) {
+      jgr_error_set(&c->out_error, "output port %d: invalid tuple length %u", o->port, len);
+      c->flags |= JGR_OUT_FAILED;
+    }
+    if (o->junk_cap < len || !o->junk) {
+      free(o->junk);
+      o->junk = calloc(1, len ? len : 1);
+      if (!o->junk) abort();
+      o->junk_cap = len;
+    }
+    return o->junk;
+  }
+  out_flush(o);
+  if (need > o->cap) {
+    uint8_t *nb = realloc(o->buf, need);
+    if (!nb) abort();
+    o->buf = nb;
+    o->cap = need;
+  }
+  memcpy(o->buf, &len, 4);
+  memset(o->buf + 4, 0, len);
+  o->used = need;
+  o->count++;
+  return o->buf + 4;
+}
+
+uint8_t *jg_emit(jg_out *o, uint32_t len) {
+  size_t need = 4 + (size_t)len;
+  if (JGR_UNLIKELY(need > o->cap - o->used || len == 0 || len >= 0x80000000u)) return emit_slow(o, len);
+  uint8_t *p = o->buf + o->used;
+  memcpy(p, &len, 4);
+  memset(p + 4, 0, len);
+  o->used += need;
+  o->count++;
+  return p + 4;
+}
+
+/* Non-blocking connect bounded by the deadline, then back to blocking. */
+static int connect_once(const char *host, const char *port, uint64_t deadline, int *err) {
+  struct addrinfo hints = {0}, *res = NULL;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  int gai = getaddrinfo(host, port, &hints, &res);
+  if (gai != 0) {
+    *err = gai == EAI_SYSTEM ? errno : EHOSTUNREACH;
+    return -1;
+  }
+  int fd = -1;
+  for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+    if (fd < 0) {
+      *err = errno;
+      continue;
+    }
+    int sndbuf = SNDBUF_BYTES;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
+    if (errno == EINPROGRESS) {
+      uint64_t now = jgr_now_ns();
+      int ms = now < deadline ? (int)((deadline - now) / 1000000u) + 1 : 1;
+      struct pollfd pfd = {fd, POLLOUT, 0};
+      int soerr = 0;
+      socklen_t sl = sizeof soerr;
+      int r = poll(&pfd, 1, ms);
+      if (r == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0) break;
+      *err = r == 0 ? ETIMEDOUT : soerr ? soerr : errno;
+    } else {
+      *err = errno;
+    }
+    close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(res);
+  if (fd >= 0) {
+    int fl = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  }
+  return fd;
+}
+
+/* Retry until the deadline: the receiver may start listening a moment after we execute. */
+static int connect_retry(const char *host, const char *port, uint64_t timeout_ns, int *err) {
+  uint64_t deadline = jgr_now_ns() + timeout_ns;
+  for (;;) {
+    int fd = connect_once(host, port, deadline, err);
+    if (fd >= 0) return fd;
+    if (jgr_now_ns() >= deadline) return -1;
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+int jgr_outputs_open(jg_ctx *c, jgr_error *err) {
+  jgr_proc *p = c->proc;
+  uint64_t timeout_ms;
+  if (jgr_param_u64(p, "connect_timeout_ms", 10000, 1, 3600000, &timeout_ms, err)) return -1;
+  for (uint32_t port = 0; port < c->nouts; port++) {
+    jg_out *o = c->outs[port];
+    const jgr_out_cfg *cfg = &p->outputs[port];
+    o->fds = malloc(sizeof(int) * (cfg->ndests ? cfg->ndests : 1));
+    o->names = calloc(cfg->ndests ? cfg->ndests : 1, sizeof(char *));
+    if (!o->fds || !o->names) abort();
+    for (size_t d = 0; d < cfg->ndests; d++) {
+      const jgr_dest *dst = &cfg->dests[d];
+      uint32_t stream = dst->first_stream + (uint32_t)c->worker;
+      size_t nl = strlen(dst->host) + strlen(dst->port) + 32;
+      o->names[d] = malloc(nl);
+      snprintf(o->names[d], nl, "%s:%s (stream %u)", dst->host, dst->port, stream);
+      o->nfds = d + 1;
+      int e = 0;
+      o->fds[d] = connect_retry(dst->host, dst->port, timeout_ms * 1000000u, &e);
+      if (o->fds[d] < 0) {
+        jgr_error_set(err, "output port %u: cannot connect to %s:%s within %llu ms: %s", port,
+                      dst->host, dst->port, (unsigned long long)timeout_ms, strerror(e));
+        return -1;
+      }
+      uint8_t hdr[8] = {'N', 'T', 'F', '1'};
+      memcpy(hdr + 4, &stream, 4);
+      if (jgr_send_all(o->fds[d], hdr, 8) != 0) {
+        jgr_error_set(err, "output port %u: sending to %s: %s", port, o->names[d], strerror(errno));
+        return -1;
+      }
+      c->stats.bytes_out += 8;
+    }
+  }
+  return 0;
+}
+
+int jgr_outputs_finish(jg_ctx *c, jgr_error *err) {
+  for (uint32_t port = 0; port < c->nouts; port++) {
+    jg_out *o = c->outs[port];
+    out_flush(o);
+    uint8_t end[12] = {0};
+    memcpy(end + 4, &o->count, 8);
+    out_send(o, end, sizeof end);
+    c->stats.tuples_out += o->count;
+    if (c->flags & JGR_OUT_FAILED) break;
+    for (size_t i = 0; i < o->nfds; i++) {
+      /* close() after the last send: the kernel still delivers the queued bytes. A receiver that
+       * needs them all reads to EOF; we do not wait for it (the count makes loss detectable). */
+      if (close(o->fds[i]) != 0 && !(c->flags & JGR_OUT_FAILED)) out_fail(o, "closing", i, errno);
+      o->fds[i] = -1;
+    }
+  }
+  if (c->flags & JGR_OUT_FAILED) {
+    jgr_error_set(err, "%s", c->out_error.message);
+    return -1;
+  }
+  return 0;
+}

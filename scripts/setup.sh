@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Sets up everything Jumpgate needs on a Debian machine, idempotently: system packages (the C
+# toolchain, simdjson), a virtualenv in .venv with the project and its test tools, and the
+# software NCAs' precompiled runtime. Safe to run again; it only does what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(build-essential g++ make pkg-config libsimdjson-dev python3 python3-venv python3-dev)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.jumpgate-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] 2>/dev/null; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  touch "$stamp"
+fi
+
+# Build the NCA runtime once now, so the first job does not pay for it.
+.venv/bin/python -c "from jumpgate.ncas.software.build import ensure_runtime; from jumpgate.runtime.service import default_cache_dir; ensure_runtime(default_cache_dir())"
+echo "setup: ready (.venv)"
