@@ -22,7 +22,16 @@ import pyarrow as pa
 
 from ..compiler.ntf import NtfLayout
 from .errors import StreamError
-from .ntf import ScannedStream, as_layout, concat_tables, decode_tuples, empty_table, read_header, scan_stream
+from .ntf import (
+    HEADER_SIZE,
+    ScannedStream,
+    as_layout,
+    concat_tables,
+    decode_tuples,
+    empty_table,
+    read_header,
+    scan_stream,
+)
 
 RECV_CHUNK = 4 << 20  # keep at least this much free space for each recv_into
 INITIAL_BUFFER = 8 << 20
@@ -90,7 +99,8 @@ class Receiver:
             self._done.set()
             return
         t = threading.Thread(target=self._accept_loop, name=f"jg-accept-{self.name}", daemon=True)
-        self._threads.append(t)
+        with self._lock:
+            self._threads.append(t)
         t.start()
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -116,12 +126,13 @@ class Receiver:
         self._close_listener()
         with self._lock:
             conns = list(self._conns)
+            threads = list(self._threads)
         for c in conns:
             try:
                 c.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-        for t in self._threads:
+        for t in threads:
             if t is not threading.current_thread():
                 t.join(timeout=2 * POLL_S + 1)
         for c in conns:
@@ -169,11 +180,11 @@ class Receiver:
                     continue
                 conn, peer = self._sock.accept()
                 accepted += 1
-                with self._lock:
-                    self._conns.append(conn)
                 t = threading.Thread(target=self._read_stream, args=(conn, peer),
                                      name=f"jg-recv-{self.name}-{accepted}", daemon=True)
-                self._threads.append(t)
+                with self._lock:
+                    self._conns.append(conn)
+                    self._threads.append(t)
                 t.start()
         except (OSError, ValueError) as e:
             if not self._stop.is_set():
@@ -184,6 +195,7 @@ class Receiver:
     def _read_stream(self, conn: socket.socket, peer) -> None:
         buf = GrowingBuffer()
         conn.settimeout(POLL_S)
+        stream_id = None
         try:
             while True:
                 if self._stop.is_set():
@@ -195,10 +207,20 @@ class Receiver:
                 if n == 0:
                     break
                 buf.size += n
+                if stream_id is None and buf.size >= HEADER_SIZE:
+                    stream_id = self._claim(buf.data())  # fail fast, before buffering a bad stream
             if self._stop.is_set():  # EOF because close() shut the socket down: not the sender's end
                 return
             data = buf.data()
-            self._finish_stream(data)
+            if stream_id is None:
+                stream_id = self._claim(data)  # raises: the stream ended inside its header
+            scanned = scan_stream(data, self.layout)
+            with self._lock:
+                self.streams[stream_id] = scanned
+                self.bytes_received += len(data)
+                self._ended += 1
+                if self._ended == self.expected:
+                    self._done.set()
         except StreamError as e:
             self._fail(f"stream from {peer[0]}:{peer[1]}: {e}")
         except OSError as e:
@@ -207,7 +229,8 @@ class Receiver:
         finally:
             conn.close()
 
-    def _finish_stream(self, data: np.ndarray) -> None:
+    def _claim(self, data: np.ndarray) -> int:
+        """Check the header; reserve its stream id (distinct, below expected_streams)."""
         stream_id = read_header(data)
         if stream_id >= self.expected:
             raise StreamError(f"stream id {stream_id} is not below expected_streams={self.expected}")
@@ -215,13 +238,7 @@ class Receiver:
             if stream_id in self._claimed:
                 raise StreamError(f"stream id {stream_id} arrived twice")
             self._claimed.add(stream_id)
-        scanned = scan_stream(data, self.layout)
-        with self._lock:
-            self.streams[stream_id] = scanned
-            self.bytes_received += len(data)
-            self._ended += 1
-            if self._ended == self.expected:
-                self._done.set()
+        return stream_id
 
 
 def wait_all(receivers, timeout: float | None) -> bool:

@@ -31,6 +31,7 @@ from .receiver import Receiver, wait_all
 DEFAULT_URL = "http://127.0.0.1:8470"
 TERMINAL = ("succeeded", "failed", "cancelled")
 STREAM_GRACE_S = 30.0  # after `succeeded`, how long the last bytes may take to arrive
+STREAM_FAILURE_GRACE_S = 5.0  # after a broken stream, how long to wait for the server to say why
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,16 @@ class Jumpgate:
             request = build_request([request] if isinstance(request, Send) else request, name)
         if not isinstance(request, dict):
             raise BuilderError(f"submit takes a request dict or send nodes, got {type(request).__name__}")
-        return Job(self, self._call("POST", "/v1/jobs", request))
+        answer = self._call("POST", "/v1/jobs", request)
+        try:
+            return Job(self, answer)
+        except ClientError:  # an answer we cannot use (e.g. a layout we cannot read): don't leave it
+            if isinstance(answer.get("job_id"), (str, int)):
+                try:
+                    self._call("DELETE", f"/v1/jobs/{answer['job_id']}")
+                except (ClientError, httpx.HTTPError):
+                    pass
+            raise
 
     def ncas(self) -> list:
         """GET /v1/ncas: the NCA implementations the server has."""
@@ -241,6 +251,12 @@ class Jumpgate:
                 job.cancel_quietly()
             raise
 
+    def _settle(self, job: Job, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not job.finished and time.monotonic() < end:
+            time.sleep(0.02)
+            job.status()
+
     def _wait(self, job: Job, receivers: Mapping[str, Receiver], deadline: float | None) -> None:
         """Poll until the job ends; raise on failure, broken streams or timeout."""
         interval = self.poll_interval
@@ -251,6 +267,10 @@ class Jumpgate:
             job.raise_if_failed()
             for key, r in receivers.items():
                 if r.error:
+                    # A broken stream is usually the consequence of a failing NCA: give the server
+                    # a moment to say why, and report that cause rather than the symptom.
+                    self._settle(job, STREAM_FAILURE_GRACE_S)
+                    job.raise_if_failed()
                     raise StreamError(f"destination {key!r}: {r.error}", job_id=job.job_id)
             now = time.monotonic()
             if deadline is not None and now >= deadline:

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from ..compiler.ntf import NtfLayout
 from ..dataflow.types import Kind
-from .ntf import as_layout
+from .ntf import arrow_type, as_layout
 
 EPOCH = dt.date(1970, 1, 1)
 
@@ -122,7 +122,8 @@ def encode_table(table: pa.Table, layout: NtfLayout | dict, stream_id: int = 0) 
     var_len = np.zeros(n, dtype=np.int64)
     strings = []  # (field, offset in the variable section, lengths, validity, source offsets, chars)
     for f in layout.fields:
-        col = table.column(f.name).chunk(0) if table.column(f.name).num_chunks else pa.array([], arrow_type_of(f))
+        chunked = table.column(f.name)
+        col = chunked.chunk(0) if chunked.num_chunks else pa.array([], arrow_type(f.type))
         valid = col.is_valid().to_numpy(zero_copy_only=False)
         nullbyte = fixed[:, f.null_bit // 8]
         nullbyte |= np.where(valid, 0, 1 << (f.null_bit % 8)).astype(np.uint8)
@@ -163,8 +164,3 @@ def encode_table(table: pa.Table, layout: NtfLayout | dict, stream_id: int = 0) 
         out[tstart + j] = fixed[:, j]
     return out.tobytes()
 
-
-def arrow_type_of(f) -> pa.DataType:
-    from .ntf import arrow_type
-
-    return arrow_type(f.type)

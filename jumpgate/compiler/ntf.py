@@ -40,7 +40,7 @@ class NtfLayout:
                 "variable": self.variable, "fields": [f.to_json() for f in self.fields]}
 
     @classmethod
-    def from_json(cls, obj: dict) -> "NtfLayout":
+    def from_json(cls, obj: dict) -> NtfLayout:
         fields = tuple(NtfField(f["name"], parse_type(f["type"]), int(f["offset"]), int(f["size"]),
                                 int(f["null_bit"])) for f in obj["fields"])
         return cls(int(obj["null_bytes"]), int(obj["fixed_size"]), bool(obj["variable"]), fields,

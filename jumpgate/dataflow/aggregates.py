@@ -14,8 +14,9 @@ Final mode merges partial rows. Aggregates are matched to their state columns pu
 (`NAME`, or `NAME__sum` and `NAME__count` for avg). An `expr` is optional and, if given, is not
 evaluated: it is the partial side's expression, so one aggregate list can serve both halves of a
 split aggregation (as the Python client sends it). Its `AggregateCall.expr` is the bound state
-column (`NAME__sum` for avg; a code generator finds `NAME__count` by name in the input schema). A `group_by` entry may omit `expr` in final mode: it
-then means the input column of the same name. The output equals complete mode's.
+column (`NAME__sum` for avg; a code generator finds `NAME__count` by name in the input schema).
+A `group_by` entry may omit `expr` in final mode: it then means the input column of that name.
+The output equals complete mode's.
 """
 from __future__ import annotations
 

@@ -17,7 +17,6 @@ Invariants after binding (code generators rely on them):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 from .types import DataType
 
@@ -41,7 +40,7 @@ class Literal:
 @dataclass(frozen=True, slots=True)
 class Unary:
     op: str  # "not" | "neg"
-    arg: "Expr"
+    arg: Expr
     type: DataType | None = None
 
 
@@ -53,29 +52,29 @@ LOGICAL_OPS = ("and", "or")
 @dataclass(frozen=True, slots=True)
 class Binary:
     op: str  # one of ARITHMETIC_OPS, COMPARISON_OPS, LOGICAL_OPS ("!=" is normalised to "<>")
-    left: "Expr"
-    right: "Expr"
+    left: Expr
+    right: Expr
     type: DataType | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class IsNull:
-    arg: "Expr"
+    arg: Expr
     negated: bool = False
     type: DataType | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class InList:
-    arg: "Expr"
-    items: tuple["Expr", ...]
+    arg: Expr
+    items: tuple[Expr, ...]
     negated: bool = False
     type: DataType | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Like:
-    arg: "Expr"
+    arg: Expr
     pattern: str  # SQL LIKE pattern: % any run of characters, _ one character; no escape char
     negated: bool = False
     type: DataType | None = None
@@ -83,14 +82,14 @@ class Like:
 
 @dataclass(frozen=True, slots=True)
 class Case:
-    whens: tuple[tuple["Expr", "Expr"], ...]  # (condition, value)
-    else_: "Expr | None" = None
+    whens: tuple[tuple[Expr, Expr], ...]  # (condition, value)
+    else_: Expr | None = None
     type: DataType | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Cast:
-    arg: "Expr"
+    arg: Expr
     to: DataType
     type: DataType | None = None
 
@@ -101,11 +100,11 @@ FUNCTIONS = ("abs", "coalesce", "substr", "lower", "upper", "length", "year", "m
 @dataclass(frozen=True, slots=True)
 class Func:
     name: str  # one of FUNCTIONS, lower case
-    args: tuple["Expr", ...] = field(default_factory=tuple)
+    args: tuple[Expr, ...] = field(default_factory=tuple)
     type: DataType | None = None
 
 
-Expr = Union[Column, Literal, Unary, Binary, IsNull, InList, Like, Case, Cast, Func]
+Expr = Column | Literal | Unary | Binary | IsNull | InList | Like | Case | Cast | Func
 
 
 def children(e: Expr) -> tuple[Expr, ...]:

@@ -11,6 +11,9 @@ What the parser already decides (the binder in `typecheck` does the rest):
   decimal(p,s) with p its significant digits (float64 beyond 18 digits); an exponent gives float64;
   `DATE 'YYYY-MM-DD'` (and `CAST('…' AS DATE)`) is a date literal, validated here. `NULL` stays
   untyped (`type=None`) until the binder gives it the type of its context;
+- in strings `''` is the only escape; a backslash is an ordinary character. Double-quoted names
+  (`""` escapes) may contain anything but NUL; unquoted names are matched to the schema by the
+  binder (exactly, else a unique case-insensitive match);
 - a minus sign in front of a numeric literal is folded into it, so `-2147483648` is an int32;
 - `BETWEEN` is desugared to `x >= lo AND x <= hi`, the simple `CASE x WHEN v` to `CASE WHEN x = v`,
   `!=` to `<>`, `substring` to `substr`;

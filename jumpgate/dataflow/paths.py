@@ -87,7 +87,10 @@ def _expand_glob(pattern: str, root: Path, path: str) -> list[tuple[str, str]]:
     for match in matches:
         real = Path(os.path.realpath(root / match))
         if not _inside(real, root):
-            raise RequestError(f"glob {show(pattern)} matches {show(match)}, which resolves outside "
+            # Name the match only if it was listed inside the root: never list an outside directory.
+            listed_inside = _inside(Path(os.path.realpath((root / match).parent)), root)
+            what = show(match) if listed_inside else "a file"
+            raise RequestError(f"glob {show(pattern)} matches {what}, which resolves outside "
                                "the data root (through a symlink)", path, pattern)
         if real.is_file():
             files.append((match, str(real)))

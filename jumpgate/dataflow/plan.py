@@ -7,8 +7,7 @@ of its outputs (only `shuffle` has more than one).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Union
+from enum import StrEnum
 
 from .expr import Expr
 from .types import Schema
@@ -29,7 +28,7 @@ class NamedExpr:
     expr: Expr
 
 
-class FileFormat(str, Enum):
+class FileFormat(StrEnum):
     JSON = "json"
     ORC = "orc"
     PARQUET = "parquet"
@@ -61,7 +60,7 @@ class Project:
     kind: str = field(default="project", init=False)
 
 
-class JoinType(str, Enum):
+class JoinType(StrEnum):
     INNER = "inner"
     LEFT_SEMI = "left_semi"
     LEFT_ANTI = "left_anti"
@@ -84,7 +83,7 @@ class Join:
     kind: str = field(default="join", init=False)
 
 
-class AggFn(str, Enum):
+class AggFn(StrEnum):
     SUM = "sum"
     COUNT = "count"
     COUNT_STAR = "count_star"
@@ -93,7 +92,7 @@ class AggFn(str, Enum):
     AVG = "avg"
 
 
-class AggMode(str, Enum):
+class AggMode(StrEnum):
     COMPLETE = "complete"
     PARTIAL = "partial"
     FINAL = "final"
@@ -135,7 +134,7 @@ class Send:
     kind: str = field(default="send", init=False)
 
 
-Operation = Union[Read, Filter, Project, Join, Aggregate, Shuffle, Send]
+Operation = Read | Filter | Project | Join | Aggregate | Shuffle | Send
 
 
 def inputs_of(op: Operation) -> tuple[InputRef, ...]:

@@ -173,6 +173,10 @@ def _report_cycle(stuck: list[RawOp], refs: dict[str, dict[str, InputRef]]) -> N
             cycle = chain[chain.index(ref.op):] + [ref.op]
             break
         chain.append(ref.op)
+    ring = cycle[:-1]  # start at the member listed first in the request, for a stable message
+    start = min(range(len(ring)), key=lambda i: by_name[ring[i]].index)
+    ring = ring[start:] + ring[:start]
+    cycle = ring + [ring[0]]
     first = by_name[cycle[0]]
     field = next(f for f, r in refs[first.name].items() if r.op == cycle[1])
     raise RequestError(f"operations form a cycle: {' -> '.join(cycle)} (each reads the next)",
@@ -200,12 +204,24 @@ def _check_usage(ops: list[RawOp], refs: dict[str, dict[str, InputRef]], by_name
         for ref in refs[op.name].values():
             read_ports.setdefault(ref.op, set()).add(ref.port)
     for op in ops:
-        if op.kind == "shuffle":
-            unread = [i for i in range(op.obj["partitions"]) if i not in read_ports.get(op.name, set())]
-            if unread:
-                listed = ", ".join(f"{op.name}[{i}]" for i in unread[:10]) + (" ..." if len(unread) > 10 else "")
-                raise RequestError(f"shuffle output(s) {listed} are not read by any operation; rows routed "
-                                   "there would be lost", op.at("partitions"), op.name)
+        ports = read_ports.get(op.name, set())
+        if op.kind == "shuffle" and len(ports) < op.obj["partitions"]:  # every port is < partitions
+            unread = _first_missing(ports, op.obj["partitions"], 10)
+            listed = ", ".join(f"{op.name}[{i}]" for i in unread)
+            more = op.obj["partitions"] - len(ports) - len(unread)
+            raise RequestError(f"shuffle output(s) {listed}{f' and {more} more' if more else ''} are not read "
+                               "by any operation; rows routed there would be lost", op.at("partitions"), op.name)
+
+
+def _first_missing(present: set[int], count: int, limit: int) -> list[int]:
+    """Up to `limit` integers in 0..count-1 missing from `present` (cheap even for a huge count)."""
+    missing: list[int] = []
+    i = 0
+    while i < count and len(missing) < limit:
+        if i not in present:
+            missing.append(i)
+        i += 1
+    return missing
 
 
 # --- 4. binding --------------------------------------------------------------------------------
@@ -233,4 +249,4 @@ def _bind(label: str, order: list[RawOp], refs: dict[str, dict[str, InputRef]],
         bound.append(node)
         if schema is not None:
             schemas[op.name] = schema
-    return LogicalPlan(label, tuple(bound), schemas)
+    return LogicalPlan(label, tuple(bound), schemas, {op.name: f"operations[{op.index}]" for op in order})

@@ -44,7 +44,7 @@ from .expr import (
     Unary,
     walk,
 )
-from .literals import parse_date
+from .literals import integer_literal, parse_date
 from .plan import NamedExpr
 from .sqltext import to_sql
 from .types import DataType, Field, Kind, Schema
@@ -114,7 +114,7 @@ def check_bound(e: Expr, schema: Fields) -> None:
             raise AssertionError(f"column {n.name!r} bound to a wrong index or type")
         if isinstance(n, Binary):
             lt, rt = n.left.type, n.right.type
-            both_decimal = lt.kind is Kind.DECIMAL and rt.kind is Kind.DECIMAL  # type: ignore[union-attr]
+            both_decimal = _same_or_decimals(lt, rt)
             if n.op in LOGICAL_OPS and not (lt == rt == T.BOOLEAN):
                 raise AssertionError(f"{n.op} of non-booleans")
             if n.op == "/" and not (lt == rt == T.FLOAT64):
@@ -123,6 +123,12 @@ def check_bound(e: Expr, schema: Fields) -> None:
                 raise AssertionError(f"{n.op} of {lt} and {rt}")
             if n.op in ("+", "-", "*", "%") and lt is not None and lt.is_integer and lt != T.INT64:
                 raise AssertionError("integer arithmetic must be int64")
+        if isinstance(n, InList) and any(not _same_or_decimals(i.type, n.arg.type) for i in n.items):
+            raise AssertionError("IN item of another type than the probe")
+        if isinstance(n, Like) and n.arg.type != T.STRING:
+            raise AssertionError("LIKE of a non-string")
+        if isinstance(n, Cast) and n.type != n.to:
+            raise AssertionError("Cast.type differs from Cast.to")
         if isinstance(n, Unary) and n.op == "not" and n.arg.type != T.BOOLEAN:
             raise AssertionError("NOT of a non-boolean")
         if isinstance(n, Case) and any(c.type != T.BOOLEAN for c, _ in n.whens):
@@ -172,7 +178,7 @@ class _Binder:
         if isinstance(v, bool):
             return Literal(v, T.BOOLEAN)
         if isinstance(v, int):
-            return Literal(v, T.INT32 if -_INT32_MAX - 1 <= v <= _INT32_MAX else T.INT64)
+            return integer_literal(v)
         if isinstance(v, float):
             return Literal(v, T.FLOAT64)
         if isinstance(v, str):
@@ -222,7 +228,8 @@ class _Binder:
         if lt.is_integer and rt.is_integer:  # type: ignore[union-attr]
             return Binary(op, cast_to(left, T.INT64), cast_to(right, T.INT64), T.INT64)
         left, right = _to_decimal(left), _to_decimal(right)
-        p1, s1, p2, s2 = left.type.precision, left.type.scale, right.type.precision, right.type.scale  # type: ignore[union-attr]
+        lt, rt = left.type, right.type
+        p1, s1, p2, s2 = lt.precision, lt.scale, rt.precision, rt.scale  # type: ignore[union-attr]
         if op == "*":
             if s1 + s2 > _MAXP:
                 return Binary(op, cast_to(left, T.FLOAT64), cast_to(right, T.FLOAT64), T.FLOAT64)
@@ -432,6 +439,10 @@ def _castable(src: DataType, dst: DataType) -> bool:
     pairs = {(Kind.STRING, Kind.DATE), (Kind.DATE, Kind.STRING), (Kind.BOOLEAN, Kind.STRING),
              (Kind.STRING, Kind.BOOLEAN), (Kind.BOOLEAN, Kind.INT32), (Kind.BOOLEAN, Kind.INT64)}
     return (src.kind, dst.kind) in pairs
+
+
+def _same_or_decimals(a: DataType | None, b: DataType | None) -> bool:
+    return a == b or (a is not None and b is not None and a.kind is b.kind is Kind.DECIMAL)
 
 
 def _case_values(c: Case) -> list[Expr]:

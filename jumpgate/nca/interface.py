@@ -65,11 +65,11 @@ class Verdict(Generic[T]):
     value: T | None = None
 
     @classmethod
-    def yes(cls, value: T | None = None, reason: str = "") -> "Verdict[T]":
+    def yes(cls, value: T | None = None, reason: str = "") -> Verdict[T]:
         return cls(True, reason, value)
 
     @classmethod
-    def no(cls, reason: str) -> "Verdict[T]":
+    def no(cls, reason: str) -> Verdict[T]:
         return cls(False, reason, None)
 
     def __bool__(self) -> bool:
@@ -281,7 +281,7 @@ class NcaImplementation(ABC):
     # -- life-cycle factory --------------------------------------------------------------
 
     @abstractmethod
-    def instantiate(self, spec: NcaSpec, context: "InstanceContext") -> NcaInstance:
+    def instantiate(self, spec: NcaSpec, context: InstanceContext) -> NcaInstance:
         """Create the life-cycle object for one instance of this NCA in a job."""
 
 

@@ -15,9 +15,9 @@ import logging
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Callable
 
 from ..errors import NcaFailure
 from ..nca.interface import FILE, Destination, Endpoint, InstanceContext, NcaError, NcaInstance
@@ -53,11 +53,15 @@ class JobRunner:
     # ---------------------------------------------------------------- public
 
     def start(self) -> None:
-        threading.Thread(target=self._run, name=f"job-{self.job.id}", daemon=True).start()
+        self._thread = threading.Thread(target=self._run, name=f"job-{self.job.id}", daemon=True)
+        self._thread.start()
 
-    def cancel(self) -> None:
+    def cancel(self, timeout: float = 30.0) -> None:
+        """Destroy every NCA and wait (bounded) until the run has wound down and released its
+        resources, so that the caller's answer reflects a clean state."""
         self._cancel.set()
         self._destroy_all()
+        self._thread.join(timeout)
 
     # ---------------------------------------------------------------- the run
 
@@ -98,11 +102,11 @@ class JobRunner:
         self._pool.shutdown(wait=False, cancel_futures=True)
         # NCA logs matter only while the job runs: failures carry their stderr tail in the error.
         shutil.rmtree(self.work_dir, ignore_errors=True)
+        self.on_finish(job)  # release resources before anyone can see the terminal state
         try:
             self.store.transition(job, state, (JobState.RUNNING,))
-        except Exception:  # already cancelled by DELETE: keep that state
+        except Exception:  # already ended by DELETE after a timeout: keep that state
             pass
-        self.on_finish(job)
 
     def _compile(self, nid: str, inst: NcaInstance) -> None:
         span = self.job.timeline.begin("compile", nca=nid)

@@ -6,14 +6,14 @@ import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from ..dataflow.plan import LogicalPlan
 from ..errors import JobStateError, UnknownJob
 from .timeline import Timeline
 
 
-class JobState(str, Enum):
+class JobState(StrEnum):
     COMPILED = "compiled"
     RUNNING = "running"
     SUCCEEDED = "succeeded"

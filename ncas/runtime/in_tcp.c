@@ -211,6 +211,11 @@ static int conn_parse(jgr_in *in, conn *c, jg_ctx *ctx, jgr_tuples_fn fn, void *
     }
     if (c->len - pos - 4 < L) {
       if (4 + (size_t)L > c->cap) { /* a tuple larger than the buffer: grow to fit it */
+        if (n > 0) { /* hand over the batch first: its pointers are into the old buffer */
+          if (fn(arg, ctx, tuples, lens, n, err) != 0) return -1;
+          c->count += n;
+          n = 0;
+        }
         memmove(c->buf, c->buf + pos, c->len - pos);
         c->len -= pos;
         pos = 0;

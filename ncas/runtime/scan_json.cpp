@@ -337,7 +337,7 @@ int Worker::convert(ondemand::value v, const jg_column &col, jg_val &out) {
     case JG_FLOAT64: {
       if (t != ondemand::json_type::number) return mismatch(col, t);
       if ((e = v.get_double().get(out.v.f))) {
-        if (e == NUMBER_ERROR) return column_error(col, "number out of range for float64");
+        if (e == NUMBER_ERROR) return column_error(col, "number is invalid or out of range for float64");
         goto invalid;
       }
       break;

@@ -11,7 +11,14 @@ import pyarrow as pa
 import pytest
 
 import jumpgate.client.ntf as ntf
-from jumpgate.client import HAVE_NATIVE, StreamError, decode_stream, decode_streams, decode_tuples, scan_stream
+from jumpgate.client import (
+    HAVE_NATIVE,
+    StreamError,
+    decode_stream,
+    decode_streams,
+    decode_tuples,
+    scan_stream,
+)
 from jumpgate.client.testing import encode_stream, encode_table, encode_tuple, end_marker, frame, header
 from jumpgate.compiler.ntf import generate_ntf
 from jumpgate.dataflow.types import Field, Schema, parse_type

@@ -283,6 +283,20 @@ class FunctionBody:
     def hoist(self, text: str) -> None:
         self.decls.append("  " * self._base_depth + text)
 
+    @staticmethod
+    def cond(text: str) -> str:
+        """`(text)` unless `text` is already one parenthesised whole."""
+        if text.startswith("(") and text.endswith(")"):
+            depth = 0
+            for i, ch in enumerate(text):
+                depth += ch == "("
+                depth -= ch == ")"
+                if depth == 0 and i < len(text) - 1:
+                    break
+            else:
+                return text
+        return f"({text})"
+
     @contextmanager
     def block(self, header: str):
         """`header {` ... `}`; `header` is e.g. `if (x)` or `` for a bare block."""
@@ -297,7 +311,7 @@ class FunctionBody:
     @contextmanager
     def if_else(self, cond: str):
         """`if (cond) { A } else { B }`: yields a callable that switches from A to B."""
-        self.line(f"if ({cond}) {{")
+        self.line(f"if {self.cond(cond)} {{")
         self._depth += 1
 
         def otherwise() -> None:
@@ -319,11 +333,11 @@ class FunctionBody:
         if cond is None:
             self.line(stmt)
         elif cond != "0":
-            self.line(f"if ({cond}) {stmt}")
+            self.line(f"if {self.cond(cond)} {stmt}")
 
     def fail_text(self, message: str, text: str, cond: str, note: str | None = None) -> None:
         """Report a data error quoting a string value of the row (invalid casts)."""
-        stmt = (f"if ({cond}) {{ jg_fail_text({self.ctx}, {self.message_ref(message)}, {text}); "
+        stmt = (f"if {self.cond(cond)} {{ jg_fail_text({self.ctx}, {self.message_ref(message)}, {text}); "
                 f"{self.error_return} }}")
         self.line(stmt + (self._note(note) if note else ""))
 

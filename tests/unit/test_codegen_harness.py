@@ -1,0 +1,321 @@
+"""Helpers of the codegen tests (no tests here): bind SQL text into a scan chain, generate and build
+the NCA, run it through the process protocol (docs/nca-process-protocol.md), decode its NTF output
+with a small struct-based decoder of our own, and ask DuckDB the same question over the same file.
+"""
+from __future__ import annotations
+
+import atexit
+import decimal
+import functools
+import json
+import math
+import queue
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from jumpgate.compiler.ntf import NtfLayout, generate_ntf
+from jumpgate.dataflow.plan import FileFormat, Filter, InputRef, NamedExpr, Project, Read
+from jumpgate.dataflow.types import Field, Kind, Schema, parse_type
+from jumpgate.ncas.software.codegen import generate_scan_query
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME = ROOT / "ncas" / "runtime"
+
+
+# ------------------------------------------------------------------ building queries
+
+
+def schema_of(cols: dict[str, str]) -> Schema:
+    return Schema(tuple(Field(n, parse_type(t)) for n, t in cols.items()))
+
+
+def bind_text(text: str, schema: Schema):
+    from jumpgate.dataflow.parse import parse_expression
+    from jumpgate.dataflow.typecheck import bind
+
+    return bind(parse_expression(text, "test"), schema, "test")
+
+
+def scan_ops(schema: Schema, path: Path | str, filters=(), columns=None, projects=None):
+    """read -> filters -> project(columns) (or several projects); returns (ops, layout)."""
+    from jumpgate.dataflow.typecheck import bind_named, named_schema
+
+    read = Read("r", (str(path),), FileFormat.JSON, schema)
+    ops, prev, current = [read], "r", schema
+    for i, text in enumerate(filters):
+        ops.append(Filter(f"f{i}", InputRef(prev), bind_text(text, current)))
+        prev = ops[-1].name
+    for j, cols in enumerate(projects or ([columns] if columns is not None else [])):
+        if isinstance(cols, dict):
+            cols = list(cols.items())
+        named = bind_named([NamedExpr(n, _parsed(e)) for n, e in cols], current, f"p{j}")
+        ops.append(Project(f"p{j}", InputRef(prev), named))
+        prev, current = ops[-1].name, named_schema(named)
+    return ops, generate_ntf(current)
+
+
+def _parsed(text: str):
+    from jumpgate.dataflow.parse import parse_expression
+
+    return parse_expression(text, "test")
+
+
+# ------------------------------------------------------------------ building and running NCAs
+
+
+def runtime_missing() -> str | None:
+    """Why NCAs cannot be built here, or None."""
+    if not (RUNTIME / "Makefile").is_file():
+        return "ncas/runtime/Makefile does not exist yet"
+    try:
+        import jumpgate.ncas.software.build  # noqa: F401
+    except ImportError as e:
+        return f"jumpgate.ncas.software.build is not importable: {e}"
+    if shutil.which("g++") is None or shutil.which("make") is None:
+        return "no C/C++ toolchain"
+    return None
+
+
+needs_runtime = pytest.mark.skipif(runtime_missing() is not None, reason=str(runtime_missing()))
+
+
+@functools.cache
+def cache_dir() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="jg-codegen-test-"))
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+def build(source: str) -> Path:
+    from jumpgate.ncas.software.build import build_nca
+
+    return Path(build_nca(source, "scan_json", cache_dir()).path)
+
+
+@dataclass
+class Run:
+    tuples: list[bytes]
+    error: dict | None
+    done: dict | None
+
+
+def run_nca(binary: Path, files: list[Path], threads: int = 1, timeout: float = 60.0) -> Run:
+    """One scan NCA execution: configure, execute phase 0, collect the stream of port 0."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(timeout)
+    port = srv.getsockname()[1]
+    streams: list[bytes] = []
+
+    def receive() -> None:
+        for _ in range(threads):
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            conn.settimeout(timeout)
+            chunks = []
+            try:
+                while b := conn.recv(1 << 20):
+                    chunks.append(b)
+            except OSError:
+                pass
+            conn.close()
+            streams.append(b"".join(chunks))
+
+    rx = threading.Thread(target=receive, daemon=True)
+    rx.start()
+    proc = subprocess.Popen([str(binary), "--bind", "127.0.0.1", "--inputs", "0"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    events: queue.Queue = queue.Queue()
+
+    def read_events() -> None:
+        for line in proc.stdout:
+            events.put(json.loads(line))
+        events.put(None)
+
+    threading.Thread(target=read_events, daemon=True).start()
+    try:
+        first = events.get(timeout=timeout)
+        assert first and first["event"] == "ready", first
+        cmds = [f"threads {threads}"] + [f"file {quote(str(f), safe='/._~-')}" for f in files]
+        cmds += [f"dest 0 127.0.0.1 {port} 0 {threads}", "execute 0"]
+        proc.stdin.write(("\n".join(cmds) + "\n").encode())
+        proc.stdin.flush()
+        while True:
+            ev = events.get(timeout=timeout)
+            if ev is None or ev["event"] in ("done", "error"):
+                break
+        if ev is not None and ev["event"] == "done":
+            proc.stdin.write(b"exit\n")
+            proc.stdin.flush()
+            rx.join(timeout)
+            tuples = [t for s in streams for t in parse_stream(s)]
+            assert sum(1 for _ in tuples) == ev["stats"]["tuples_out"], ev
+            return Run(tuples, None, ev)
+        err = ev or {"event": "error", "message": "process ended: " + proc.stderr.read().decode(errors="replace")}
+        return Run([], err, None)
+    finally:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        srv.close()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def parse_stream(data: bytes) -> list[bytes]:
+    """Contract §3 framing of one stream: header, tuples, end marker with the count."""
+    assert data[:4] == b"NTF1", data[:8]
+    pos, out = 8, []
+    while True:
+        (n,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        if n == 0:
+            (count,) = struct.unpack_from("<Q", data, pos)
+            assert count == len(out) and pos + 8 == len(data)
+            return out
+        out.append(data[pos:pos + n])
+        pos += n
+
+
+def decode(t: bytes, layout: NtfLayout) -> tuple:
+    """Contract §2: null vector, fixed fields at their offsets, strings in the variable part."""
+    assert len(t) >= layout.fixed_size
+    row, var_end = [], layout.fixed_size
+    for f in layout.fields:
+        raw = t[f.offset:f.offset + f.size]
+        if t[f.null_bit // 8] >> (f.null_bit % 8) & 1:
+            assert raw == bytes(f.size), "a NULL field's bytes must be zero"
+            row.append(None)
+            continue
+        k = f.type.kind
+        if k is Kind.BOOLEAN:
+            assert raw[0] in (0, 1)
+            row.append(bool(raw[0]))
+        elif k in (Kind.INT32, Kind.DATE):
+            row.append(struct.unpack("<i", raw)[0])
+        elif k is Kind.INT64:
+            row.append(struct.unpack("<q", raw)[0])
+        elif k is Kind.DECIMAL:
+            row.append(decimal.Decimal(struct.unpack("<q", raw)[0]).scaleb(-f.type.scale))
+        elif k is Kind.FLOAT64:
+            row.append(struct.unpack("<d", raw)[0])
+        else:
+            off, n = struct.unpack("<II", raw)
+            assert off == var_end, "strings follow each other in field order"
+            var_end += n
+            row.append(t[off:off + n].decode("utf-8"))
+    assert var_end == len(t), "tuple length is fixed_size plus the string bytes"
+    return tuple(row)
+
+
+def run_query(ops, layout: NtfLayout, files: list[Path], threads: int = 1) -> tuple[list[tuple] | None, dict | None]:
+    run = run_nca(build(generate_scan_query(ops, layout)), files, threads)
+    if run.error is not None:
+        return None, run.error
+    return [decode(t, layout) for t in run.tuples], None
+
+
+# ------------------------------------------------------------------ DuckDB, the oracle
+
+_DUCK_TYPES = {"boolean": "BOOLEAN", "int32": "INTEGER", "int64": "BIGINT", "float64": "DOUBLE",
+               "string": "VARCHAR", "date": "DATE"}
+
+
+def duck_type(t: str) -> str:
+    return _DUCK_TYPES.get(t.lower(), t.upper())
+
+
+def duck_sql(text: str) -> str:
+    """Our expression text as DuckDB SQL: only CAST type names differ."""
+    return re.sub(r"\bAS\s+(int32|int64|float64|string)\b", lambda m: "AS " + duck_type(m.group(1)), text,
+                  flags=re.IGNORECASE)
+
+
+def duck_source(path: Path, schema: Schema) -> str:
+    cols = ", ".join(f"'{f.name}': '{duck_type(str(f.type))}'" for f in schema.fields)
+    return f"read_json('{path}', format='newline_delimited', columns={{{cols}}})"
+
+
+def duck_rows(path: Path, schema: Schema, columns: list[tuple[str, str]], filters=(), types=None) -> list[tuple]:
+    """SELECT the expressions (dates as days since 1970, like NTF) FROM the file WHERE filters."""
+    import duckdb
+
+    sel = []
+    for i, (_, text) in enumerate(columns):
+        e = f"({duck_sql(text)})"
+        if types is not None and types[i].kind is Kind.DATE:
+            e = f"({e} - DATE '1970-01-01')"
+        sel.append(e)
+    where = " AND ".join(f"({duck_sql(f)})" for f in filters) or "TRUE"
+    sql = f"SELECT {', '.join(sel)} FROM {duck_source(path, schema)} WHERE {where}"
+    con = duckdb.connect()
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def same_value(got, want) -> bool:
+    if got is None or want is None:
+        return got is None and want is None
+    if isinstance(want, float) or isinstance(got, float):
+        g, w = float(got), float(want)
+        if math.isnan(g) or math.isnan(w):
+            return math.isnan(g) and math.isnan(w)
+        return g == w and math.copysign(1, g) == math.copysign(1, w) if g == 0 else g == w
+    if isinstance(want, decimal.Decimal) or isinstance(got, decimal.Decimal):
+        return decimal.Decimal(got) == decimal.Decimal(want)
+    return got == want
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def compare_with_duckdb(path: Path, schema: Schema, columns: list[tuple[str, str]], filters=(),
+                        key: str = "id") -> int:
+    """Run `SELECT key, columns FROM file WHERE filters` on the NCA and in DuckDB and assert the
+    same rows (ordered by key). Returns the number of rows compared."""
+    cols = [(key, key)] + list(columns)
+    ops, layout = scan_ops(schema, path, filters=filters, columns=cols)
+    got, err = run_query(ops, layout, [path])
+    assert err is None, f"NCA failed: {err}"
+    want = duck_rows(path, schema, cols, filters, [f.type for f in layout.fields])
+    got, want = sorted(got, key=lambda r: r[0]), sorted(want, key=lambda r: r[0])
+    assert [r[0] for r in got] == [r[0] for r in want], "different rows pass the filters"
+    problems = []
+    for g, w in zip(got, want):
+        for (name, text), gv, wv in zip(cols[1:], g[1:], w[1:]):
+            if not same_value(gv, wv):
+                problems.append(f"{name} = {text!r} at {key}={g[0]}: NCA {gv!r}, DuckDB {wv!r}")
+    assert not problems, f"{len(problems)} differences:\n" + "\n".join(problems[:40])
+    return len(got)
+
+
+def expect_error(path: Path, schema: Schema, columns=(), filters=(), contains: str = "") -> dict:
+    cols = list(columns) or [("id", "id")]
+    ops, layout = scan_ops(schema, path, filters=filters, columns=cols)
+    rows, err = run_query(ops, layout, [path])
+    assert err is not None, f"expected a data error ({contains}), got rows {rows}"
+    assert contains.lower() in err.get("message", "").lower(), err
+    return err

@@ -1,0 +1,125 @@
+"""The executor's failure handling with NCAs that misbehave on purpose: every job ends in the right
+state with the right error, and every instance is destroyed (no thread, socket or lease left)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from jumpgate.client.receiver import Receiver
+from jumpgate.errors import NoResources
+from jumpgate.nca.registry import Registry
+from jumpgate.runtime.jobs import JobState
+from jumpgate.runtime.service import JumpgateService, Settings
+from tests.plugins.misbehaving import BEHAVIOURS, MisbehavingSource
+
+
+@pytest.fixture
+def service(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for b in BEHAVIOURS:
+        (data / f"{b}.jsonl").write_text("{}\n")
+    reg = Registry()
+    reg.add(MisbehavingSource())
+    svc = JumpgateService(Settings(data_root=data, cores=2, cache_dir=tmp_path / "cache"), registry=reg)
+    yield svc
+    svc.shutdown()
+
+
+def submit(svc: JumpgateService, behaviour: str, receiver: Receiver):
+    body = {"operations": [
+        {"kind": "read", "name": "r", "path": f"{behaviour}.jsonl", "format": "json",
+         "schema": [{"name": "a", "type": "int64"}, {"name": "s", "type": "string"}]},
+        {"kind": "send", "name": "out", "input": "r", "transport": "tcp", "host": "127.0.0.1",
+         "port": receiver.port}]}
+    job = svc.submit(body)
+    out = job.pipeline.outputs["out"]
+    receiver.start(out.expected_streams, out.layout)
+    return job
+
+
+def wait_terminal(job, timeout=30.0):
+    assert job.done.wait(timeout), f"job still {job.state}"
+    return job
+
+
+def test_ok_job_succeeds_with_timeline(service):
+    with Receiver() as rx:
+        job = submit(service, "ok", rx)
+        service.execute(job.id)
+        wait_terminal(job)
+        assert rx.wait(10)
+        assert job.state is JobState.SUCCEEDED, job.error
+        assert rx.table().num_rows == MisbehavingSource.tuples
+        assert rx.table().column("a").null_count == MisbehavingSource.tuples
+    tl = job.timeline.to_json()
+    nca = tl["ncas"]["nca0"]
+    assert {"compile", "allocate", "configure", "stages"} <= set(nca)
+    assert nca["stages"][0]["tuples_out"] == MisbehavingSource.tuples
+    assert {"setup", "execute", "stage:0", "destroy"} <= set(tl["phases"])
+    assert service.cores.free == 2
+
+
+def test_compile_failure_names_nca_and_step(service):
+    with Receiver() as rx:
+        job = submit(service, "fail_compile", rx)
+        service.execute(job.id)
+        wait_terminal(job)
+    assert job.state is JobState.FAILED
+    assert job.error["nca"] == "nca0" and job.error["step"] == "compile"
+    assert "on purpose" in job.error["message"]
+    assert service.cores.free == 2
+
+
+def test_midstream_failure_reports_file_record_and_stage(service):
+    with Receiver() as rx:
+        job = submit(service, "fail_midstream", rx)
+        service.execute(job.id)
+        wait_terminal(job)
+        assert rx.wait(10)
+        assert rx.error is not None  # the stream ended without its end marker
+    assert job.state is JobState.FAILED
+    assert job.error["stage"] == 0 and job.error["record"] == MisbehavingSource.tuples // 2 + 1
+    assert job.error["file"].endswith("fail_midstream.jsonl")
+
+
+def test_cancel_never_ready_job_returns_promptly(service):
+    with Receiver() as rx:
+        job = submit(service, "never_ready", rx)
+        service.execute(job.id)
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        service.cancel(job.id)
+        wait_terminal(job, 10)
+        assert time.monotonic() - t0 < 5
+    assert job.state is JobState.CANCELLED
+    assert job.error is None
+    assert service.cores.free == 2
+
+
+def test_cancel_running_job(service):
+    with Receiver() as rx:
+        job = submit(service, "slow", rx)
+        service.execute(job.id)
+        time.sleep(0.3)
+        service.cancel(job.id)
+        wait_terminal(job, 10)
+    assert job.state is JobState.CANCELLED
+
+
+def test_no_resources_is_503_and_retry_works(tmp_path, service):
+    service.cores.capacity = 1
+    with Receiver() as rx1, Receiver() as rx2:
+        slow = submit(service, "slow", rx1)
+        other = submit(service, "ok", rx2)
+        service.execute(slow.id)
+        with pytest.raises(NoResources) as e:
+            service.execute(other.id)
+        assert e.value.status == 503
+        assert other.state is JobState.COMPILED  # still executable later
+        service.cancel(slow.id)
+        wait_terminal(slow)
+        service.execute(other.id)
+        wait_terminal(other)
+        assert other.state is JobState.SUCCEEDED, other.error
