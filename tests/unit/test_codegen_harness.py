@@ -46,21 +46,24 @@ def bind_text(text: str, schema: Schema):
     return bind(parse_expression(text, "test"), schema, "test")
 
 
-def scan_ops(schema: Schema, path: Path | str, filters=(), columns=None, projects=None):
-    """read -> filters -> project(columns) (or several projects); returns (ops, layout)."""
+def scan_ops(schema: Schema, path: Path | str, filters=(), columns=None, projects=None, steps=None):
+    """read -> filters -> project(columns) (or several projects), or read -> any `steps`
+    [("filter", text) | ("project", [(name, text)])]; returns (ops, layout)."""
     from jumpgate.dataflow.typecheck import bind_named, named_schema
 
-    read = Read("r", (str(path),), FileFormat.JSON, schema)
-    ops, prev, current = [read], "r", schema
-    for i, text in enumerate(filters):
-        ops.append(Filter(f"f{i}", InputRef(prev), bind_text(text, current)))
-        prev = ops[-1].name
-    for j, cols in enumerate(projects or ([columns] if columns is not None else [])):
-        if isinstance(cols, dict):
-            cols = list(cols.items())
-        named = bind_named([NamedExpr(n, _parsed(e)) for n, e in cols], current, f"p{j}")
-        ops.append(Project(f"p{j}", InputRef(prev), named))
-        prev, current = ops[-1].name, named_schema(named)
+    if steps is None:
+        steps = [("filter", f) for f in filters]
+        steps += [("project", cols) for cols in (projects or ([columns] if columns is not None else []))]
+    ops, current = [Read("r", (str(path),), FileFormat.JSON, schema)], schema
+    for i, (kind, arg) in enumerate(steps):
+        name, prev = f"{kind[0]}{i}", InputRef(ops[-1].name)
+        if kind == "filter":
+            ops.append(Filter(name, prev, bind_text(arg, current)))
+        else:
+            cols = list(arg.items()) if isinstance(arg, dict) else arg
+            named = bind_named([NamedExpr(n, _parsed(e)) for n, e in cols], current, name)
+            ops.append(Project(name, prev, named))
+            current = named_schema(named)
     return ops, generate_ntf(current)
 
 
@@ -251,8 +254,17 @@ def duck_sql(text: str) -> str:
 
 
 def duck_source(path: Path, schema: Schema) -> str:
-    cols = ", ".join(f"'{f.name}': '{duck_type(str(f.type))}'" for f in schema.fields)
+    """The file as a DuckDB relation. int32 columns are read as BIGINT: our integer arithmetic is
+    64-bit (contract §1), DuckDB's INTEGER arithmetic is 32-bit."""
+    def typ(t) -> str:
+        return "BIGINT" if t.kind is Kind.INT32 else duck_type(str(t))
+
+    cols = ", ".join(f"'{_sql_str(f.name)}': '{typ(f.type)}'" for f in schema.fields)
     return f"read_json('{path}', format='newline_delimited', columns={{{cols}}})"
+
+
+def _sql_str(text: str) -> str:
+    return text.replace("'", "''")
 
 
 def duck_rows(path: Path, schema: Schema, columns: list[tuple[str, str]], filters=(), types=None) -> list[tuple]:
