@@ -6,6 +6,7 @@ raise past these handlers (a bug answers 500 with a message, and the service kee
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from contextlib import asynccontextmanager
@@ -84,8 +85,12 @@ def create_app(service: JumpgateService) -> FastAPI:
         return JSONResponse({"job_id": job.id, "state": job.state.value}, status_code=202)
 
     @app.get("/v1/jobs/{job_id}", summary="Job status, error and timeline")
-    async def status(job_id: str):
+    async def status(job_id: str, wait: float = 0.0):
+        """`wait` (seconds, at most 30) holds the answer until the job ends or the time is up, so
+        clients learn of the end at once instead of polling."""
         job = service.status(job_id)
+        if wait > 0 and not job.state.terminal:
+            await asyncio.to_thread(job.done.wait, min(wait, 30.0))
         answer = job.status_json()
         answer["ncas"] = job.pipeline.to_json().get("ncas", [])
         answer["decisions"] = job.pipeline.to_json().get("decisions")

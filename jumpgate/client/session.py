@@ -31,6 +31,7 @@ from .receiver import Receiver, wait_all
 DEFAULT_URL = "http://127.0.0.1:8470"
 TERMINAL = ("succeeded", "failed", "cancelled")
 STREAM_GRACE_S = 30.0  # after `succeeded`, how long the last bytes may take to arrive
+LONG_POLL_S = 0.25  # each status call waits this long server-side for the job to end
 STREAM_FAILURE_GRACE_S = 5.0  # after a broken stream, how long to wait for the server to say why
 
 
@@ -78,8 +79,11 @@ class Job:
         self.state = body.get("state", "running")
         return body
 
-    def status(self) -> dict:
-        body = self._client._call("GET", f"/v1/jobs/{self.job_id}")
+    def status(self, wait: float = 0.0) -> dict:
+        """The job's status; with `wait`, the server holds the answer until the job ends or
+        `wait` seconds pass (a long poll)."""
+        path = f"/v1/jobs/{self.job_id}" + (f"?wait={wait:.3f}" if wait > 0 else "")
+        body = self._client._call("GET", path)
         self.state = body.get("state", self.state)
         self.last_status = body
         return body
@@ -261,7 +265,8 @@ class Jumpgate:
         """Poll until the job ends; raise on failure, broken streams or timeout."""
         interval = self.poll_interval
         while True:
-            job.status()
+            asked = time.monotonic()
+            job.status(wait=LONG_POLL_S if deadline is None else max(0.0, min(LONG_POLL_S, deadline - asked)))
             if job.state == "succeeded":
                 return
             job.raise_if_failed()
@@ -276,5 +281,6 @@ class Jumpgate:
             if deadline is not None and now >= deadline:
                 raise JobTimeout(f"job {job.job_id} did not finish in time (state {job.state}); cancelled",
                                  job_id=job.job_id)
-            time.sleep(interval if deadline is None else min(interval, deadline - now))
-            interval = min(interval * 1.5, 0.25)
+            if now - asked < interval:  # the server answered at once: do not spin
+                time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - now)))
+                interval = min(interval * 1.5, 0.25)

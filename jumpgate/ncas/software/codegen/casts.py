@@ -76,7 +76,7 @@ def _identity(c, a, to):
 def _to_int32(c, a, to):
     out = c.body.temp(to, a.value, a.null, const=True)
     with c.unless_null(a.null):
-        c.check_fits(out.value, to)
+        c.check_fits(out.value, to, f"value out of range for {to}")
     return out
 
 
@@ -170,7 +170,7 @@ def _decimal_to_int(c, a, to):
     with c.unless_null(a.null):
         # |v| < 10^18 always fits int64 after dividing by 10^s: the call cannot fail
         c.body.line(f"(void)jg_dec_rescale({a.value}, {a.type.scale}, 0, 18, &{out.value});")
-        c.check_fits(out.value, to)
+        c.check_fits(out.value, to, f"value out of range for {to}")
     return out
 
 

@@ -188,15 +188,15 @@ class ExprCompiler:
         """A data error: `what` is our own words, `where` may name request columns."""
         self.body.fail(f"{what} in {self.where}", cond, note=what)
 
-    def check_fits(self, var: str, t: DataType) -> None:
-        """Fail when int64 `var` does not fit type `t` (int32 range, decimal precision)."""
-        if t.kind is Kind.INT32:
-            self.fail("integer overflow: result does not fit int32", f"{var} < INT32_MIN || {var} > INT32_MAX")
-        elif t.kind is Kind.DATE:
-            self.fail("date out of range", f"{var} < INT32_MIN || {var} > INT32_MAX")
+    def check_fits(self, var: str, t: DataType, what: str | None = None) -> None:
+        """Fail when int64 `var` does not fit type `t` (int32 range, decimal precision); `what`
+        replaces the default message (casts say "value out of range for ...")."""
+        if t.kind in (Kind.INT32, Kind.DATE):
+            msg = what or ("integer overflow: result does not fit int32" if t.kind is Kind.INT32 else "date out of range")
+            self.fail(msg, f"{var} < INT32_MIN || {var} > INT32_MAX")
         elif t.kind is Kind.DECIMAL:
             lim = c_int(10 ** t.precision)
-            self.fail(f"decimal overflow: result does not fit {t}", f"{var} <= -{lim} || {var} >= {lim}")
+            self.fail(what or f"decimal overflow: result does not fit {t}", f"{var} <= -{lim} || {var} >= {lim}")
 
     def coerce(self, v: CValue, t: DataType) -> CValue:
         """Use `v` as a value of type `t` (the binder made them agree up to representation)."""
@@ -403,6 +403,7 @@ def _in_list(c: ExprCompiler, e: InList) -> CValue:
             otherwise = stack.enter_context(c.body.if_else(x.null))
             c.body.line(f"{r.null} = 1;")
             otherwise()
+            stack.enter_context(c.branch())  # items run only for a non-NULL x
         for i, item in enumerate(e.items):
             if i > 0 and not _is_leaf(item):  # evaluated only while nothing matched
                 stack.enter_context(c.body.block(f"if (!{found})"))

@@ -1,0 +1,78 @@
+"""Start a real `jumpgate serve` process on a free loopback port and stop it cleanly: used by the
+end-to-end tests, the benchmarks and anyone embedding Jumpgate in their own test suite."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class LocalServer:
+    def __init__(self, data_root: Path, cache_dir: Path | None = None, log_path: Path | None = None,
+                 cores: int | None = None, extra_args: list[str] | None = None, ready_timeout: float = 60) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        exe = Path(sys.executable).with_name("jumpgate")
+        argv = [str(exe) if exe.exists() else "jumpgate", "serve", "--port", str(self.port),
+                "--data-root", str(data_root)]
+        if cache_dir is not None:
+            argv += ["--cache-dir", str(cache_dir)]
+        if cores is not None:
+            argv += ["--cores", str(cores)]
+        argv += extra_args or []
+        self.log_path = log_path
+        self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.http = httpx.Client(base_url=self.url, timeout=60)
+        deadline = time.monotonic() + ready_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                tail = log_path.read_text()[-2000:] if log_path else ""
+                raise RuntimeError(f"jumpgate serve exited with {self.proc.returncode}: {tail}")
+            try:
+                if self.http.get("/v1/health").status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"jumpgate serve did not answer within {ready_timeout:.0f} s")
+
+    def children(self) -> list[int]:
+        """PIDs of live processes (NCAs) the server started."""
+        out = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,stat="], capture_output=True, text=True).stdout
+        pids = []
+        for line in out.splitlines():
+            pid, ppid, stat = line.split(None, 2)
+            if int(ppid) == self.proc.pid and not stat.startswith("Z"):
+                pids.append(int(pid))
+        return pids
+
+    def stop(self) -> None:
+        self.http.close()
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        if self._log is not subprocess.DEVNULL:
+            self._log.close()
+
+    def __enter__(self) -> LocalServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
