@@ -31,6 +31,10 @@ CC = "g++"  # compiles the generated C (-x c) and links with libstdc++ for simdj
 # Same target flags as the runtime's Makefile: cached binaries may move between machines.
 CFLAGS = ("-x", "c", "-std=c11", "-O2", "-march=x86-64-v2", "-mpclmul", "-pthread")
 LDLIBS = ("-lsimdjson", "-lpthread")
+# JUMPGATE_NCA_SANITIZE=1 builds the runtime and queries with AddressSanitizer and UBSan, for
+# debugging a crashing NCA (a separate cache key, so normal binaries are never mixed in).
+SANITIZE_ENV = "JUMPGATE_NCA_SANITIZE"
+_SANITIZE_FLAGS = ("-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined")
 _RUNTIME_SUFFIXES = {".c", ".cpp", ".h"}
 _STAMP = ".complete"
 
@@ -85,9 +89,13 @@ def _toolchain_id() -> str:
     return "\n".join(parts)
 
 
+def _extra_flags() -> tuple[str, ...]:
+    return _SANITIZE_FLAGS if os.environ.get(SANITIZE_ENV, "") not in ("", "0") else ()
+
+
 def runtime_hash() -> str:
-    """Hash of the runtime sources (every .c/.cpp/.h and the Makefile) and the toolchain."""
-    h = hashlib.sha256(_toolchain_id().encode())
+    """Hash of the runtime sources (every .c/.cpp/.h and the Makefile), the toolchain and flags."""
+    h = hashlib.sha256(_toolchain_id().encode() + " ".join(_extra_flags()).encode())
     root = runtime_dir()
     if not (root / "Makefile").is_file():
         raise NcaBuildError(f"no NCA runtime sources at {root} (set {ENV_SOURCES} to the ncas/ directory)")
@@ -120,6 +128,9 @@ def ensure_runtime(cache_dir: Path) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix=f".{build.name}-", dir=cache_dir))
         try:
             cmd = ["make", "-C", str(runtime_dir()), f"BUILD={tmp}", f"-j{os.cpu_count() or 1}", "all"]
+            if _extra_flags():
+                flags = " ".join(_extra_flags())
+                cmd += [f"CFLAGS={flags}", f"CXXFLAGS={flags}"]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 raise NcaBuildError("building the NCA runtime failed", proc.stderr + proc.stdout, cmd)
@@ -140,7 +151,8 @@ def build_nca(generated_source: str, driver: str, cache_dir: Path) -> BuildResul
         raise NcaBuildError(f"unknown NCA driver {driver!r} (known: {', '.join(DRIVERS)})")
     cache_dir = Path(cache_dir)
     runtime = ensure_runtime(cache_dir)
-    key = hashlib.sha256(json.dumps([generated_source, driver, runtime.name, CC, CFLAGS, LDLIBS]).encode())
+    extra = _extra_flags()
+    key = hashlib.sha256(json.dumps([generated_source, driver, runtime.name, CC, CFLAGS, extra, LDLIBS]).encode())
     exe = cache_dir / "ncas" / f"{driver}-{key.hexdigest()[:32]}"
     if exe.exists():
         return BuildResult(exe, True, time.perf_counter() - t0)
@@ -149,7 +161,7 @@ def build_nca(generated_source: str, driver: str, cache_dir: Path) -> BuildResul
         src = Path(tmp) / "query.c"
         src.write_text(generated_source)
         out = Path(tmp) / "nca"
-        cmd = [CC, *CFLAGS, f"-I{runtime_dir()}", str(src), "-x", "none", str(runtime / f"{driver}.o"),
+        cmd = [CC, *CFLAGS, *extra, f"-I{runtime_dir()}", str(src), "-x", "none", str(runtime / f"{driver}.o"),
                str(runtime / "libjgrt.a"), *LDLIBS, "-o", str(out)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
