@@ -43,7 +43,7 @@ struct jgr_in {
   worker_slot *slots;
   pthread_t acceptor;
   int acceptor_started;
-  volatile int failed; /* acceptor error, read by workers after a wake-up */
+  int failed; /* acceptor error (atomic), read by workers after a wake-up */
   jgr_error err;
   pthread_mutex_t err_mu;
 };
@@ -85,7 +85,7 @@ static void acceptor_fail(jgr_in *in, const char *fmt, ...) {
   jgr_error_vset(&in->err, fmt, ap);
   pthread_mutex_unlock(&in->err_mu);
   va_end(ap);
-  in->failed = 1;
+  __atomic_store_n(&in->failed, 1, __ATOMIC_RELEASE);
   wake_all(in);
 }
 
@@ -119,7 +119,7 @@ static void *acceptor_main(void *arg) {
     } else if (seen[stream]) {
       acceptor_fail(in, "input port %d: stream id %u received twice", in->port, stream);
     }
-    if (in->failed) {
+    if (__atomic_load_n(&in->failed, __ATOMIC_ACQUIRE)) {
       close(fd);
       break;
     }
@@ -271,7 +271,7 @@ int jgr_in_run(jgr_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *arg, jgr_error *
       ctx->stats.bytes_in += 8;
     }
     pthread_mutex_unlock(&s->mu);
-    if (in->failed) {
+    if (__atomic_load_n(&in->failed, __ATOMIC_ACQUIRE)) {
       rc = take_error(in, err);
       break;
     }

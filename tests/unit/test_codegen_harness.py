@@ -1,6 +1,6 @@
 """Helpers of the codegen tests (no tests here): bind SQL text into a scan chain, generate and build
-the NCA, run it through the process protocol (docs/nca-process-protocol.md), decode its NTF output
-with a small struct-based decoder of our own, and ask DuckDB the same question over the same file.
+the NCA, run it through the process protocol (the runtime tests' `run_scan`), decode its NTF output
+by its layout with a small struct-based decoder, and ask DuckDB the same question over the file.
 """
 from __future__ import annotations
 
@@ -9,17 +9,11 @@ import decimal
 import functools
 import json
 import math
-import queue
 import re
 import shutil
-import socket
 import struct
-import subprocess
 import tempfile
-import threading
-from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 
@@ -105,100 +99,6 @@ def build(source: str) -> Path:
     return Path(build_nca(source, "scan_json", cache_dir()).path)
 
 
-@dataclass
-class Run:
-    tuples: list[bytes]
-    error: dict | None
-    done: dict | None
-
-
-def run_nca(binary: Path, files: list[Path], threads: int = 1, timeout: float = 60.0) -> Run:
-    """One scan NCA execution: configure, execute phase 0, collect the stream of port 0."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    srv.settimeout(timeout)
-    port = srv.getsockname()[1]
-    streams: list[bytes] = []
-
-    def receive() -> None:
-        for _ in range(threads):
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-            conn.settimeout(timeout)
-            chunks = []
-            try:
-                while b := conn.recv(1 << 20):
-                    chunks.append(b)
-            except OSError:
-                pass
-            conn.close()
-            streams.append(b"".join(chunks))
-
-    rx = threading.Thread(target=receive, daemon=True)
-    rx.start()
-    proc = subprocess.Popen([str(binary), "--bind", "127.0.0.1", "--inputs", "0"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    events: queue.Queue = queue.Queue()
-
-    def read_events() -> None:
-        for line in proc.stdout:
-            events.put(json.loads(line))
-        events.put(None)
-
-    threading.Thread(target=read_events, daemon=True).start()
-    try:
-        first = events.get(timeout=timeout)
-        assert first and first["event"] == "ready", first
-        cmds = [f"threads {threads}"] + [f"file {quote(str(f), safe='/._~-')}" for f in files]
-        cmds += [f"dest 0 127.0.0.1 {port} 0 {threads}", "execute 0"]
-        proc.stdin.write(("\n".join(cmds) + "\n").encode())
-        proc.stdin.flush()
-        while True:
-            ev = events.get(timeout=timeout)
-            if ev is None or ev["event"] in ("done", "error"):
-                break
-        if ev is not None and ev["event"] == "done":
-            proc.stdin.write(b"exit\n")
-            proc.stdin.flush()
-            rx.join(timeout)
-            tuples = [t for s in streams for t in parse_stream(s)]
-            assert sum(1 for _ in tuples) == ev["stats"]["tuples_out"], ev
-            return Run(tuples, None, ev)
-        err = ev or {"event": "error", "message": "process ended: " + proc.stderr.read().decode(errors="replace")}
-        return Run([], err, None)
-    finally:
-        try:
-            proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        srv.close()
-        proc.stdout.close()
-        proc.stderr.close()
-
-
-def parse_stream(data: bytes) -> list[bytes]:
-    """Contract §3 framing of one stream: header, tuples, end marker with the count."""
-    assert data[:4] == b"NTF1", data[:8]
-    pos, out = 8, []
-    while True:
-        (n,) = struct.unpack_from("<I", data, pos)
-        pos += 4
-        if n == 0:
-            (count,) = struct.unpack_from("<Q", data, pos)
-            assert count == len(out) and pos + 8 == len(data)
-            return out
-        out.append(data[pos:pos + n])
-        pos += n
-
-
 def decode(t: bytes, layout: NtfLayout) -> tuple:
     """Contract §2: null vector, fixed fields at their offsets, strings in the variable part."""
     assert len(t) >= layout.fixed_size
@@ -231,10 +131,15 @@ def decode(t: bytes, layout: NtfLayout) -> tuple:
 
 
 def run_query(ops, layout: NtfLayout, files: list[Path], threads: int = 1) -> tuple[list[tuple] | None, dict | None]:
-    run = run_nca(build(generate_scan_query(ops, layout)), files, threads)
-    if run.error is not None:
-        return None, run.error
-    return [decode(t, layout) for t in run.tuples], None
+    """Generate, build and run the scan; (decoded rows, None) or (None, the error event)."""
+    from .fixtures.runtime_harness import run_scan
+
+    event, streams, _ = run_scan(build(generate_scan_query(ops, layout)), files, threads=threads)
+    if event["event"] != "done":
+        return None, event
+    tuples = [t for s in streams for t in s.tuples]
+    assert len(tuples) == event["stats"]["tuples_out"], event
+    return [decode(t, layout) for t in tuples], None
 
 
 # ------------------------------------------------------------------ DuckDB, the oracle

@@ -98,6 +98,17 @@ def test_comparisons(data):
     })
 
 
+def test_float_special_values_compare_like_duckdb(data):
+    # NaN equals itself and sorts above every other value; -0.0 = 0.0 (DuckDB and Spark agree)
+    nan, inf = "CAST('nan' AS float64)", "CAST('inf' AS float64)"
+    check(data, {
+        "nan_eq": f"{nan} = {nan}", "f_lt_nan": f"f < {nan}", "nan_gt": f"{nan} > f", "nan_ge": f"{nan} >= {inf}",
+        "nan_le": f"{nan} <= f", "nan_ne": f"f <> {nan}", "inf_gt": f"{inf} > f", "negzero": "-0.0 = f * 0",
+        "nan_in": f"{nan} IN (f, {nan})", "nan_str": f"CAST({nan} AS string)", "inf_str": f"CAST(-{inf} AS string)",
+        "inf_arith": f"{inf} - {inf} = {nan}", "nan_case": f"CASE WHEN {nan} > 1e308 THEN 'big' ELSE 'small' END",
+    })
+
+
 def test_three_valued_logic(data):
     check(data, {
         "and": "b AND l > 0", "or": "b OR l > 0", "not": "NOT b", "not_cmp": "NOT (l > 5)",

@@ -93,7 +93,7 @@ static int query_row(jg_ctx *ctx, const jg_val *row) {
     if (jg_parse_bool(row[4].v.s.p, row[4].v.s.n, &t8)) { jg_fail_text(ctx, msg_5, row[4].v.s); return JG_ROW_ERROR; } /* invalid text for boolean */
   }
   const int t9 = (int)t8;
-  const double t10 = (double)row[2].v.i / 0x1.9000000000000p+6;
+  const double t10 = (double)row[2].v.i / 100.0;
   int64_t t11 = 0;
   if (!row[1].null) {
     if (jg_float_to_dec(row[1].v.f, 10, 2, &t11)) { jg_fail(ctx, msg_6); return JG_ROW_ERROR; } /* float64 value out of range for decimal(10,2) */

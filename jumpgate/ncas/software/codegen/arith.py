@@ -21,7 +21,7 @@ _OVERFLOW_BUILTIN = {"+": "__builtin_add_overflow", "-": "__builtin_sub_overflow
 _OP_NAME = {"+": "addition", "-": "subtraction", "*": "multiplication", "/": "division", "%": "remainder"}
 
 
-def arithmetic(c: "ExprCompiler", e: Binary) -> CValue:
+def arithmetic(c: ExprCompiler, e: Binary) -> CValue:
     a = c.compile(e.left)
     b = c.compile(e.right)
     t = e.type
@@ -43,7 +43,7 @@ def _require(a: CValue, b: CValue, ok, what: str) -> None:
         raise CodegenError(f"{what} with operands {a.type} and {b.type} (the binder must cast)")
 
 
-def _float(c: "ExprCompiler", op: str, a: CValue, b: CValue, t: DataType, null: str) -> CValue:
+def _float(c: ExprCompiler, op: str, a: CValue, b: CValue, t: DataType, null: str) -> CValue:
     _require(a, b, lambda x: x.kind is Kind.FLOAT64, f"float64 {op!r}")
     if op in ("+", "-", "*"):
         return c.body.temp(t, f"{a.value} {op} {b.value}", null, const=True)
@@ -55,7 +55,7 @@ def _float(c: "ExprCompiler", op: str, a: CValue, b: CValue, t: DataType, null: 
     return out
 
 
-def _integer(c: "ExprCompiler", op: str, a: CValue, b: CValue, t: DataType, null: str) -> CValue:
+def _integer(c: ExprCompiler, op: str, a: CValue, b: CValue, t: DataType, null: str) -> CValue:
     _require(a, b, lambda x: x.is_integer, f"integer {op!r}")
     out = c.body.temp(t, None, null)
     with c.unless_null(null):
@@ -76,7 +76,7 @@ def _scale(v: CValue) -> int:
     return v.type.scale if v.type.kind is Kind.DECIMAL else 0
 
 
-def _upscaled(c: "ExprCompiler", v: CValue, to: int, t: DataType) -> str:
+def _upscaled(c: ExprCompiler, v: CValue, to: int, t: DataType) -> str:
     """`v` at scale `to` (>= its own), overflow-checked; call inside a non-NULL guard."""
     k = to - _scale(v)
     if k < 0:
@@ -90,7 +90,7 @@ def _upscaled(c: "ExprCompiler", v: CValue, to: int, t: DataType) -> str:
     return name
 
 
-def _decimal(c: "ExprCompiler", op: str, a: CValue, b: CValue, t: DataType, null: str) -> CValue:
+def _decimal(c: ExprCompiler, op: str, a: CValue, b: CValue, t: DataType, null: str) -> CValue:
     _require(a, b, lambda x: x.kind is Kind.DECIMAL or x.is_integer, f"decimal {op!r}")
     out = c.body.temp(t, None, null)
     with c.unless_null(null):

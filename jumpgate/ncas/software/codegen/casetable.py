@@ -63,8 +63,9 @@ def render_tables(lower: dict[int, int], upper: dict[int, int]) -> str:
         assert all(t < 0x80 for s, t in mapping.items() if s < 0x80), name
         rs = ranges(mapping)
         lines.append(f"static const struct case_range case_{name}[{len(rs)}] = {{")
-        for lo, hi, d, stride in rs:
-            lines.append(f"  {{0x{lo:04X}, 0x{hi:04X}, {d}, {stride}}},")
+        cells = [f"{{0x{lo:04X}, 0x{hi:04X}, {d}, {stride}}}," for lo, hi, d, stride in rs]
+        for i in range(0, len(cells), 4):
+            lines.append("  " + " ".join(cells[i:i + 4]))
         lines.append("};")
     lines.append(END)
     return "\n".join(lines)

@@ -40,7 +40,7 @@ def casts(pairs):
 
 
 @handles(Cast)
-def _cast(c: "ExprCompiler", e: Cast) -> CValue:
+def _cast(c: ExprCompiler, e: Cast) -> CValue:
     a = c.compile(e.arg)
     to = e.to
     if e.type is not None and e.type != to:
@@ -54,11 +54,11 @@ def _cast(c: "ExprCompiler", e: Cast) -> CValue:
     return fn(c, a, to)
 
 
-def _pure(c: "ExprCompiler", a: CValue, to: DataType, expr: str) -> CValue:
+def _pure(c: ExprCompiler, a: CValue, to: DataType, expr: str) -> CValue:
     return c.body.temp(to, expr, a.null, const=True)
 
 
-def _guarded_call(c: "ExprCompiler", a: CValue, to: DataType, call: str) -> CValue:
+def _guarded_call(c: ExprCompiler, a: CValue, to: DataType, call: str) -> CValue:
     """`call` may only run for a non-NULL operand (it reads string bytes or allocates)."""
     expr = call if a.never_null else f"{a.null} ? {c_zero(to)} : {call}"
     return c.body.temp(to, expr, a.null, const=True)
@@ -67,12 +67,13 @@ def _guarded_call(c: "ExprCompiler", a: CValue, to: DataType, call: str) -> CVal
 # ------------------------------------------------------------------ identities and integers
 
 
-@casts([(k, k) for k in (Kind.BOOLEAN, Kind.INT64, Kind.FLOAT64, Kind.STRING, Kind.DATE)] + [(Kind.INT32, Kind.INT64)])
+@casts([(k, k) for k in (Kind.BOOLEAN, Kind.INT32, Kind.INT64, Kind.FLOAT64, Kind.STRING, Kind.DATE)]
+       + [(Kind.INT32, Kind.INT64)])
 def _identity(c, a, to):
     return CValue(a.value, a.null, to)
 
 
-@casts([(Kind.INT64, Kind.INT32), (Kind.INT32, Kind.INT32)])
+@casts([(Kind.INT64, Kind.INT32)])
 def _to_int32(c, a, to):
     out = c.body.temp(to, a.value, a.null, const=True)
     with c.unless_null(a.null):
@@ -213,7 +214,7 @@ def _bool_to_string(c, a, to):
 # ------------------------------------------------------------------ from string
 
 
-def _parse(c: "ExprCompiler", a: CValue, to: DataType, call: str, result_type: DataType) -> CValue:
+def _parse(c: ExprCompiler, a: CValue, to: DataType, call: str, result_type: DataType) -> CValue:
     """`call` fills &out and returns non-zero for text that is not a valid `to`."""
     out = c.body.temp(result_type, None, a.null)
     with c.unless_null(a.null):

@@ -127,12 +127,17 @@ def c_int(v: int) -> str:
 
 
 def c_double(v: float) -> str:
-    """An exact double constant (C99 hexadecimal floating literal)."""
+    """An exact double constant: the shortest decimal that reads back as `v` (Python's repr; C
+    compilers round decimal constants correctly), hexadecimal for subnormals."""
     if v != v:
         return "(__builtin_nan(\"\"))"
     if v in (float("inf"), float("-inf")):
         return "(__builtin_inf())" if v > 0 else "(-__builtin_inf())"
-    text = float(v).hex()
+    text = repr(float(v))
+    if 0 < abs(v) < 2.2250738585072014e-308:
+        text = float(v).hex()
+    elif not any(ch in text for ch in ".e"):
+        text += ".0"
     return f"({text})" if text.startswith("-") else text
 
 
@@ -276,8 +281,8 @@ class FunctionBody:
 
     def comment(self, text: str) -> None:
         """A comment of our own words (never request text)."""
-        if "*/" in text or "\n" in text:
-            raise CodegenError("comment text must not contain */ or newlines")
+        if "*/" in text or "\n" in text or "??" in text or not text.isascii():
+            raise CodegenError("comment text must be plain ASCII without */, ?? or newlines")
         self.line(f"/* {text} */")
 
     def hoist(self, text: str) -> None:
@@ -343,8 +348,8 @@ class FunctionBody:
 
     @staticmethod
     def _note(text: str) -> str:
-        if "*/" in text or "\n" in text or not text.isascii():
-            raise CodegenError("a note must be plain text of our own")
+        if "*/" in text or "\n" in text or "??" in text or not text.isascii():
+            raise CodegenError("a note must be plain ASCII text of our own")
         return f" /* {text} */"
 
     # -- temporaries

@@ -77,14 +77,20 @@ def _is_leaf(e: Expr) -> bool:
     return isinstance(e, (Column, Literal))
 
 
+def cse_key(e: Expr) -> str:
+    """Identity of a sub-tree for CSE. Not `==` of the nodes: 0.0 == -0.0 and 1 == True in
+    Python, but `f * -0.0` is not `f * 0.0`. The dataclass repr tells them apart."""
+    return repr(e)
+
+
 def count_subtrees(exprs: Iterable[Expr]) -> Counter:
-    """How often each non-leaf sub-tree occurs in `exprs` (the candidates for CSE)."""
+    """How often each non-leaf sub-tree occurs in `exprs` (the candidates for CSE), by `cse_key`."""
     counts: Counter = Counter()
 
     def visit(e: Expr) -> None:
         if _is_leaf(e):
             return
-        counts[e] += 1
+        counts[cse_key(e)] += 1
         for c in children(e):
             visit(c)
 
@@ -98,8 +104,11 @@ class ExprCompiler:
 
     `shared` counts sub-trees over every expression the function will evaluate (from
     `count_subtrees`); sub-trees that occur more than once are computed once per row.
-    `where` names the part of the query being compiled in error messages ("filter 1",
-    "output column 3"): positions only, never request text."""
+    `where` names the part of the query being compiled in error messages (for example
+    "column 'total' of 'p'"); messages reach C only as byte arrays of the literal pool.
+
+    Templates that compile expressions inside their own C blocks must wrap them in `branch()`,
+    so that a cached value never escapes the block it was computed in."""
 
     def __init__(self, body: FunctionBody, pool: LiteralPool, env: Env, shared: Counter | None = None) -> None:
         self.body = body
@@ -107,26 +116,28 @@ class ExprCompiler:
         self.env = env
         self.shared = shared if shared is not None else Counter()
         self.where = "expression"
-        self._scopes: list[dict[Expr, CValue]] = [{}]
-        self._memo: dict[Expr, CValue] = {}  # hoisted results behind a done flag
-        self._memo_flag: dict[Expr, str] = {}
+        self._scopes: list[dict[str, CValue]] = [{}]  # cse_key -> value, innermost last
+        self._memo: dict[str, tuple[CValue, str]] = {}  # cse_key -> (hoisted value, done flag)
 
     # ---------------------------------------------------------------- entry points
 
     def compile(self, e: Expr) -> CValue:
         if e.type is None:
             raise CodegenError(f"unbound expression node {type(e).__name__} (no type)")
-        if _is_leaf(e) or self.shared[e] < 2:
+        if _is_leaf(e):
+            return self._dispatch(e)
+        key = cse_key(e)
+        if self.shared[key] < 2:
             return self._dispatch(e)
         for scope in reversed(self._scopes):
-            if e in scope:
-                return scope[e]
-        if len(self._scopes) == 1 and e not in self._memo_flag:
+            if key in scope:
+                return scope[key]
+        if len(self._scopes) == 1 and key not in self._memo:
             v = self._dispatch(e)  # unconditional first use: a plain temporary for the rest
-            self._scopes[0][e] = v
+            self._scopes[0][key] = v
             return v
-        v = self._memoised(e)
-        self._scopes[-1][e] = v
+        v = self._memoised(e, key)
+        self._scopes[-1][key] = v
         return v
 
     def _dispatch(self, e: Expr) -> CValue:
@@ -138,17 +149,16 @@ class ExprCompiler:
             raise CodegenError(f"generated {v.type} for a node typed {e.type}")
         return CValue(v.value, v.null, e.type)
 
-    def _memoised(self, e: Expr) -> CValue:
+    def _memoised(self, e: Expr, key: str) -> CValue:
         """Compute `e` at most once per row although this use is inside a branch: results are
         hoisted to the top of the function with a done flag."""
-        if e not in self._memo:
+        if key not in self._memo:
             k = self.body.fresh()
             self.body.hoist(f"{c_type(e.type)} t{k} = {c_zero(e.type)};")
             self.body.hoist(f"int n{k} = 0;")
             self.body.hoist(f"int d{k} = 0;")
-            self._memo[e] = CValue(f"t{k}", f"n{k}", e.type)
-            self._memo_flag[e] = f"d{k}"
-        memo, flag = self._memo[e], self._memo_flag[e]
+            self._memo[key] = (CValue(f"t{k}", f"n{k}", e.type), f"d{k}")
+        memo, flag = self._memo[key]
         with self.body.block(f"if (!{flag})"), self.branch():
             v = self._dispatch(e)
             self.body.assign(memo, v)

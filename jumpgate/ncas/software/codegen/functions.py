@@ -32,7 +32,7 @@ def function(*names: str):
 
 
 @handles(Func)
-def _func(c: "ExprCompiler", e: Func) -> CValue:
+def _func(c: ExprCompiler, e: Func) -> CValue:
     fn = FUNCS.get(e.name)
     if fn is None:
         raise CodegenError(f"no C code generation for function {e.name!r}")
@@ -42,7 +42,7 @@ def _func(c: "ExprCompiler", e: Func) -> CValue:
     return fn(c, e)
 
 
-def _strict_args(c: "ExprCompiler", e: Func, kinds: tuple[tuple[Kind, ...], ...]) -> tuple[list[CValue], str] | None:
+def _strict_args(c: ExprCompiler, e: Func, kinds: tuple[tuple[Kind, ...], ...]) -> tuple[list[CValue], str] | None:
     """Compile all arguments (NULL in, NULL out); None when the result is NULL for certain."""
     args = [c.compile(a) for a in e.args]
     for v, allowed in zip(args, kinds):
@@ -55,7 +55,7 @@ def _strict_args(c: "ExprCompiler", e: Func, kinds: tuple[tuple[Kind, ...], ...]
     return args, null
 
 
-def _call(c: "ExprCompiler", t: DataType, null: str, call: str) -> CValue:
+def _call(c: ExprCompiler, t: DataType, null: str, call: str) -> CValue:
     """A helper call that may only run on non-NULL arguments."""
     expr = call if null == "0" else f"{null} ? {c_zero(t)} : {call}"
     return c.body.temp(t, expr, null, const=True)
@@ -91,7 +91,7 @@ def _coalesce(c, e):
     return r
 
 
-def _coalesce_from(c: "ExprCompiler", e: Func, i: int, r: CValue) -> None:
+def _coalesce_from(c: ExprCompiler, e: Func, i: int, r: CValue) -> None:
     v = c.coerce(c.compile(e.args[i]), e.type)
     last = i + 1 == len(e.args)
     if v.never_null or last:

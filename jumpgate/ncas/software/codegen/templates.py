@@ -11,19 +11,29 @@ from pathlib import Path
 
 import jinja2
 
-TEMPLATE_DIR = Path(os.environ.get("JUMPGATE_TEMPLATE_DIR", Path(__file__).resolve().parents[4] / "ncas" / "templates"))
+ENV_SOURCES = "JUMPGATE_NCA_SOURCES"  # the ncas/ directory (runtime/ and templates/), as build.py reads it
 
 
-@lru_cache(maxsize=1)
-def environment() -> jinja2.Environment:
+def template_dir() -> Path:
+    root = os.environ.get(ENV_SOURCES)
+    base = Path(root).resolve() if root else Path(__file__).resolve().parents[4] / "ncas"
+    return base / "templates"
+
+
+@lru_cache(maxsize=4)
+def _environment(directory: str) -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        loader=jinja2.FileSystemLoader(directory),
         undefined=jinja2.StrictUndefined,
         autoescape=False,  # C, not HTML; every value is generated C
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+
+
+def environment() -> jinja2.Environment:
+    return _environment(str(template_dir()))
 
 
 def render(name: str, **context) -> str:
