@@ -1,6 +1,5 @@
 /* Helpers for generated query code: the functions declared at the end of jg.h ("helpers for
- * generated code"), plus a few that generated code declares itself until jg.h lists them
- * (jg_fail_text, jg_parse_bool, jg_round_even, jg_float_to_dec, jg_dec_rescale).
+ * generated code").
  *
  * They live in the runtime library so that generated files stay small and compile fast.
  * Semantics follow contract §1 and DuckDB (checked by tests/unit/test_codegen_support.py and
@@ -13,13 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Declared by generated code (ncas/templates/_prelude.c.j2) until jg.h lists them. */
-void jg_fail_text(jg_ctx *ctx, const char *msg, jg_str value);
-int jg_parse_bool(const char *p, size_t n, int64_t *out);
-double jg_round_even(double v);
-int jg_float_to_dec(double v, int precision, int scale, int64_t *out);
-int jg_dec_rescale(__int128 v, int from, int to, int precision, int64_t *out);
 
 static const jg_str EMPTY = {"", 0};
 

@@ -134,6 +134,17 @@ jg_str jg_format_int64(jg_ctx *ctx, int64_t v);
 jg_str jg_format_decimal(jg_ctx *ctx, int64_t v, int scale);
 jg_str jg_format_float64(jg_ctx *ctx, double v);
 jg_str jg_format_date(jg_ctx *ctx, int64_t days);
+/* jg_fail with the offending value quoted (for invalid casts). */
+void jg_fail_text(jg_ctx *ctx, const char *msg, jg_str value);
+/* CAST(string AS boolean): true/false, t/f, yes/no, y/n, 1/0 in any case. */
+int jg_parse_bool(const char *p, size_t n, int64_t *out);
+/* Round half to even (float64 -> integer casts). */
+double jg_round_even(double v);
+/* float64 -> decimal(precision, scale), rounding half away from zero; non-zero if it does not fit. */
+int jg_float_to_dec(double v, int precision, int scale, int64_t *out);
+/* Rescale a 128-bit unscaled value between scales (rounding half away from zero when reducing)
+ * and check it fits `precision` digits; non-zero when it does not. */
+int jg_dec_rescale(__int128 v, int from, int to, int precision, int64_t *out);
 
 #ifdef __cplusplus
 }

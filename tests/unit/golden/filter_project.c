@@ -5,13 +5,6 @@
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "NTF fields are written in host order");
 
-/* Helpers of ncas/runtime/expr_support.c not (yet) declared in jg.h. */
-void jg_fail_text(jg_ctx *ctx, const char *msg, jg_str value);
-int jg_parse_bool(const char *p, size_t n, int64_t *out);
-double jg_round_even(double v);
-int jg_float_to_dec(double v, int precision, int scale, int64_t *out);
-int jg_dec_rescale(__int128 v, int from, int to, int precision, int64_t *out);
-
 #define Q_EMPTY_STR ((jg_str){"", 0})
 
 /* Byte strings: string literals and LIKE patterns (lit_*), error messages (msg_*). */
