@@ -21,6 +21,12 @@
 
 #include <simdjson.h>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#else
+#include <emmintrin.h>
+#endif
+
 #include "jgrt.h"
 
 using namespace simdjson;
@@ -66,6 +72,60 @@ class KeyTable {
   size_t mask_ = 0;
 };
 
+// ------------------------------------------------------------------ 32-byte compares
+
+// Bit i set when a[i] == b[i], for 32 bytes. Both may be unaligned; every caller reads inside a
+// buffer followed by at least SIMDJSON_PADDING (64) readable bytes.
+inline uint32_t eq_mask32(const uint8_t *a, const uint8_t *b) {
+#if defined(__AVX2__)
+  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a));
+  __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(b));
+  return (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, y));
+#else
+  __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(a));
+  __m128i y0 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b));
+  __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(a + 16));
+  __m128i y1 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(b + 16));
+  return (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x0, y0)) |
+         ((uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(x1, y1)) << 16);
+#endif
+}
+
+// Bit i set when p[i] is '"' or '\\', for 32 bytes.
+inline uint32_t quote_or_backslash32(const uint8_t *p) {
+#if defined(__AVX2__)
+  __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+  __m256i m = _mm256_or_si256(_mm256_cmpeq_epi8(x, _mm256_set1_epi8('"')), _mm256_cmpeq_epi8(x, _mm256_set1_epi8('\\')));
+  return (uint32_t)_mm256_movemask_epi8(m);
+#else
+  __m128i x0 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+  __m128i x1 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 16));
+  __m128i q = _mm_set1_epi8('"'), b = _mm_set1_epi8('\\');
+  uint32_t lo = (uint32_t)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x0, q), _mm_cmpeq_epi8(x0, b)));
+  uint32_t hi = (uint32_t)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x1, q), _mm_cmpeq_epi8(x1, b)));
+  return lo | (hi << 16);
+#endif
+}
+
+// Index of the first '"' or '\\' at or after p (one is always there: the string's closing quote,
+// found by simdjson's stage 1, lies inside the buffer).
+inline size_t find_quote_or_backslash(const uint8_t *p) {
+  for (size_t at = 0;; at += 32) {
+    uint32_t m = quote_or_backslash32(p + at);
+    if (m) return at + (size_t)__builtin_ctz(m);
+  }
+}
+
+// The key at field position j of the previous object, with what it matched: JSON Lines files
+// nearly always repeat their keys in the same order, so one 32-byte compare per field usually
+// decides. `bytes` holds the raw key and its closing quote (no escapes); `mask` selects them.
+struct alignas(32) KeyMemo {
+  uint8_t bytes[32];
+  uint32_t mask;  // 0 = empty
+  int32_t col;    // column index, or -1 for an unrequested key
+};
+constexpr size_t kMemoFields = 64;  // positions remembered per object
+
 struct Segment {
   std::string path;
   uint64_t begin, end, size;  // byte range before alignment to lines; file size
@@ -107,6 +167,7 @@ class Worker {
     cap_ = st->chunk;
     buf_ = static_cast<char *>(malloc(cap_ + SIMDJSON_PADDING));
     if (!buf_) abort();
+    parser_.threaded = false;  // stage 1 on this worker's core: no hidden second thread
   }
   ~Worker() {
     free(buf_);
@@ -117,6 +178,9 @@ class Worker {
  private:
   int process(size_t n, uint64_t base);
   int document(ondemand::document_reference doc, uint64_t at);
+  int match_key(const uint8_t *k, size_t j);
+  static constexpr int kEscapedKey = -2;
+  bool convert_fast(ondemand::value &v, const jg_column &col, jg_val &out);
   int convert(ondemand::value v, const jg_column &col, jg_val &out);
   int fail_at(uint64_t file_offset);
   int json_error(size_t n, uint64_t base, size_t at, error_code e);
@@ -129,6 +193,7 @@ class Worker {
   jgr_error *err_;
   ondemand::parser parser_;
   std::vector<jg_val> row_;
+  std::vector<KeyMemo> memo_ = std::vector<KeyMemo>(kMemoFields);
   char *buf_;
   size_t cap_;
   int fd_ = -1;
@@ -252,19 +317,23 @@ int Worker::document(ondemand::document_reference doc, uint64_t at) {
   const uint32_t ncol = JG_QUERY.ncolumns;
   jg_val *row = row_.data();
   for (uint32_t i = 0; i < ncol; i++) row[i].null = 1, row[i].v.i = 0;
+  size_t j = 0;  // field position
   for (auto field : obj) {
     ondemand::raw_json_string key;
     if ((e = field.key().get(key))) {
       jgr_error_set(err_, "invalid JSON: %s", error_message(e));
       return fail_at(at);
     }
-    const char *k = key.raw();
-    size_t kn = 0;
-    while (k[kn] != '"' && k[kn] != '\\') kn++;
+    const uint8_t *k = reinterpret_cast<const uint8_t *>(key.raw());
     int c;
-    if (JGR_LIKELY(k[kn] == '"')) {
-      c = st_->keys.lookup(k, kn);
-    } else {  // escaped key: compare its unescaped bytes
+    if (JGR_LIKELY(j < kMemoFields)) {
+      const KeyMemo &m = memo_[j];
+      c = (eq_mask32(k, m.bytes) & m.mask) == m.mask && m.mask ? m.col : match_key(k, j);
+    } else {
+      c = match_key(k, j);
+    }
+    j++;
+    if (JGR_UNLIKELY(c == kEscapedKey)) {  // compare its unescaped bytes
       std::string_view uk;
       if ((e = field.unescaped_key().get(uk))) {
         jgr_error_set(err_, "invalid JSON: %s", error_message(e));
@@ -273,7 +342,9 @@ int Worker::document(ondemand::document_reference doc, uint64_t at) {
       c = st_->keys.lookup(uk.data(), uk.size());
     }
     if (c < 0) continue;  // not requested: simdjson skips the value without converting it
-    if (convert(field.value(), JG_QUERY.columns[c], row[c]) != 0) return fail_at(at);
+    ondemand::value v = field.value();
+    if (JGR_UNLIKELY(!convert_fast(v, JG_QUERY.columns[c], row[c])) && convert(v, JG_QUERY.columns[c], row[c]) != 0)
+      return fail_at(at);
   }
   ctx_->stats.tuples_in++;
   if (JGR_UNLIKELY(jgr_call_row(ctx_, row) != 0)) {
@@ -281,6 +352,21 @@ int Worker::document(ondemand::document_reference doc, uint64_t at) {
     return (ctx_->flags & JGR_OUT_FAILED) ? -1 : fail_at(at);
   }
   return 0;
+}
+
+// The column of raw key `k` (after its opening quote), remembered for field position j when the
+// key is short and has no escapes; kEscapedKey when it has escapes.
+int Worker::match_key(const uint8_t *k, size_t j) {
+  size_t n = find_quote_or_backslash(k);
+  if (k[n] == '\\') return kEscapedKey;
+  int c = st_->keys.lookup(reinterpret_cast<const char *>(k), n);
+  if (j < kMemoFields && n < 32) {
+    KeyMemo &m = memo_[j];
+    memcpy(m.bytes, k, n + 1);
+    m.mask = n + 1 == 32 ? ~0u : (1u << (n + 1)) - 1;
+    m.col = c;
+  }
+  return c;
 }
 
 int Worker::column_error(const jg_column &col, const char *what) {
@@ -298,6 +384,93 @@ static std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t'))
     s.remove_suffix(1);
   return s;
+}
+
+inline bool is_json_space(uint8_t c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+inline int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {  // = jgr_days_from_civil
+  y -= m <= 2;
+  int64_t era = (y >= 0 ? y : y - 399) / 400;
+  unsigned yoe = (unsigned)(y - era * 400);
+  unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + (int64_t)doe - 719468;
+}
+
+// The common cases of convert(), without its checks' cost: an integer number for int32/int64,
+// a plain decimal number with at most `scale` fraction digits, a string without escapes, a
+// well-formed date. Returns false, having changed nothing, for everything else (null, other
+// kinds, errors, rounding, escapes): convert() then decides exactly as before. Whatever is
+// accepted here gives the value convert() would give.
+inline bool Worker::convert_fast(ondemand::value &v, const jg_column &col, jg_val &out) {
+  switch (col.type) {
+    case JG_INT32:
+    case JG_INT64: {
+      int64_t x;
+      if (v.get_int64().get(x)) return false;
+      if (col.type == JG_INT32 && (x < INT32_MIN || x > INT32_MAX)) return false;
+      out.v.i = x;
+      break;
+    }
+    case JG_DECIMAL: {
+      std::string_view tok = v.raw_json_token();  // a number's text, then maybe whitespace
+      const uint8_t *p = reinterpret_cast<const uint8_t *>(tok.data()), *e = p + tok.size();
+      bool neg = p < e && *p == '-';
+      p += neg;
+      uint64_t x = 0;
+      int digits = 0, frac = -1;  // frac: digits after the point, -1 = no point
+      for (; p < e; p++) {
+        unsigned d = (unsigned)*p - '0';
+        if (d < 10) {
+          x = x * 10 + d;
+          digits++;
+          frac += frac >= 0;
+        } else if (*p == '.' && frac < 0) {
+          frac = 0;
+        } else {
+          break;
+        }
+      }
+      while (p < e && is_json_space(*p)) p++;
+      if (p != e || digits == 0 || digits > 18 || frac == 0) return false;
+      if (frac < 0) frac = 0;
+      if (frac > col.scale) return false;  // needs rounding
+      if (x >= (uint64_t)jg_pow10[col.precision - col.scale + frac]) return false;  // does not fit
+      x *= (uint64_t)jg_pow10[col.scale - frac];
+      out.v.i = neg ? -(int64_t)x : (int64_t)x;
+      break;
+    }
+    case JG_STRING: {
+      const uint8_t *p = reinterpret_cast<const uint8_t *>(v.raw_json_token().data());
+      if (*p != '"') return false;
+      size_t n = find_quote_or_backslash(p + 1);
+      if (p[1 + n] != '"') return false;  // escapes: unescaped by simdjson
+      out.v.s.p = reinterpret_cast<const char *>(p + 1);  // in the input buffer
+      out.v.s.n = (uint32_t)n;
+      break;
+    }
+    case JG_DATE: {
+      const uint8_t *p = reinterpret_cast<const uint8_t *>(v.raw_json_token().data());
+      if (p[0] != '"' || p[5] != '-' || p[8] != '-' || p[11] != '"') return false;
+      unsigned d[8];
+      static const int at[8] = {1, 2, 3, 4, 6, 7, 9, 10};
+      for (int i = 0; i < 8; i++) {
+        d[i] = (unsigned)p[at[i]] - '0';
+        if (d[i] > 9) return false;
+      }
+      unsigned y = d[0] * 1000 + d[1] * 100 + d[2] * 10 + d[3], m = d[4] * 10 + d[5], day = d[6] * 10 + d[7];
+      static const unsigned dim[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+      if (m < 1 || m > 12 || day < 1) return false;
+      bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+      if (day > dim[m - 1] + (m == 2 && leap)) return false;
+      out.v.i = days_from_civil(y, m, day);
+      break;
+    }
+    default:
+      return false;
+  }
+  out.null = 0;
+  return true;
 }
 
 int Worker::convert(ondemand::value v, const jg_column &col, jg_val &out) {
