@@ -13,6 +13,7 @@ from ..nca.interface import NcaImplementation, ResourceRequest, Verdict
 from . import cost as costs
 from .mapping import DEFAULT_BUDGET, map_plan
 from .pipeline import StagedPipeline, build_pipeline
+from .scaling import assign_threads
 from .staging import compute_stages
 
 
@@ -21,17 +22,19 @@ def compile_plan(plan: LogicalPlan,
                  capacity_check: Callable[[ResourceRequest], Verdict] | None = None, *,
                  op_paths: Mapping[str, str] | None = None,
                  cost: costs.PlacementCost = costs.default_cost,
-                 budget: int = DEFAULT_BUDGET) -> StagedPipeline:
+                 budget: int = DEFAULT_BUDGET, thread_budget: int = 1) -> StagedPipeline:
     """Map `plan` onto the registered implementations (a name -> implementation mapping, or any
     iterable of implementations), compute stages, and build the pipeline.
 
     `capacity_check(resources)` lets the deployer veto an NCA that can never fit. `op_paths` maps
     operation names to request paths (`operations[3]`) so errors point into the request.
     Raises `MappingError` (HTTP 422) when no graph of NCAs can run the plan or when the plan
-    cannot be staged without buffering."""
+    cannot be staged without buffering. `thread_budget` is the cores one stage may use in all:
+    NCAs that scale internally share what the others leave (see scaling.py)."""
     impls = list(registry_implementations.values()) if isinstance(registry_implementations, Mapping) \
         else list(registry_implementations)
     mapped = map_plan(plan, impls, capacity_check=capacity_check, op_paths=op_paths, cost=cost,
                       budget=budget)
     op_stages = compute_stages(plan, op_paths)
+    mapped = assign_threads(mapped, op_stages, thread_budget)
     return build_pipeline(mapped, op_stages)

@@ -48,7 +48,7 @@ class OutputSpec:
     destination then expects that many streams from this port (contract §3 `expected_streams`)."""
 
     spec: StreamSpec
-    streams: int = 1
+    streams: int | None = 1  # None: one per thread of the instance (chosen by the control plane)
 
 
 # ------------------------------------------------------------------ verdicts
@@ -81,7 +81,8 @@ class ResourceRequest:
     """What one NCA instance needs from its deployment. `cores` is threads of a software NCA;
     `pools` are named exclusive resources (e.g. a switch's register slots) leased per job."""
 
-    cores: int = 1
+    cores: int = 1  # at least; the control plane may give up to max_cores (internal scaling)
+    max_cores: int = 1
     memory_mb: int = 64
     deployment: str = "local"  # which kind of deployer can host it
     pools: dict[str, int] = field(default_factory=dict)

@@ -65,7 +65,9 @@ class JumpgateService:
         t = time.monotonic_ns()
         plan = parse_request(body, self.data_root)
         t_parse = time.monotonic_ns()
-        pipeline = compile_plan(plan, self.registry.all(), op_paths=plan.op_paths)
+        # Thread counts follow the cores free now; the job's demand is checked again at execute.
+        pipeline = compile_plan(plan, self.registry.all(), op_paths=plan.op_paths,
+                                thread_budget=max(1, self.cores.free))
         t_map = time.monotonic_ns()
         timeline.record("parse", t, t_parse)
         timeline.record("mapping", t_parse, t_map)

@@ -417,6 +417,7 @@ inline bool Worker::convert_fast(ondemand::value &v, const jg_column &col, jg_va
       const uint8_t *p = reinterpret_cast<const uint8_t *>(tok.data()), *e = p + tok.size();
       bool neg = p < e && *p == '-';
       p += neg;
+      if (p == e || (unsigned)*p - '0' > 9) return false;  // not a JSON number (or not one we take)
       uint64_t x = 0;
       int digits = 0, frac = -1;  // frac: digits after the point, -1 = no point
       for (; p < e; p++) {

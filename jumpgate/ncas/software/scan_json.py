@@ -5,6 +5,9 @@ Parsing runs on simdjson in the precompiled runtime; the filters and projections
 """
 from __future__ import annotations
 
+import os
+
+from ...compiler.mapping import fusable_chain
 from ...compiler.ntf import generate_ntf
 from ...dataflow.plan import FileFormat, LogicalPlan, Read
 from ...nca.interface import (
@@ -20,10 +23,11 @@ from ...nca.interface import (
     Verdict,
 )
 from .codegen import generate_scan_query
-from .fusion import fusable_chain
 from .process import ProcessNca
 
 TRANSPORTS = ("tcp",)
+MAX_THREADS = 64
+MIN_BYTES_PER_THREAD = 16 << 20
 
 
 class JsonScanNca(NcaImplementation):
@@ -52,11 +56,14 @@ class JsonScanNca(NcaImplementation):
         if transport not in TRANSPORTS:
             return Verdict.no(f"sends over {', '.join(TRANSPORTS)} only, not {transport}")
         layout = generate_ntf(plan.schemas[ops[-1]])
-        streams = self.resources(plan, ops).cores
-        return Verdict.yes((OutputSpec(StreamSpec(NTF, transport, layout), streams=streams),))
+        # one stream per worker thread: each thread sends its share of the file on its own connection
+        return Verdict.yes((OutputSpec(StreamSpec(NTF, transport, layout), streams=None),))
 
     def resources(self, plan, ops) -> ResourceRequest:
-        return ResourceRequest(cores=1)
+        # Workers split the input by byte ranges cut at line boundaries: more threads pay for
+        # inputs of more than a few MB (one chunk each); small files get one.
+        total = sum(os.path.getsize(p) for p in plan.op(ops[0]).paths)
+        return ResourceRequest(cores=1, max_cores=max(1, min(MAX_THREADS, total // MIN_BYTES_PER_THREAD)))
 
     def instantiate(self, spec: NcaSpec, context: InstanceContext) -> NcaInstance:
         return JsonScanInstance(spec, context)

@@ -1,0 +1,57 @@
+"""Internal scaling (thesis §3.4 "Scaling NCAs"): the control plane chooses each NCA's thread count.
+
+An implementation says how far one instance can scale (`ResourceRequest.cores` at least,
+`max_cores` at most). NCAs of one stage run together, so the cores of the budget that a stage's
+minimum needs leave over are handed out one at a time, round robin, starting with the NCAs that do
+the most work per input byte (parsers first: the thesis found format conversion to be the
+bottleneck of most queries). An NCA running in several stages gets the smallest of its stages'
+shares. Output ports whose `streams` is None open one stream per thread, so the thread count also
+fixes every destination's `expected_streams`.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..dataflow.plan import LogicalPlan
+from .mapping import MappedGraph, Placement
+
+# Lower sorts first when spare cores are handed out.
+_PRIORITY = {"read": 0, "join": 1, "aggregate": 2, "shuffle": 3, "filter": 4, "project": 4}
+
+
+def _priority(plan: LogicalPlan, p: Placement) -> int:
+    return min((_PRIORITY.get(plan.op(o).kind, 5) for o in p.ops), default=5)
+
+
+def assign_threads(mapped: MappedGraph, op_stages: dict[str, tuple[int, ...]], budget: int) -> MappedGraph:
+    """Give every placement its thread count within `budget` cores per stage, and resolve output
+    streams left to the thread count."""
+    plan = mapped.plan
+    stages_of = [sorted({s for o in p.ops for s in op_stages[o]}) for p in mapped.placements]
+    threads = [max(1, p.resources.cores) for p in mapped.placements]
+    allowed = [max(t, p.resources.max_cores) for t, p in zip(threads, mapped.placements)]
+    for stage in sorted({s for ss in stages_of for s in ss}):
+        members = [i for i, ss in enumerate(stages_of) if stage in ss]
+        spare = budget - sum(threads[i] for i in members)
+        members.sort(key=lambda i: (_priority(plan, mapped.placements[i]), i))
+        share = {i: threads[i] for i in members}
+        while spare > 0:
+            grown = False
+            for i in members:
+                if spare > 0 and share[i] < allowed[i]:
+                    share[i] += 1
+                    spare -= 1
+                    grown = True
+            if not grown:
+                break
+        for i in members:  # an NCA spanning stages keeps the smallest share it got
+            allowed[i] = share[i]
+    placements = []
+    for p, n in zip(mapped.placements, allowed):
+        outputs = tuple(o if o.streams is not None else replace(o, streams=n) for o in p.outputs)
+        convs = tuple(replace(c, output=replace(c.output, streams=c.output.streams or 1))
+                      for c in p.input_conversions + p.send_conversions)
+        k = len(p.input_conversions)
+        placements.append(replace(p, resources=replace(p.resources, cores=n), outputs=outputs,
+                                  input_conversions=convs[:k], send_conversions=convs[k:]))
+    return replace(mapped, placements=tuple(placements))
