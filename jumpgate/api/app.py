@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..errors import JumpgateError, RequestError
 from ..runtime.jobs import Job
 from ..runtime.service import JumpgateService
+from ..web.pages import router as pages_router
 
 log = logging.getLogger(__name__)
 
@@ -114,4 +115,5 @@ def create_app(service: JumpgateService) -> FastAPI:
         return {"status": "ok", "cores": service.cores.snapshot(),
                 "ncas_running": len(service.deployer.running())}
 
+    app.include_router(pages_router(service))
     return app

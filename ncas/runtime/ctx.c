@@ -116,6 +116,11 @@ void jg_fail(jg_ctx *c, const char *msg) {
   c->flags |= JGR_FAILED;
 }
 
+const uint8_t *jg_input_tuple(jg_ctx *c, uint32_t *len) {
+  if (len) *len = c->in_tuple ? c->in_len : 0;
+  return c->in_tuple;
+}
+
 void jgr_row_error(jg_ctx *c, jgr_error *err) {
   if (c->flags & JGR_OUT_FAILED) jgr_error_set(err, "%s", c->out_error.message);
   else if (c->flags & JGR_FAILED) jgr_error_set(err, "%s", c->fail_msg);

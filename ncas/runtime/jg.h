@@ -79,6 +79,12 @@ uint8_t *jg_emit(jg_out *out, uint32_t len);
  * copied. */
 void jg_fail(jg_ctx *ctx, const char *msg);
 
+/* The raw bytes of the input tuple the row function is called for, when the driver reads NTF
+ * (ntf_relay): `*len` gets its length. NULL (and *len = 0) for drivers whose input is not NTF
+ * tuples (scans). Valid until the row function returns. Lets a query forward its input tuple
+ * unchanged (the shuffle) instead of re-encoding it. */
+const uint8_t *jg_input_tuple(jg_ctx *ctx, uint32_t *len);
+
 #define JG_ROW_OK 0
 #define JG_ROW_ERROR (-1)
 

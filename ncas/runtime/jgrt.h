@@ -145,6 +145,9 @@ struct jg_ctx {
   char fail_msg[512];
   jgr_error out_error;
   jgr_stats stats;
+  /* the current input tuple of an NTF-reading driver (jg_input_tuple); NULL otherwise */
+  const uint8_t *in_tuple;
+  uint32_t in_len;
 };
 
 jg_ctx *jgr_ctx_new(jgr_proc *p, int worker);

@@ -1,0 +1,146 @@
+package io.jumpgate.spark.exec
+
+import java.io.IOException
+import java.util.UUID
+import java.util.concurrent.ConcurrentHashMap
+
+import scala.collection.mutable.ArrayBuffer
+import scala.util.control.NonFatal
+
+import io.jumpgate.spark.{JumpgateConf, JumpgateStats}
+import io.jumpgate.spark.client.{CompiledJob, JumpgateClient}
+import io.jumpgate.spark.ntf.{NtfDecoders, NtfLayout}
+import io.jumpgate.spark.receive.ReceiverService
+
+import org.apache.spark.{SparkContext, SparkEnv}
+import org.apache.spark.internal.Logging
+import org.apache.spark.rdd.RDD
+import org.apache.spark.scheduler.{SparkListener, SparkListenerEvent}
+import org.apache.spark.sql.catalyst.InternalRow
+import org.apache.spark.sql.execution.SQLExecution
+import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
+import org.apache.spark.sql.execution.ui.SQLListenerEventsBridge
+
+/** A Jumpgate job failed (the server's error, a broken stream, a timeout): run the subtree in Spark. */
+final class JumpgateJobFailed(message: String) extends IOException(message)
+
+/**
+ * Runs one [[JumpgateExec]] as one Jumpgate job, on the driver, when Spark executes the node:
+ *
+ *  1. open one listening socket per destination in the receiver service (executor side: in local
+ *     mode the driver's JVM is the executor's);
+ *  2. POST /v1/jobs with those ports in the `send`s; check every output layout against Spark's types
+ *     and generate its decoder;
+ *  3. tell the destinations how many streams to expect, POST execute;
+ *  4. long-poll the job until it ends, watching the destinations for broken streams;
+ *  5. once the job succeeded and every stream ended with a correct count, hand Spark a
+ *     [[JumpgateRDD]] over the buffered destinations.
+ *
+ * Any failure cancels the job (DELETE), releases the destinations and raises: the caller runs the
+ * Spark subtree instead.
+ */
+object JumpgateRunner extends Logging {
+  private val StreamGraceMs = 30000L
+  private val LongPollS = 0.25
+
+  def run(exec: JumpgateExec, conf: JumpgateConf): RDD[InternalRow] = {
+    val sc = exec.sparkContext
+    if (!sc.isLocal) throw new JumpgateJobFailed("receivers run only in local mode in this version (see docs/spark.md)")
+    val frag = exec.frag
+    val client = JumpgateClient(conf.url, conf.httpTimeoutMs)
+    val files = frag.drivingScan.scan.get.files
+    val parallelism = if (conf.maxStreams > 0) conf.maxStreams else sc.defaultParallelism
+    val groups = JumpgateExec.balance(files, parallelism)
+    val key = UUID.randomUUID().toString
+    val service = ReceiverService.get
+    val started = System.nanoTime()
+    var job: Option[CompiledJob] = None
+    Cleanup.register(sc, key)
+    try {
+      val host = conf.listenAddress
+      val ports = service.open(key, groups.size, host, conf.maxBufferBytes, 1)
+      val request = JumpgateExec.buildRequest(frag, groups, ports.map(p => (host, p)), s"spark-${exec.id}")
+      val compiled = client.submit(request.toJson)
+      job = Some(compiled)
+      val outputs = groups.indices.map { k =>
+        compiled.outputs.getOrElse(s"out_g$k", throw new JumpgateJobFailed(s"the server's answer has no output out_g$k"))
+      }
+      val layouts = outputs.map(o => NtfLayout.fromJson(o.layout))
+      try layouts.foreach(_.check(exec.output.map(_.dataType))) catch {
+        case e: IllegalArgumentException => throw new JumpgateJobFailed(s"unexpected NTF layout: ${e.getMessage}")
+      }
+      layouts.foreach(NtfDecoders.decoder) // compile now, once, on the driver
+      service.expect(key, outputs.map(_.expectedStreams))
+      client.execute(compiled.jobId)
+      await(client, compiled.jobId, service, key, conf.jobTimeoutMs)
+      if (!service.await(key, StreamGraceMs))
+        throw new JumpgateJobFailed(service.failure(key).getOrElse("the job succeeded but its streams did not end"))
+      val streams = service.destinationsOf(key).flatMap(_.data)
+      exec.metrics("jgRows") += streams.map(_.tuples).sum
+      exec.metrics("jgBytes") += streams.map(_.bytes).sum
+      exec.metrics("jgTime") += (System.nanoTime() - started) / 1000000L
+      exec.metrics("jgJobs") += 1
+      postDriverMetrics(sc, exec.metrics.values.toSeq)
+      JumpgateStats.job(streams.map(_.tuples).sum, streams.map(_.bytes).sum)
+      val executorId = SparkEnv.get.executorId
+      val hostName = SparkEnv.get.blockManager.blockManagerId.host
+      new JumpgateRDD(sc, key, outputs.head.layoutJson, exec.output.size,
+        groups.indices.map(_ => JumpgateRDD.executorLocation(hostName, executorId)), exec.metrics("numOutputRows"))
+        .asInstanceOf[RDD[InternalRow]]
+    } catch {
+      case e: Throwable =>
+        job.foreach(j => client.cancelQuietly(j.jobId))
+        service.release(key)
+        throw e
+    }
+  }
+
+  private def await(client: JumpgateClient, jobId: String, service: ReceiverService, key: String, timeoutMs: Long): Unit = {
+    val deadline = System.currentTimeMillis() + timeoutMs
+    while (true) {
+      val st = client.status(jobId, LongPollS)
+      if (st.state == "succeeded") return
+      if (st.state == "failed" || st.state == "cancelled")
+        throw new JumpgateJobFailed(s"job $jobId ${st.state}: ${st.error.getOrElse("no reason given")}")
+      service.failure(key).foreach { why =>
+        // A broken stream usually follows a failing NCA: give the server a moment to say why.
+        val settle = System.currentTimeMillis() + 3000
+        var last = st
+        while (!last.terminal && System.currentTimeMillis() < settle) last = client.status(jobId, LongPollS)
+        throw new JumpgateJobFailed(s"job $jobId: ${last.error.getOrElse(why)}")
+      }
+      if (System.currentTimeMillis() > deadline)
+        throw new JumpgateJobFailed(s"job $jobId did not finish within ${timeoutMs / 1000} s (spark.jumpgate.jobTimeout)")
+    }
+  }
+
+  def postDriverMetrics(sc: SparkContext, metrics: Seq[SQLMetric]): Unit = {
+    val id = sc.getLocalProperty(SQLExecution.EXECUTION_ID_KEY)
+    if (id != null) SQLMetrics.postDriverMetricUpdates(sc, id, metrics)
+  }
+
+  /** Releases a SQL execution's leftover destinations when it ends (a LIMIT may leave some unread). */
+  private object Cleanup {
+    private val byExecution = new ConcurrentHashMap[String, ArrayBuffer[String]]()
+    @volatile private var listening: SparkContext = _
+
+    def register(sc: SparkContext, key: String): Unit = {
+      ensureListener(sc)
+      val id = Option(sc.getLocalProperty(SQLExecution.EXECUTION_ID_KEY)).getOrElse("none")
+      val keys = byExecution.computeIfAbsent(id, _ => ArrayBuffer[String]())
+      keys.synchronized(keys += key)
+    }
+
+    private def ensureListener(sc: SparkContext): Unit = synchronized {
+      if (listening ne sc) {
+        sc.addSparkListener(new SparkListener {
+          override def onOtherEvent(event: SparkListenerEvent): Unit = SQLListenerEventsBridge.executionEnd(event)
+            .foreach { id =>
+              Option(byExecution.remove(id.toString)).foreach(keys => keys.synchronized(keys.foreach(ReceiverService.get.release)))
+            }
+        })
+        listening = sc
+      }
+    }
+  }
+}
