@@ -31,6 +31,13 @@ class Cancelled(Exception):
     pass
 
 
+def _is_consequence(failure: NcaFailure) -> bool:
+    """A broken input stream is what a consumer sees when its producer failed: when both are
+    reported, the producer's error is the one worth showing. The runtime names stream failures
+    "input port N ..." (ncas/runtime/in_tcp.c)."""
+    return failure.message.startswith("input port ")
+
+
 class JobRunner:
     def __init__(self, job: Job, store: JobStore, registry: Registry, deployer, cache_dir: Path,
                  work_root: Path, on_finish: Callable[[Job], None]) -> None:
@@ -198,9 +205,10 @@ class JobRunner:
 
     def _fail(self, failure: NcaFailure) -> None:
         with self._failure_lock:
-            if self._cancel.is_set() or self._failure is not None:
-                return  # after DELETE or a first failure, what follows are consequences
-            self._failure = failure
+            if self._cancel.is_set() or failure.message == "cancelled":
+                return  # after DELETE, what follows are consequences
+            if self._failure is None or (_is_consequence(self._failure) and not _is_consequence(failure)):
+                self._failure = failure
 
     def _destroy_all(self) -> None:
         with self._destroy_lock:
