@@ -6,7 +6,8 @@ minimum needs leave over are handed out one at a time, round robin, starting wit
 the most work per input byte (parsers first: the thesis found format conversion to be the
 bottleneck of most queries). An NCA running in several stages gets the smallest of its stages'
 shares. Output ports whose `streams` is None open one stream per thread, so the thread count also
-fixes every destination's `expected_streams`.
+fixes every destination's `expected_streams`. An NCA reading the network gets no more threads than
+the streams arriving on its busiest input port (its workers take whole streams).
 """
 from __future__ import annotations
 
@@ -47,8 +48,16 @@ def assign_threads(mapped: MappedGraph, op_stages: dict[str, tuple[int, ...]], b
         for i in members:  # an NCA spanning stages keeps the smallest share it got
             allowed[i] = share[i]
     placements = []
+    producer_streams: dict = {}  # logical edge -> streams its producer port opens
     for p, n in zip(mapped.placements, allowed):
+        # Software NCAs that read the network hand whole input streams to their workers: threads
+        # beyond the streams arriving on the busiest input port would sit idle.
+        incoming = [producer_streams.get(e.ref, 1) for e in p.inputs if e.ref is not None]
+        if incoming:
+            n = max(1, min(n, max(incoming)))
         outputs = tuple(o if o.streams is not None else replace(o, streams=n) for o in p.outputs)
+        for ref, o in zip(p.output_refs, outputs):
+            producer_streams[ref] = o.streams
         convs = tuple(replace(c, output=replace(c.output, streams=c.output.streams or 1))
                       for c in p.input_conversions + p.send_conversions)
         k = len(p.input_conversions)

@@ -61,3 +61,16 @@ def test_spare_cores_go_to_the_parser_first_and_streams_follow():
     assert p.outputs["out"].expected_streams == 1  # the aggregation declares one output stream
     p = compile_plan(plan, fakes(ScalingScan, ScalingAgg), thread_budget=6)
     assert (p.node("nca0").resources.cores, p.node("nca1").resources.cores) == (3, 3)
+
+
+def test_consumer_gets_no_more_threads_than_streams_arriving():
+    class OneStreamScan(ScalingScan):
+        name = "fake.scan_one_thread"
+
+        def resources(self, plan, ops):
+            return ResourceRequest(cores=1, max_cores=1)
+
+    plan = (PlanBuilder().read("r").aggregate("g", "r", ["a"], [("s", "sum", "b")], "complete")
+            .send("out", "g").build())
+    p = compile_plan(plan, fakes(OneStreamScan, ScalingAgg), thread_budget=8)
+    assert (p.node("nca0").resources.cores, p.node("nca1").resources.cores) == (1, 1)
