@@ -1,5 +1,6 @@
 """The `jumpgate` command: `serve` runs the control plane; `ncas` lists plugins; `example` runs
-the README's example job end to end against a server."""
+the README's example job end to end against a server; `datagen` writes TPC-H/TPC-DS data;
+`conformance` runs the NCA conformance suite (same as `python -m jumpgate.conformance`)."""
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,16 @@ def _serve(args: argparse.Namespace) -> int:
     settings = Settings(data_root=data_root, bind_host=args.nca_host, cores=args.cores)
     if args.cache_dir:
         settings.cache_dir = Path(args.cache_dir)
+    if args.ncas is not None:
+        settings.plugins = [n.strip() for n in args.ncas.split(",") if n.strip()]
     service = JumpgateService(settings)
+    if settings.plugins is not None:
+        known = set(service.registry.implementations) | set(service.registry.problems)
+        unknown = [n for n in settings.plugins if n not in known]
+        if unknown:
+            print(f"jumpgate: --ncas names no registered NCA: {', '.join(unknown)} "
+                  f"(see `jumpgate ncas`)", file=sys.stderr)
+            return 2
     app = create_app(service)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
@@ -36,6 +46,24 @@ def _ncas(args: argparse.Namespace) -> int:
     return 0
 
 
+def _datagen(args: argparse.Namespace) -> int:
+    from .datagen import DatagenError, generate
+
+    tables = [t.strip() for t in args.tables.split(",") if t.strip()] if args.tables else None
+    try:
+        result = generate(args.benchmark, args.sf, args.format, Path(args.out), tables=tables,
+                          rows_per_file=args.rows_per_file, progress=not args.quiet)
+    except DatagenError as e:
+        print(f"jumpgate datagen: {e}", file=sys.stderr)
+        return 2
+    skipped = [t.name for t in result.tables if t.skipped]
+    if not args.quiet:
+        print(f"{args.out}: wrote {len(result.written)} table(s)"
+              + (f", {len(skipped)} already complete" if skipped else "")
+              + (f" (DuckDB {result.generate_s:.1f} s, writing {result.write_s:.1f} s)" if result.written else ""))
+    return 0
+
+
 def _example(args: argparse.Namespace) -> int:
     from .examples import run_example
 
@@ -43,6 +71,11 @@ def _example(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["conformance"]:  # its own parser takes every option
+        from .conformance.__main__ import main as conformance_main
+
+        return conformance_main(argv[1:])
     parser = argparse.ArgumentParser(prog="jumpgate", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -54,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--cores", type=int, default=None, help="cores NCAs may use (default: all)")
     serve.add_argument("--cache-dir", default=None, help="where compiled NCAs are cached")
     serve.add_argument("--log-level", default="warning")
+    serve.add_argument("--ncas", default=None, metavar="NAME,NAME",
+                       help="use only these registered NCA implementations (default: all)")
     serve.set_defaults(fn=_serve)
 
     ncas = sub.add_parser("ncas", help="list the registered NCA implementations")
@@ -64,6 +99,22 @@ def main(argv: list[str] | None = None) -> int:
     example.add_argument("--data-root", required=True)
     example.add_argument("--rows", type=int, default=100_000)
     example.set_defaults(fn=_example)
+
+    from .datagen.generate import BENCHMARKS, DEFAULT_ROWS_PER_FILE, FORMATS
+
+    datagen = sub.add_parser("datagen", help="generate TPC-H or TPC-DS tables with DuckDB (pip: jumpgate[tpc])")
+    datagen.add_argument("benchmark", choices=sorted(BENCHMARKS))
+    datagen.add_argument("--sf", type=float, default=1.0, help="scale factor (default 1)")
+    datagen.add_argument("--format", choices=list(FORMATS), default="json")
+    datagen.add_argument("--out", required=True, help="directory; one subdirectory per table")
+    datagen.add_argument("--tables", default=None, metavar="T,T", help="only these tables (default: all)")
+    datagen.add_argument("--rows-per-file", type=int, default=DEFAULT_ROWS_PER_FILE,
+                         help=f"split tables into files of this many rows (default {DEFAULT_ROWS_PER_FILE:,})")
+    datagen.add_argument("--quiet", action="store_true", help="no progress bar")
+    datagen.set_defaults(fn=_datagen)
+
+    # Listed for --help only: main() hands `jumpgate conformance ...` to the suite's own parser.
+    sub.add_parser("conformance", help="run the NCA conformance suite (jumpgate conformance --help)")
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -26,6 +26,8 @@
 
 static pthread_mutex_t event_mu = PTHREAD_MUTEX_INITIALIZER;
 
+void (*jgr_extra_stats)(jgr_proc *p, int phase, char *buf, size_t cap);
+
 void jgr_event(const char *json) {
   pthread_mutex_lock(&event_mu);
   fputs(json, stdout);
@@ -225,15 +227,17 @@ static void check_phase(jgr_proc *p) {
   free(ph.workers);
   ph.workers = NULL;
   s.wall_ns = jgr_now_ns() - ph.t0;
-  char line[512];
+  char extra[512] = "";
+  if (jgr_extra_stats) jgr_extra_stats(p, ph.phase, extra, sizeof extra);
+  char line[1024];
   snprintf(line, sizeof line,
            "{\"event\":\"done\",\"phase\":%d,\"stats\":{\"wall_ns\":%llu,\"wait_in_ns\":%llu,"
            "\"wait_out_ns\":%llu,\"tuples_in\":%llu,\"bytes_in\":%llu,\"tuples_out\":%llu,"
-           "\"bytes_out\":%llu}}",
+           "\"bytes_out\":%llu%s}}",
            ph.phase, (unsigned long long)s.wall_ns, (unsigned long long)s.wait_in_ns,
            (unsigned long long)s.wait_out_ns, (unsigned long long)s.tuples_in,
            (unsigned long long)s.bytes_in, (unsigned long long)s.tuples_out,
-           (unsigned long long)s.bytes_out);
+           (unsigned long long)s.bytes_out, extra);
   ph.running = 0;
   jgr_event(line);
 }

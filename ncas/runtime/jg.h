@@ -99,6 +99,15 @@ typedef struct {
   uint32_t noutputs;
   /* called once per input row */
   jg_row_fn row;
+  /* optional (NULL: nothing): called once per worker after its last input row, before its
+   * outputs end; may emit (an aggregation emits its groups). JG_ROW_OK, or JG_ROW_ERROR after
+   * jg_fail. Every driver calls it (jgr_call_finish). */
+  int (*finish)(jg_ctx *ctx);
+  /* optional (NULL: `row` for each row): called instead of `row` by drivers that decode rows in
+   * batches (the NTF relay) with `n` rows of `ncolumns` values each, one after the other; their
+   * strings stay valid during the call and scratch memory is reset once per call. An aggregation
+   * hashes a batch of keys and prefetches their table slots before probing any. */
+  int (*rows)(jg_ctx *ctx, const jg_val *rows, uint32_t n);
 } jg_query;
 
 /* Defined by generated code. */

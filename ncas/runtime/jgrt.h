@@ -103,6 +103,11 @@ typedef struct {
   int (*work)(jgr_proc *p, int phase, jg_ctx *ctx, jgr_error *err);
 } jgr_driver;
 
+/* Optional, set by a driver's main before jgr_main: called on the main thread after every worker
+ * of a successful `phase` ended, it writes extra keys of the `done` event's stats to buf as
+ * `,"key":number` pairs (NUL-terminated, fewer than cap bytes). */
+extern void (*jgr_extra_stats)(jgr_proc *p, int phase, char *buf, size_t cap);
+
 /* The process: parse arguments, bind inputs, print ready, serve commands until stdin closes. */
 int jgr_main(int argc, char **argv, const jgr_driver *driver);
 
@@ -168,6 +173,27 @@ static inline int jgr_call_row(jg_ctx *c, const jg_val *row) {
   return 0;
 }
 void jgr_row_error(jg_ctx *c, jgr_error *err);
+
+/* Run the query's optional batch function (JG_QUERY.rows) on `n` consecutive rows; as jgr_call_row. */
+static inline int jgr_call_rows(jg_ctx *c, const jg_val *rows, uint32_t n) {
+  jgr_scratch_reset(c);
+  int r = JG_QUERY.rows(c, rows, n);
+  if (JGR_UNLIKELY(r != JG_ROW_OK || c->flags != 0)) return -1;
+  return 0;
+}
+
+/* End of this worker's input: run the query's optional `finish` (an aggregation emits its groups
+ * there). Returns 0, or -1 with err filled. Every driver calls it once per worker after its last
+ * row. */
+static inline int jgr_call_finish(jg_ctx *c, jgr_error *err) {
+  if (!JG_QUERY.finish) return 0;
+  jgr_scratch_reset(c);
+  if (JGR_UNLIKELY(JG_QUERY.finish(c) != JG_ROW_OK || c->flags != 0)) {
+    jgr_row_error(c, err);
+    return -1;
+  }
+  return 0;
+}
 
 /* ------------------------------------------------------------------ TCP output (contract §3) */
 

@@ -1,6 +1,8 @@
 /* NTF relay NCA: read NTF tuples from input port 0, run the generated row function on each,
  * write output port 0 (or whatever the row function emits). The smallest real user of the TCP
- * receiver and the NTF decoder, which join and aggregation NCAs reuse.
+ * receiver and the NTF decoder, which join and aggregation NCAs reuse. It is the driver of the
+ * NTF filter/project NCA (generated code re-encodes) and of the shuffle NCA (generated code hashes
+ * the keys and forwards the raw input tuple, jg_input_tuple, to one of its output ports).
  *
  * The input layout is the contract §2 layout of JG_QUERY.columns, so for an NTF-reading query the
  * generator lists every field of the upstream schema, in order (not only the referenced ones).
@@ -44,7 +46,35 @@ static int relay_tuples(void *arg, jg_ctx *ctx, const uint8_t *const *tuples, co
       jgr_error_set(err, "input port 0: malformed tuple: %s", why);
       return -1;
     }
+    ctx->in_tuple = tuples[i]; /* jg_input_tuple: a shuffle forwards these bytes unchanged */
+    ctx->in_len = lens[i];
     if (JGR_UNLIKELY(jgr_call_row(ctx, a->row) != 0)) {
+      ctx->in_tuple = NULL;
+      jgr_row_error(ctx, err);
+      return -1;
+    }
+  }
+  ctx->in_tuple = NULL; /* the batch's bytes are not ours after we return */
+  return 0;
+}
+
+/* A query with a batch function (JG_QUERY.rows, an aggregation) gets the rows of a batch at once. */
+#define ROWS_PER_CALL 256
+
+static int relay_rows(void *arg, jg_ctx *ctx, const uint8_t *const *tuples, const uint32_t *lens, size_t n,
+                      jgr_error *err) {
+  batch_arg *a = arg;
+  const uint32_t nf = a->layout->nfields;
+  for (size_t at = 0; at < n; at += ROWS_PER_CALL) {
+    const uint32_t m = n - at < ROWS_PER_CALL ? (uint32_t)(n - at) : ROWS_PER_CALL;
+    for (uint32_t i = 0; i < m; i++) {
+      const char *why;
+      if (JGR_UNLIKELY(jgr_ntf_decode(a->layout, tuples[at + i], lens[at + i], a->row + (size_t)i * nf, &why) != 0)) {
+        jgr_error_set(err, "input port 0: malformed tuple: %s", why);
+        return -1;
+      }
+    }
+    if (JGR_UNLIKELY(jgr_call_rows(ctx, a->row, m) != 0)) {
       jgr_row_error(ctx, err);
       return -1;
     }
@@ -55,11 +85,12 @@ static int relay_tuples(void *arg, jg_ctx *ctx, const uint8_t *const *tuples, co
 static int relay_work(jgr_proc *p, int phase, jg_ctx *ctx, jgr_error *err) {
   (void)phase;
   relay_state *st = p->driver_state;
-  jg_val *row = calloc(st->layout.nfields ? st->layout.nfields : 1, sizeof *row);
+  size_t nrows = JG_QUERY.rows ? ROWS_PER_CALL : 1;
+  jg_val *row = calloc(nrows * (st->layout.nfields ? st->layout.nfields : 1), sizeof *row);
   batch_arg a = {&st->layout, row};
-  int rc = jgr_in_run(st->in, ctx, relay_tuples, &a, err);
+  int rc = jgr_in_run(st->in, ctx, JG_QUERY.rows ? relay_rows : relay_tuples, &a, err);
   free(row);
-  return rc;
+  return rc == 0 ? jgr_call_finish(ctx, err) : rc;
 }
 
 static const jgr_driver relay_driver = {"ntf_relay", 1, 0, relay_prepare, relay_work};

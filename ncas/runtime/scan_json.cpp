@@ -1,15 +1,21 @@
 // JSON Lines scan NCA: the process `main` and the driver (docs/nca-process-protocol.md).
 //
-// Input files are split by byte ranges, cut on line boundaries, across the workers. A worker
-// reads its range in large chunks cut at the last newline (the rest is carried to the next chunk)
-// and parses each chunk with simdjson On-Demand `iterate_many`. For every document it sets all
-// requested columns NULL, walks the object's fields, looks the raw key bytes up in a small hash
-// table of the requested columns (other fields are skipped unconverted), converts values by
-// column type as contract §1 says, and calls the generated row function.
+// Input files are split by byte ranges, cut on line boundaries, across the workers. A worker maps
+// its range window by window (scan.chunk_bytes, each cut after its last newline) and parses each
+// window in place with simdjson On-Demand `iterate_many`, stage 1 on the worker's own thread. For
+// every document it sets all requested columns NULL and walks the object's fields. A key is first
+// compared with the key at the same position in the previous line (one 32-byte compare: JSON Lines
+// repeat their keys in order); otherwise its raw bytes are looked up in a small hash table of the
+// requested columns, and escaped keys are unescaped first. Unrequested fields are skipped
+// unconverted; requested values are converted by column type as contract §1 says (common cases
+// inline from the raw token, everything else through the general path), then the generated row
+// function is called.
 //
 // Line numbers are never tracked: on an error the file is re-read up to the error's byte offset
 // to count newlines.
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -33,7 +39,7 @@ using namespace simdjson;
 
 namespace {
 
-constexpr uint64_t kDefaultChunk = 16u << 20;  // few syscalls, and far more than a line
+constexpr uint64_t kDefaultChunk = 16u << 20;  // mapping window: few syscalls, far more than a line
 constexpr uint64_t kDefaultBatch = 1u << 20;   // simdjson's stage-1 window: stays in cache
 
 // ------------------------------------------------------------------ requested columns by key
@@ -126,6 +132,92 @@ struct alignas(32) KeyMemo {
 };
 constexpr size_t kMemoFields = 64;  // positions remembered per object
 
+// ------------------------------------------------------------------ input mapping
+
+// Input is mapped rather than read: simdjson parses the page cache's pages in place, without the
+// copy a read() makes. A file that shrinks while mapped would kill the process with SIGBUS on the
+// first access past its new end; the handler below turns that into an error of the phase by
+// mapping zero pages over the rest of the worker's window and flagging it (Worker::shrank).
+struct MapGuard {
+  const char *lo, *hi;  // the worker thread's current window, whole pages
+  bool hit;
+};
+thread_local MapGuard t_guard;
+struct sigaction g_old_sigbus;
+uintptr_t g_page;
+
+void on_sigbus(int sig, siginfo_t *si, void *uc) {
+  (void)sig, (void)uc;
+  const char *a = static_cast<const char *>(si->si_addr);
+  if (a >= t_guard.lo && a < t_guard.hi) {
+    char *pg = reinterpret_cast<char *>(reinterpret_cast<uintptr_t>(a) & ~(g_page - 1));
+    if (mmap(pg, (size_t)(t_guard.hi - pg), PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) != MAP_FAILED) {
+      t_guard.hit = true;
+      return;  // the access is retried and reads zeros
+    }
+  }
+  sigaction(SIGBUS, &g_old_sigbus, nullptr);  // not ours: the retried access meets the old disposition
+}
+
+void install_sigbus_handler() {
+  static bool done = false;  // prepare() runs on the main thread
+  if (done) return;
+  done = true;
+  g_page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_sigbus;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGBUS, &sa, &g_old_sigbus);
+}
+
+// [off, off + n) of a file, read-only, its pages mapped up front (MAP_POPULATE: one call instead
+// of a page fault per 64 KiB); with `pad`, followed by SIMDJSON_PADDING spaces (written in the
+// slack of the file's last page, a private copy then, or in an anonymous page reserved after it).
+// data is NULL (errno set) when mmap fails.
+struct Mapping {
+  char *data = nullptr;
+  size_t span = 0;
+  Mapping(int fd, uint64_t off, size_t n, bool pad) {
+    size_t file_span = (n + g_page - 1) & ~(g_page - 1);
+    span = file_span + (pad && file_span - n < SIMDJSON_PADDING ? g_page : 0);
+    void *m = MAP_FAILED;
+    if (span > file_span) {
+      void *r = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (r == MAP_FAILED) return;
+      m = mmap(r, n, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_POPULATE, fd, (off_t)off);
+      if (m == MAP_FAILED) {
+        int e = errno;
+        munmap(r, span);
+        errno = e;
+        return;
+      }
+    } else {
+      m = mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, (off_t)off);
+      if (m == MAP_FAILED) return;
+    }
+    data = static_cast<char *>(m);
+    t_guard = {data, data + file_span, false};
+    if (pad) {
+      if (n < file_span && mprotect(data + (n & ~(g_page - 1)), g_page, PROT_READ | PROT_WRITE) != 0) {
+        int e = errno;
+        munmap(data, span);
+        data = nullptr;
+        errno = e;
+        return;
+      }
+      memset(data + n, ' ', SIMDJSON_PADDING);
+    }
+  }
+  ~Mapping() {
+    t_guard.lo = t_guard.hi = nullptr;
+    if (data) munmap(data, span);
+  }
+  Mapping(const Mapping &) = delete;
+  Mapping &operator=(const Mapping &) = delete;
+};
+
 struct Segment {
   std::string path;
   uint64_t begin, end, size;  // byte range before alignment to lines; file size
@@ -164,19 +256,16 @@ class Worker {
  public:
   Worker(const ScanState *st, jg_ctx *ctx, jgr_error *err)
       : st_(st), ctx_(ctx), err_(err), row_(JG_QUERY.ncolumns ? JG_QUERY.ncolumns : 1) {
-    cap_ = st->chunk;
-    buf_ = static_cast<char *>(malloc(cap_ + SIMDJSON_PADDING));
-    if (!buf_) abort();
     parser_.threaded = false;  // stage 1 on this worker's core: no hidden second thread
   }
   ~Worker() {
-    free(buf_);
     if (fd_ >= 0) close(fd_);
   }
   int scan(const Segment &seg);
 
  private:
-  int process(size_t n, uint64_t base);
+  int process(const char *data, size_t n, uint64_t base);
+  bool shrank();
   int document(ondemand::document_reference doc, uint64_t at);
   int match_key(const uint8_t *k, size_t j);
   static constexpr int kEscapedKey = -2;
@@ -194,8 +283,7 @@ class Worker {
   ondemand::parser parser_;
   std::vector<jg_val> row_;
   std::vector<KeyMemo> memo_ = std::vector<KeyMemo>(kMemoFields);
-  char *buf_;
-  size_t cap_;
+  const char *data_ = nullptr;  // what process() parses
   int fd_ = -1;
   const Segment *seg_ = nullptr;
 };
@@ -223,63 +311,66 @@ int Worker::scan(const Segment &seg) {
     jgr_error_set_file(err_, seg.path.c_str(), 0);
     return -1;
   }
-  uint64_t pos = align(seg.begin, seg.size), end = align(seg.end, seg.size);
+  const uint64_t size = seg.size, page = (uint64_t)sysconf(_SC_PAGESIZE);
+  uint64_t pos = align(seg.begin, size), end = align(seg.end, size);
+  uint64_t window = st_->chunk;
   posix_fadvise(fd_, (off_t)pos, (off_t)(end - pos), POSIX_FADV_SEQUENTIAL);
-  uint64_t base = pos;  // file offset of buf_[0]
-  size_t have = 0;
-  while (pos < end || have > 0) {
-    if (have == cap_) {  // one line longer than the chunk: grow
-      cap_ *= 2;
-      buf_ = static_cast<char *>(realloc(buf_, cap_ + SIMDJSON_PADDING));
-      if (!buf_) abort();
-    }
-    size_t want = (size_t)std::min<uint64_t>(cap_ - have, end - pos);
+  while (pos < end) {
+    // Window [pos, b), cut after its last newline, parsed in place. simdjson needs the
+    // SIMDJSON_PADDING bytes after it readable: the file's next bytes, or spaces after its end.
+    uint64_t b = std::min(end, pos + window);
+    if (b < end)  // a file not in the page cache: read the next window while this one is parsed
+      posix_fadvise(fd_, (off_t)b, (off_t)std::min(window, end - b), POSIX_FADV_WILLNEED);
+    uint64_t lo = pos & ~(page - 1), hi = std::min(size, b + SIMDJSON_PADDING);
     uint64_t t0 = jgr_now_ns();
-    ssize_t k = want ? pread(fd_, buf_ + have, want, (off_t)pos) : 0;
+    Mapping map(fd_, lo, (size_t)(hi - lo), hi < b + SIMDJSON_PADDING);
     ctx_->stats.wait_in_ns += jgr_now_ns() - t0;
-    if (k < 0) {
-      if (errno == EINTR) continue;
+    if (!map.data) {
       jgr_error_set(err_, "reading input file: %s", strerror(errno));
       jgr_error_set_file(err_, seg.path.c_str(), 0);
       return -1;
     }
-    if (k == 0 && want > 0) end = pos;  // the file shrank under us: take what we have
-    have += (size_t)k;
-    pos += (uint64_t)k;
-    ctx_->stats.bytes_in += (uint64_t)k;
-    size_t n = have;
-    if (pos < end) {  // cut at the last newline, carry the partial line
-      const char *nl = static_cast<const char *>(memrchr(buf_, '\n', have));
-      if (!nl) continue;
-      n = (size_t)(nl - buf_) + 1;
+    const char *p = map.data + (pos - lo);
+    size_t n = (size_t)(b - pos);
+    if (b < end) {
+      const char *nl = static_cast<const char *>(memrchr(p, '\n', n));
+      if (!nl) {  // a line longer than the window
+        window *= 2;
+        continue;
+      }
+      n = (size_t)(nl - p) + 1;
     }
-    if (process(n, base) != 0) return -1;
-    memmove(buf_, buf_ + n, have - n);
-    have -= n;
-    base += n;
+    if (process(p, n, pos) != 0) {
+      shrank();  // if the file shrank, that is the error to report
+      return -1;
+    }
+    if (shrank()) return -1;
+    pos += n;
+    ctx_->stats.bytes_in += n;
   }
   close(fd_);
   fd_ = -1;
   return 0;
 }
 
-// Parse buf_[0, n): complete lines starting at file offset `base`.
-int Worker::process(size_t n, uint64_t base) {
-  // simdjson may read up to SIMDJSON_PADDING bytes past n; make them spaces, not the carried
-  // partial line (which could otherwise extend a number at the very end of the input).
-  char saved[SIMDJSON_PADDING];
-  memcpy(saved, buf_ + n, SIMDJSON_PADDING);
-  memset(buf_ + n, ' ', SIMDJSON_PADDING);
-  struct Restore {
-    char *dst;
-    const char *src;
-    ~Restore() { memcpy(dst, src, SIMDJSON_PADDING); }
-  } restore{buf_ + n, saved};
+// After a window: did the file shrink under its mapping (see on_sigbus)? Then that is the error.
+bool Worker::shrank() {
+  if (JGR_LIKELY(!t_guard.hit)) return false;
+  t_guard.hit = false;
+  jgr_error_set(err_, "reading input file: it shrank while being read, or an I/O error occurred");
+  jgr_error_set_file(err_, seg_->path.c_str(), 0);
+  return true;
+}
 
+// Parse data[0, n): complete lines starting at file offset `base`. The SIMDJSON_PADDING bytes
+// after n must be readable; their content does not matter, because data[n - 1] ends the last line
+// (a newline, or the file's last byte with spaces after it).
+int Worker::process(const char *data, size_t n, uint64_t base) {
+  data_ = data;
   size_t start = 0, batch = (size_t)st_->batch;
   for (;;) {
     ondemand::document_stream stream;
-    error_code e = parser_.iterate_many(reinterpret_cast<const uint8_t *>(buf_) + start, n - start, batch)
+    error_code e = parser_.iterate_many(reinterpret_cast<const uint8_t *>(data) + start, n - start, batch)
                        .get(stream);
     if (e) return json_error(n, base, start, e);
     bool retry = false;
@@ -572,11 +663,11 @@ int Worker::fail_at(uint64_t file_offset) {
 int Worker::json_error(size_t n, uint64_t base, size_t at, error_code e) {
   dom::parser dp;
   size_t line = at;
-  while (line > 0 && buf_[line - 1] != '\n') line--;
+  while (line > 0 && data_[line - 1] != '\n') line--;
   for (size_t p = line; p < n;) {
-    const char *nl = static_cast<const char *>(memchr(buf_ + p, '\n', n - p));
-    size_t q = nl ? (size_t)(nl - buf_) : n;
-    std::string_view s(buf_ + p, q - p);
+    const char *nl = static_cast<const char *>(memchr(data_ + p, '\n', n - p));
+    size_t q = nl ? (size_t)(nl - data_) : n;
+    std::string_view s(data_ + p, q - p);
     if (trim(s).find_first_not_of(" \t\r") != std::string_view::npos) {
       dom::element el;
       error_code le = dp.parse(s.data(), s.size(), true).get(el);
@@ -606,6 +697,7 @@ int scan_prepare(jgr_proc *p, int phase, jgr_error *err) {
     }
   }
   st->keys.build(JG_QUERY.columns, JG_QUERY.ncolumns);
+  install_sigbus_handler();
   if (jgr_param_u64(p, "scan.chunk_bytes", kDefaultChunk, 64, 1ull << 32, &st->chunk, err) ||
       jgr_param_u64(p, "scan.batch_bytes", kDefaultBatch, 64, 1ull << 32, &st->batch, err))
     return -1;
@@ -643,7 +735,7 @@ int scan_work(jgr_proc *p, int phase, jg_ctx *ctx, jgr_error *err) {
   Worker w(st, ctx, err);
   for (const Segment &seg : st->per_worker[(size_t)ctx->worker])
     if (w.scan(seg) != 0) return -1;
-  return 0;
+  return jgr_call_finish(ctx, err);  // end of this worker's input (an aggregation emits its groups)
 }
 
 const jgr_driver kScanJson = {"scan_json", 1, 0, scan_prepare, scan_work};

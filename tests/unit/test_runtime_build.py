@@ -88,7 +88,7 @@ def test_compiler_error_carries_stderr(cache):
 
 def test_unknown_driver(cache):
     with pytest.raises(NcaBuildError, match="unknown NCA driver"):
-        build_nca(COPY, "scan_orc", cache)
+        build_nca(COPY, "no_such_driver", cache)
 
 
 def test_make_check(tmp_path):

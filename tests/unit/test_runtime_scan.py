@@ -163,6 +163,78 @@ def test_two_threads_split_one_file(scan, tmp_path):
     assert ev["stats"]["tuples_out"] == 20000
 
 
+def test_keys_in_changing_order_long_and_escaped(scan, tmp_path):
+    """The scan remembers each field position's key from the previous line: lines whose keys move,
+    long unrequested keys (around the 32-byte compare), escaped keys, duplicates (the last wins)."""
+    long31, long32, long40 = "k" * 31, "s" * 32, "i" * 40
+    text = "".join(line + "\n" for line in [
+        '{"i": 1, "s": "a", "d": 1.5}',
+        '{"i": 2, "s": "b", "d": 2.5}',
+        '{"s": "c", "i": 3, "d": 3.5}',
+        '{"d": 4.5, "s": "d", "i": 4}',
+        f'{{"{long31}": 0, "{long32}": "x", "{long40}": 7, "i": 5, "s": "e"}}',
+        f'{{"{long31}": 0, "{long32}": "x", "{long40}": 7, "i": 6, "s": "f"}}',
+        f'{{"{long31}": 0, "{long32}": "x", "{long40}": 7, "ii": 7, "s": "g"}}',
+        '{"\\u0069": 8, "s": "h", "d\\u0074": "2000-01-01"}',
+        '{"i": 9, "s": "i", "dt": "2000-01-02"}',
+        '{"\\u0069": 10, "s": "j", "dt": "2000-01-03"}',
+        '{"i": 11, "i": 12, "s\\"": "not s", "s": "k"}',
+        '{"i\\"": 13, "s": "l"}',
+        '{}',
+        '{"i": 14}',
+    ])
+    ev, [st], _ = run_scan(scan, [write(tmp_path / "k.jsonl", text)])
+    assert ev["event"] == "done", ev
+    assert rows_of([st]) == [
+        expect(i=1, s="a", d=150), expect(i=2, s="b", d=250), expect(i=3, s="c", d=350),
+        expect(i=4, s="d", d=450), expect(i=5, s="e"), expect(i=6, s="f"), expect(s="g"),
+        expect(i=8, s="h", dt=10957), expect(i=9, s="i", dt=10958), expect(i=10, s="j", dt=10959),
+        expect(i=12, s="k"), expect(s="l"), expect(), expect(i=14),
+    ]
+
+
+@pytest.mark.parametrize("size", [4096 - 70, 4096 - 64, 4096 - 63, 4096 - 1, 4096, 4097, 8192 - 10, 8192])
+@pytest.mark.parametrize("last", ['{"i": 77}', '{"i": 77}\n', '{"d": 7.75}'])
+def test_file_ends_near_a_page_boundary(scan, tmp_path, size, last):
+    """The input is mapped, and simdjson reads up to 64 bytes past what it parses: at the end of a
+    file they come from spaces written after it, whatever the file's size modulo the page size."""
+    lines, n = [], 0
+    while n + len(line := '{"i": %d, "s": "xxxx"}\n' % len(lines)) + len(last) <= size:
+        lines.append(line)
+        n += len(line)
+    text = "".join(lines) + " " * (size - n - len(last)) + last
+    assert len(text) == size
+    for params in (None, {"scan.chunk_bytes": 1000}):
+        ev, [st], _ = run_scan(scan, [write(tmp_path / "p.jsonl", text)], params=params)
+        assert ev["event"] == "done", ev
+        rows = rows_of([st])
+        assert len(rows) == len(lines) + 1
+        assert rows[-1] == (expect(i=77) if '"i"' in last else expect(d=775))
+    bad = text[:-1] if last.endswith("}") else text[:-2]  # the last object left open
+    ev, _, _ = run_scan(scan, [write(tmp_path / "p.jsonl", bad)])
+    assert ev["event"] == "error" and "invalid JSON" in ev["message"] and ev["record"] == len(lines) + 1
+
+
+def test_values_inline_and_general_paths(scan, tmp_path):
+    """Common values are converted inline from the raw token, the rest by the general path: both
+    must give what contract §1 says."""
+    text = "".join(line + "\n" for line in [
+        '{"d": 12.3, "s": "plain", "dt": "1998-12-01", "l": -5}',
+        '{"d": 12.345, "s": "tab\\there", "dt": "1998\\u002d12-01", "l": 0}',
+        '{"d": -0.00, "s": "", "dt": "2000-02-29"}',
+        '{"d": 99999999.99, "s": "%s"}' % ("y" * 100),
+        '{"d": 1E1, "s": "\\u00e9"}',
+        '{"d": "12.34 "}',
+    ])
+    ev, _, _ = run_scan(scan, [write(tmp_path / "v.jsonl", text)])
+    assert ev["event"] == "error" and ev["record"] == 6 and "not a decimal number" in ev["message"]
+    ev, [st], _ = run_scan(scan, [write(tmp_path / "v.jsonl", text.rsplit("\n", 2)[0] + "\n")])
+    assert rows_of([st]) == [
+        expect(d=1230, s="plain", dt=10561, l=-5), expect(d=1235, s="tab\there", dt=10561, l=0),
+        expect(d=0, s="", dt=11016), expect(d=9999999999, s="y" * 100), expect(d=1000, s="é"),
+    ]
+
+
 # ------------------------------------------------------------------ data errors
 
 BAD = [

@@ -24,9 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import JumpgateError
+from . import arrow_cpp
 
 ENV_SOURCES = "JUMPGATE_NCA_SOURCES"  # overrides the ncas/ directory (runtime/ and templates/)
 DRIVERS = ("scan_json", "ntf_relay")  # driver objects the runtime Makefile builds
+DRIVERS += ("join",)  # the hash join (ncas/runtime/join.c)
+DRIVERS += arrow_cpp.DRIVERS  # ORC/Parquet scans on Arrow C++ from pyarrow: built on first use (below)
 CC = "g++"  # compiles the generated C (-x c) and links with libstdc++ for simdjson, in one call
 CFLAGS = ("-x", "c", "-std=c11", "-O2", "-pthread")
 # The target level is chosen from the CPU that builds (and, for the local deployer, runs) the NCA:
@@ -172,7 +175,9 @@ def build_nca(generated_source: str, driver: str, cache_dir: Path) -> BuildResul
     cache_dir = Path(cache_dir)
     runtime = ensure_runtime(cache_dir)
     extra = arch_flags() + _extra_flags()
-    key = hashlib.sha256(json.dumps([generated_source, driver, runtime.name, CC, CFLAGS, extra, LDLIBS]).encode())
+    objects, ldflags, ext_key = _driver_link(driver, runtime)
+    key = hashlib.sha256(json.dumps([generated_source, driver, runtime.name, CC, CFLAGS, extra, LDLIBS]
+                                    + ([ext_key] if ext_key else [])).encode())
     exe = cache_dir / "ncas" / f"{driver}-{key.hexdigest()[:32]}"
     if exe.exists():
         return BuildResult(exe, True, time.perf_counter() - t0)
@@ -181,8 +186,8 @@ def build_nca(generated_source: str, driver: str, cache_dir: Path) -> BuildResul
         src = Path(tmp) / "query.c"
         src.write_text(generated_source)
         out = Path(tmp) / "nca"
-        cmd = [CC, *CFLAGS, *extra, f"-I{runtime_dir()}", str(src), "-x", "none", str(runtime / f"{driver}.o"),
-               str(runtime / "libjgrt.a"), *LDLIBS, "-o", str(out)]
+        cmd = [CC, *CFLAGS, *extra, f"-I{runtime_dir()}", str(src), "-x", "none", *objects,
+               str(runtime / "libjgrt.a"), *LDLIBS, *ldflags, "-o", str(out)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise NcaBuildError(f"compiling the generated {driver} NCA failed", proc.stderr, cmd)
@@ -190,3 +195,49 @@ def build_nca(generated_source: str, driver: str, cache_dir: Path) -> BuildResul
         os.replace(src, exe.with_suffix(".c"))
         os.replace(out, exe)
     return BuildResult(exe, False, time.perf_counter() - t0)
+
+
+# ------------------------------------------------------------------ drivers on Arrow C++ (pyarrow)
+
+
+def _driver_link(driver: str, runtime: Path) -> tuple[list[str], tuple[str, ...], str]:
+    """The object files of `driver`, extra link flags, and the identity of any outside library
+    they link (part of the binary's cache key)."""
+    if driver not in arrow_cpp.DRIVERS:
+        return [str(runtime / f"{driver}.o")], (), ""
+    objs, tc = ensure_arrow_drivers(runtime)
+    return [str(objs / f"{driver}.o"), str(objs / arrow_cpp.COMMON_OBJECT)], tc.ldflags, tc.key
+
+
+def ensure_arrow_drivers(runtime: Path) -> tuple[Path, arrow_cpp.ArrowToolchain]:
+    """Build the Arrow drivers (`make arrow`) into runtime/arrow-<hash of the wheel> unless there.
+
+    Separate from ensure_runtime: the runtime builds (and every other driver works) without
+    pyarrow, and only a job that scans ORC or Parquet pays for compiling against Arrow's headers."""
+    try:
+        tc = arrow_cpp.arrow_toolchain()
+    except (arrow_cpp.ArrowUnavailable, OSError) as e:
+        raise NcaBuildError(f"the ORC/Parquet scan drivers cannot be built: {e}") from None
+    build = runtime / f"arrow-{hashlib.sha256(tc.key.encode()).hexdigest()[:12]}"
+    if (build / _STAMP).exists():
+        return build, tc
+    with _file_lock(runtime.parent / f"{runtime.name}-{build.name}.lock"):
+        if (build / _STAMP).exists():
+            return build, tc
+        tmp = Path(tempfile.mkdtemp(prefix=f".{build.name}-", dir=runtime))
+        try:
+            cmd = ["make", "-C", str(runtime_dir()), f"BUILD={tmp}", f"-j{min(2, os.cpu_count() or 1)}",
+                   f"ARCH={' '.join(arch_flags())}", f"ARROW_CXXFLAGS={' '.join(tc.cxxflags)}", arrow_cpp.MAKE_TARGET]
+            if _extra_flags():
+                cmd.append(f"CXXFLAGS={' '.join(_extra_flags())}")
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise NcaBuildError("building the ORC/Parquet scan drivers failed", proc.stderr + proc.stdout, cmd)
+            (tmp / _STAMP).write_text(json.dumps({"arrow": tc.key, "built": time.time()}))
+            if build.exists():
+                shutil.rmtree(build)
+            os.rename(tmp, build)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return build, tc

@@ -1,5 +1,7 @@
 """The JSON Lines scan NCA: read, with any following filters and projections fused in
-(thesis Table 3.4 "JSON scan-[agg]"; Appendix A.2 is its operator interface).
+(thesis Table 3.4 "JSON scan-[agg]"; Appendix A.2 is its operator interface), and a shuffle
+that ends the chain (its P outputs are the scan's output ports; codegen/shuffle.py), or an
+aggregate with its own filters and projections (codegen/aggregate.py; see aggregate.py).
 
 Parsing runs on simdjson in the precompiled runtime; the filters and projections are generated C.
 """
@@ -9,7 +11,7 @@ import os
 
 from ...compiler.mapping import fusable_chain
 from ...compiler.ntf import generate_ntf
-from ...dataflow.plan import FileFormat, LogicalPlan, Read
+from ...dataflow.plan import Aggregate, FileFormat, LogicalPlan, Read, Shuffle, output_count
 from ...nca.interface import (
     FILE,
     NTF,
@@ -22,7 +24,11 @@ from ...nca.interface import (
     StreamSpec,
     Verdict,
 )
+from .aggregate import aggregation_params, fuse_trailing_aggregate
 from .codegen import generate_scan_query
+from .codegen.aggregate import generate_aggregate_query
+from .codegen.shuffle import generate_scan_shuffle_query
+from .ntf_filter_project import fuse_trailing_shuffle
 from .process import ProcessNca
 
 TRANSPORTS = ("tcp",)
@@ -32,8 +38,9 @@ MIN_BYTES_PER_THREAD = 16 << 20
 
 class JsonScanNca(NcaImplementation):
     name = "software.scan_json"
-    description = "JSON Lines scan on simdjson, with filters and projections fused in (generated C)"
-    operation_kinds = ("read", "filter", "project")
+    description = ("JSON Lines scan on simdjson, with filters, projections and a final shuffle or aggregate "
+                   "fused in (generated C)")
+    operation_kinds = ("read", "filter", "project", "shuffle", "aggregate")
 
     def match_operations(self, plan: LogicalPlan, anchor: str) -> Verdict[tuple[str, ...]]:
         if not anchor:
@@ -43,7 +50,9 @@ class JsonScanNca(NcaImplementation):
             return Verdict.no(f"takes only 'read' as its first operation, not '{op.kind}'")
         if op.format is not FileFormat.JSON:
             return Verdict.no(f"reads only JSON Lines, not {op.format.value}")
-        return Verdict.yes(fusable_chain(plan, anchor, ("filter", "project")))
+        chain = fusable_chain(plan, anchor, ("filter", "project"))
+        fused = fuse_trailing_aggregate(plan, chain)
+        return Verdict.yes(fused if fused != chain else fuse_trailing_shuffle(plan, chain))
 
     def match_input(self, plan, ops, inputs) -> Verdict[None]:
         if len(inputs) != 1 or inputs[0].transport != FILE or inputs[0].format != FileFormat.JSON.value:
@@ -53,11 +62,13 @@ class JsonScanNca(NcaImplementation):
 
     def match_output(self, plan, ops, inputs, wanted) -> Verdict[tuple[OutputSpec, ...]]:
         transport = wanted[0] if wanted and wanted[0] else "tcp"
-        if transport not in TRANSPORTS:
-            return Verdict.no(f"sends over {', '.join(TRANSPORTS)} only, not {transport}")
+        if transport not in TRANSPORTS or any(w and w != transport for w in wanted):
+            return Verdict.no(f"sends over {', '.join(TRANSPORTS)} only, not {', '.join(w for w in wanted if w)}")
         layout = generate_ntf(plan.schemas[ops[-1]])
-        # one stream per worker thread: each thread sends its share of the file on its own connection
-        return Verdict.yes((OutputSpec(StreamSpec(NTF, transport, layout), streams=None),))
+        # one stream per worker thread: each thread sends its share of the file on its own connection;
+        # a fused shuffle has one port per output, all in the same layout
+        ports = output_count(plan.op(ops[-1]))
+        return Verdict.yes(tuple(OutputSpec(StreamSpec(NTF, transport, layout), streams=None) for _ in range(ports)))
 
     def resources(self, plan, ops) -> ResourceRequest:
         # Workers split the input by byte ranges cut at line boundaries: more threads pay for
@@ -74,4 +85,11 @@ class JsonScanInstance(ProcessNca):
 
     def generate_source(self) -> str:
         layout = self.spec.outputs[0].spec.layout
+        if isinstance(self.spec.operations()[-1], Shuffle):
+            return generate_scan_shuffle_query(self.spec.operations(), layout)
+        if any(isinstance(op, Aggregate) for op in self.spec.operations()):
+            return generate_aggregate_query(self.spec.operations(), layout)
         return generate_scan_query(self.spec.operations(), layout)
+
+    def params(self) -> dict[str, str]:
+        return aggregation_params(self.spec.operations(), self.context)

@@ -51,6 +51,82 @@ def scan_chain(cols: dict[str, str], steps: list[tuple[str, object]]) -> tuple[l
     return ops, generate_ntf(current)
 
 
+def join_chain(probe_cols: dict[str, str], build_cols: dict[str, str], join: dict,
+               steps: list[tuple[str, object]] = ()) -> tuple[list[Operation], Schema, Schema, object]:
+    """join(build "b", probe "p") with the request fields in `join` (build_keys, probe_keys, type,
+    condition, columns), then filter/project steps as in scan_chain, bound by the real binders.
+    Returns (ops, probe schema, build schema, output layout)."""
+    from ....dataflow.opbind import RawOp, bind_join
+    from ....dataflow.parse import parse_expression
+    from ....dataflow.typecheck import bind, bind_named, named_schema
+
+    probe, build = _schema(probe_cols), _schema(build_cols)
+    obj = {"kind": "join", "name": "j", "build": "b", "probe": "p", **join}
+    j, current = bind_join(RawOp(0, "join", "j", obj), InputRef("b"), InputRef("p"), build, probe)
+    ops: list[Operation] = [j]
+    for i, (kind, arg) in enumerate(steps):
+        name, prev = f"{kind}{i}", InputRef(ops[-1].name)
+        if kind == "filter":
+            ops.append(Filter(name, prev, bind(parse_expression(arg, name), current, name)))
+        else:
+            named = bind_named([NamedExpr(n, parse_expression(t, name)) for n, t in arg], current, name)
+            ops.append(Project(name, prev, named))
+            current = named_schema(named)
+    return ops, probe, build, generate_ntf(current)
+
+
+def _join_case(*args, **kw) -> str:
+    from .join import generate_join_query
+
+    return generate_join_query(*join_chain(*args, **kw))
+
+
+def _shuffle_case(cols: dict[str, str], steps: list[tuple[str, object]], keys: list[str], partitions: int,
+                  relay: bool = False) -> str:
+    """scan_chain(cols, steps) then a shuffle on `keys`: fused into the scan, or (`relay`) the
+    steps and the shuffle over NTF input on the ntf_relay driver (codegen/shuffle.py)."""
+    from ....dataflow.parse import parse_expression
+    from ....dataflow.plan import Shuffle
+    from ....dataflow.typecheck import bind
+    from .shuffle import generate_relay_query, generate_scan_shuffle_query
+
+    ops, layout = scan_chain(cols, steps)
+    bound = tuple(bind(parse_expression(k, "sh"), layout.schema, "sh") for k in keys)
+    ops.append(Shuffle("sh", InputRef(ops[-1].name), bound, partitions))
+    if not relay:
+        return generate_scan_shuffle_query(ops, layout)
+    read = ops[0]
+    return generate_relay_query(ops[1:], read.schema, generate_ntf(read.schema), layout)
+
+
+def _agg_case(cols: dict[str, str], steps: list[tuple[str, object]], agg: dict, after: list[tuple[str, object]] = (),
+              ntf: bool = False) -> str:
+    """scan_chain(cols, steps), then an aggregate (`agg` holds the request's group_by, aggregates
+    and mode, bound by the real binder), then filter/project steps over its groups: fused into
+    the scan, or (`ntf`) the aggregate and what follows over NTF input (codegen/aggregate.py)."""
+    from ....dataflow.aggregates import bind_aggregate
+    from ....dataflow.opbind import RawOp
+    from ....dataflow.parse import parse_expression
+    from ....dataflow.typecheck import bind, bind_named, named_schema
+    from .aggregate import generate_aggregate_query
+
+    ops, layout = scan_chain(cols, steps)
+    a, current = bind_aggregate(RawOp(0, "aggregate", "a", {"kind": "aggregate", "name": "a", **agg}),
+                                InputRef(ops[-1].name), layout.schema)
+    ops.append(a)
+    for i, (kind, arg) in enumerate(after):
+        name, prev = f"{kind}{i}", InputRef(ops[-1].name)
+        if kind == "filter":
+            ops.append(Filter(name, prev, bind(parse_expression(arg, name), current, name)))
+        else:
+            named = bind_named([NamedExpr(n, parse_expression(t, name)) for n, t in arg], current, name)
+            ops.append(Project(name, prev, named))
+            current = named_schema(named)
+    if ntf:
+        return generate_aggregate_query(ops[len(ops) - len(after) - 1:], generate_ntf(current), layout.schema)
+    return generate_aggregate_query(ops, generate_ntf(current))
+
+
 def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -92,11 +168,62 @@ CASES: dict[str, Callable[[], tuple]] = {
         ("project", [(HOSTILE_NAMES[1], f"{_q(HOSTILE_NAMES[2])} LIKE '%??/%'"),
                      ("n", f"length({_q(HOSTILE_NAMES[3])})"), ("id", "id")]),
     ]),
+    # hash join (codegen/join.py): multi-column keys of mixed types with casts and a computed key,
+    # an extra condition over both sides, then a fused filter and projection
+    "join_inner_multikey_fused": lambda: _join_case(
+        {"id": "int64", "k": "int32", "s": "string", "d": "decimal(10,2)", "dt": "date"},
+        {"bk": "int64", "bs": "string", "bd": "decimal(12,3)", "w": "float64", "bdt": "date"},
+        {"build_keys": ["bk", "lower(bs)", "bd"], "probe_keys": ["k", "s", "d"], "condition": "dt > bdt"},
+        [("filter", "w > 0"), ("project", [("id", "id"), ("w2", "w * 2"), ("bs", "upper(bs)")])]),
+    "join_left_outer_hostile": lambda: _join_case(
+        {HOSTILE_NAMES[0]: "string", "id": "int64"}, {HOSTILE_NAMES[1]: "string", HOSTILE_NAMES[2]: "int64"},
+        {"build_keys": [_q(HOSTILE_NAMES[1])], "probe_keys": [_q(HOSTILE_NAMES[0])], "type": "left_outer",
+         "condition": f"{_q(HOSTILE_NAMES[2])} <> 3 OR {_q(HOSTILE_NAMES[0])} LIKE '%*/%'",
+         "columns": [{"name": HOSTILE_NAMES[3], "expr": f"coalesce({_q(HOSTILE_NAMES[1])}, '\"); x(); //')"},
+                     {"name": "id", "expr": "id"}]}),
+    "join_left_anti_float_key": lambda: _join_case(
+        {"x": "float64", "b": "boolean"}, {"y": "float64", "z": "int32"},
+        {"build_keys": ["y", "z > 0"], "probe_keys": ["x", "b"], "type": "left_anti"}),
+    # shuffles (codegen/shuffle.py): fused into a scan, and over NTF input forwarding the raw
+    # tuple (filters only) or re-encoding it (after a projection)
+    "shuffle_scan_every_key_type": lambda: _shuffle_case(
+        ALL_TYPES, [("filter", "l > 0")], ["lower(s)", "i", "l", "f", "d", "dt", "b", "e * 2"], 4),
+    "shuffle_relay_forward": lambda: _shuffle_case(ALL_TYPES, [("filter", "s IS NOT NULL")], ["s", "dt"], 3,
+                                                   relay=True),
+    "shuffle_relay_project_hostile": lambda: _shuffle_case(
+        {**{n: "string" for n in HOSTILE_NAMES}, "id": "int64"},
+        [("project", [(HOSTILE_NAMES[1], f"coalesce({_q(HOSTILE_NAMES[0])}, '*/ ??/')"), ("id", "id")])],
+        [_q(HOSTILE_NAMES[1]), "id % 7"], 2, relay=True),
+    # aggregations (codegen/aggregate.py): a partial aggregation fused into a scan after a filter,
+    # keys of several types, every function; a final aggregation over NTF with a HAVING filter and
+    # a projection of its groups; a global aggregation with hostile names
+    "agg_scan_partial": lambda: _agg_case(ALL_TYPES, [("filter", "l > 10")], {
+        "mode": "partial", "group_by": [{"name": "s", "expr": "s"}, {"name": "y", "expr": "year(dt)"},
+                                        {"name": "f", "expr": "f"}],
+        "aggregates": [{"name": "n", "fn": "count_star"}, {"name": "c", "fn": "count", "expr": "u"},
+                       {"name": "sd", "fn": "sum", "expr": "d"}, {"name": "sf", "fn": "sum", "expr": "f * 2"},
+                       {"name": "mn", "fn": "min", "expr": "u"}, {"name": "mx", "fn": "max", "expr": "f"},
+                       {"name": "al", "fn": "avg", "expr": "l"}]}),
+    "agg_final_having": lambda: _agg_case(
+        {"k": "int64", "b": "boolean", "n": "int64", "sd": "decimal(18,2)", "mx": "string", "av__sum": "float64",
+         "av__count": "int64"}, [],
+        {"mode": "final", "group_by": [{"name": "k"}, {"name": "b"}],
+         "aggregates": [{"name": "n", "fn": "count_star"}, {"name": "sd", "fn": "sum"}, {"name": "mx", "fn": "max"},
+                        {"name": "av", "fn": "avg"}]},
+        [("filter", "n > 10 AND sd IS NOT NULL"), ("project", [("k", "k"), ("mean", "sd / n"), ("av", "av"),
+                                                              ("mx", "upper(mx)")])], ntf=True),
+    "agg_global_hostile": lambda: _agg_case({**{n: "string" for n in HOSTILE_NAMES}, "id": "int64"}, [], {
+        "group_by": [], "aggregates": [{"name": HOSTILE_NAMES[0], "fn": "max", "expr": _q(HOSTILE_NAMES[1])},
+                                       {"name": HOSTILE_NAMES[2], "fn": "sum", "expr": "id"}]},
+        [("filter", f"{_q(HOSTILE_NAMES[0])} <> '*/ ??/'")]),
 }
 
 
 def render_case(name: str) -> str:
-    ops, layout = CASES[name]()
+    case = CASES[name]()
+    if isinstance(case, str):  # cases of other NCA kinds render themselves
+        return case
+    ops, layout = case
     return generate_scan_query(ops, layout)
 
 

@@ -42,12 +42,15 @@ def check_layout(layout: NtfLayout, count: int) -> None:
 
 
 def emit_tuple(body: FunctionBody, values: Sequence[CValue], layout: NtfLayout, ports: int = 1,
-               fail=None) -> None:
+               fail=None, port: str = "0") -> None:
     """Reserve one tuple on output port 0 (and copy it to ports 1.. when `ports` > 1), then write
     the null vector, every fixed field and the variable section (strings in field order).
 
     `values[i]` must already have field i's representation; `fail(message, cond)` reports a data
-    error (defaults to `body.fail`)."""
+    error (defaults to `body.fail`). `port` is a C expression of the port to write instead of 0
+    (a shuffle's computed port; then `ports` must be 1)."""
+    if port != "0" and ports != 1:
+        raise CodegenError("emit_tuple writes one computed port or copies to every port, not both")
     check_layout(layout, len(values))
     fail = fail or body.fail
     fixed = layout.fixed_size
@@ -61,11 +64,11 @@ def emit_tuple(body: FunctionBody, values: Sequence[CValue], layout: NtfLayout, 
     if var_terms:
         body.line(f"const uint64_t len = {fixed}u + " + " + ".join(f"(uint64_t){t}" for t in var_terms) + ";")
         fail("output tuple longer than 2^31 - 1 bytes", f"len > {MAX_TUPLE}u")
-        body.line("uint8_t *const o = jg_emit(jg_output(ctx, 0), (uint32_t)len);")
+        body.line(f"uint8_t *const o = jg_emit(jg_output(ctx, {port}), (uint32_t)len);")
         body.line(f"uint32_t pos = {fixed}u;")
     else:
         body.line(f"const uint32_t len = {fixed}u;")
-        body.line("uint8_t *const o = jg_emit(jg_output(ctx, 0), len);")
+        body.line(f"uint8_t *const o = jg_emit(jg_output(ctx, {port}), len);")
     for i, (f, v) in enumerate(zip(layout.fields, values)):
         bit = f"o[{f.null_bit // 8}] |= {1 << (f.null_bit % 8)}u;"
         store = _store(f.type.kind, v.value, f.offset)

@@ -1,0 +1,101 @@
+"""Arrow C++ from the pyarrow wheel, for the columnar scan NCAs (ncas/runtime/scan_orc.cpp,
+scan_parquet.cpp, scan_arrow.cpp).
+
+The wheel ships Arrow's headers (`pyarrow.get_include()`) and versioned shared libraries
+(`libarrow.so.2600`, `libparquet.so.2600` in `pyarrow.get_library_dirs()`), with ORC built into
+libarrow. There are no unversioned `.so` names unless `pyarrow.create_library_symlinks()` ran, which
+writes into site-packages; instead we link the versioned files by path and record the wheel's
+directory as the binary's RUNPATH, so the NCA loads exactly the libraries pyarrow itself uses.
+
+Arrow 26's headers need C++20. The C++ ABI (`_GLIBCXX_USE_CXX11_ABI`) must match the wheel's:
+manylinux_2_28 wheels use the new ABI, older manylinux2014 ones the old; we read it off the
+library's symbol names rather than guess from the wheel tag.
+"""
+from __future__ import annotations
+
+import functools
+import mmap
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DRIVERS = ("scan_orc", "scan_parquet")  # driver objects of the Makefile's `arrow` target
+MAKE_TARGET = "arrow"
+COMMON_OBJECT = "scan_arrow.o"  # linked with each of them
+
+
+class ArrowUnavailable(Exception):
+    """Arrow C++ cannot be used from here; the message says why (shown by match_operations)."""
+
+
+@dataclass(frozen=True)
+class ArrowToolchain:
+    version: str
+    include_dir: Path
+    lib_dir: Path
+    libraries: tuple[Path, ...]  # libparquet, libarrow (link order)
+    cxx11_abi: bool
+
+    @property
+    def cxxflags(self) -> tuple[str, ...]:
+        """For the Makefile's ARROW_CXXFLAGS (-isystem: no warnings from Arrow's headers)."""
+        return ("-isystem", str(self.include_dir), f"-D_GLIBCXX_USE_CXX11_ABI={int(self.cxx11_abi)}")
+
+    @property
+    def ldflags(self) -> tuple[str, ...]:
+        return (*map(str, self.libraries), f"-Wl,-rpath,{self.lib_dir}")
+
+    @property
+    def key(self) -> str:
+        """Identity for cache keys: a different wheel means different objects and binaries."""
+        stamps = []
+        for lib in self.libraries:
+            st = lib.stat()
+            stamps.append(f"{lib.name}:{st.st_size}:{st.st_mtime_ns}")
+        return f"arrow-{self.version}-abi{int(self.cxx11_abi)}-{self.lib_dir}-{','.join(stamps)}"
+
+
+def _uses_cxx11_abi(lib: Path) -> bool:
+    """True when the library's C++ symbols use the new libstdc++ ABI (std::__cxx11::)."""
+    with open(lib, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        return m.find(b"St7__cxx11") >= 0 or m.find(b"NSt7__cxx11") >= 0
+
+
+@functools.cache
+def arrow_toolchain() -> ArrowToolchain:
+    """Locate the wheel's headers and libraries; raises ArrowUnavailable with the reason."""
+    try:
+        import pyarrow
+    except ImportError as e:
+        raise ArrowUnavailable(f"pyarrow is not installed ({e}); the ORC and Parquet scans link Arrow C++ "
+                               "from its wheel: pip install pyarrow") from None
+    include = Path(pyarrow.get_include())
+    info = pyarrow.cpp_build_info
+    so = info.so_version
+    missing = [h for h in ("arrow/adapters/orc/adapter.h", "parquet/arrow/reader.h") if not (include / h).is_file()]
+    if missing:
+        raise ArrowUnavailable(f"pyarrow {pyarrow.__version__} has no C++ headers {', '.join(missing)} in {include}")
+    for lib_dir in map(Path, pyarrow.get_library_dirs()):
+        libs = (lib_dir / f"libparquet.so.{so}", lib_dir / f"libarrow.so.{so}")
+        if all(p.is_file() for p in libs):
+            break
+    else:
+        raise ArrowUnavailable(f"libarrow.so.{so} and libparquet.so.{so} are not in pyarrow's library "
+                               f"directories {pyarrow.get_library_dirs()}")
+    if "ARROW_ORC" not in (include / "arrow/util/config.h").read_text(errors="replace").replace(
+            "/* #undef ARROW_ORC */", ""):
+        raise ArrowUnavailable(f"pyarrow {pyarrow.__version__} was built without ORC support")
+    return ArrowToolchain(pyarrow.__version__, include, lib_dir, libs, _uses_cxx11_abi(libs[1]))
+
+
+def unavailable_reason() -> str | None:
+    """Why the Arrow drivers cannot be built here, or None when they can."""
+    try:
+        arrow_toolchain()
+    except ArrowUnavailable as e:
+        return str(e)
+    except OSError as e:
+        return f"cannot inspect pyarrow's libraries: {e}"
+    if not os.access(arrow_toolchain().include_dir, os.R_OK):
+        return f"cannot read {arrow_toolchain().include_dir}"
+    return None

@@ -1,0 +1,95 @@
+// Columnar scan NCAs (ORC, Parquet) on Arrow C++ from the pyarrow wheel: the interface between the
+// common driver (scan_arrow.cpp: files, units, statistics pruning, workers, Arrow -> jg_val
+// conversion, errors) and a format (scan_orc.cpp, scan_parquet.cpp: open a file, describe its
+// units — ORC stripes, Parquet row groups — with statistics, and read a unit as Arrow batches).
+//
+// Built only when pyarrow is installed (`make arrow`, driven by jumpgate/ncas/software/build.py),
+// with C++20 and Arrow's include directory; never part of libjgrt.a.
+#ifndef JG_SCAN_ARROW_H
+#define JG_SCAN_ARROW_H
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <arrow/io/interfaces.h>
+#include <arrow/record_batch.h>
+#include <arrow/result.h>
+#include <arrow/status.h>
+#include <arrow/type_fwd.h>
+
+#include "jgrt.h"
+
+namespace jgscan {
+
+// What a unit's statistics say about one column, in a format-neutral form: bounds of its non-NULL
+// values by kind. Whatever a file does not record stays unknown, and pruning then keeps the unit.
+enum class Tri : uint8_t { kUnknown, kNo, kYes };
+
+struct RawStats {
+  Tri has_null = Tri::kUnknown;   // any NULL in the unit
+  Tri has_value = Tri::kUnknown;  // any non-NULL value
+  enum Kind : uint8_t { kNone, kInt, kDouble, kBytes, kDecimal } kind = kNone;  // kind of the bounds
+  int64_t imin = 0, imax = 0;          // kInt: booleans (0/1), integers, dates (days)
+  double fmin = 0, fmax = 0;           // kDouble
+  std::string smin, smax;              // kBytes: byte-wise (memcmp) bounds
+  __int128 dmin = 0, dmax = 0;         // kDecimal: unscaled at dscale
+  int dscale = 0;
+};
+
+struct UnitInfo {
+  int64_t index = 0;      // stripe / row group number in its file
+  int64_t first_row = 0;  // 0-based row number of the unit's first row in its file
+  int64_t rows = 0;
+  int64_t bytes = 0;      // on-disk (compressed) size, informational
+};
+
+// One open file, used by one thread at a time.
+class ColumnarFile {
+ public:
+  virtual ~ColumnarFile() = default;
+  // Top-level fields as Arrow types (what the file's reader produces).
+  virtual std::shared_ptr<arrow::Schema> schema() const = 0;
+  virtual int64_t num_units() const = 0;
+  virtual UnitInfo unit(int64_t i) const = 0;
+  // Statistics of top-level field `field` in unit `i` (the file's own representation).
+  virtual RawStats stats(int64_t i, int field) = 0;
+  // Format-specific `param`s of the process (called before select()).
+  virtual void configure(const jgr_proc *p) { (void)p; }
+  // Read top-level fields `fields` (in that order) from now on, in batches of at most
+  // `batch_rows` rows. Called once before the first read().
+  virtual arrow::Status select(const std::vector<int> &fields, int64_t batch_rows) = 0;
+  // Read unit `i`: `on_batch` gets its rows in order, as consecutive batches.
+  virtual arrow::Status read(int64_t i, const std::function<arrow::Status(const arrow::RecordBatch &)> &on_batch) = 0;
+};
+
+struct Format {
+  const char *driver;     // "scan_orc", "scan_parquet"
+  const char *name;       // "ORC", "Parquet": in messages
+  const char *unit;       // "stripe", "row group": in messages
+  const char *stats_key;  // "stripes", "row_groups": `done` stats keys <key>_total, <key>_skipped
+  // Open `path` read through `input`; a bad file is an error Status with the reason.
+  arrow::Result<std::unique_ptr<ColumnarFile>> (*open)(const std::string &path,
+                                                      std::shared_ptr<arrow::io::RandomAccessFile> input);
+};
+
+// The process `main` of a columnar scan NCA.
+int run(int argc, char **argv, const Format *format);
+
+// A C++ exception out of a reader (Parquet's throw ParquetException) as a Status.
+template <typename F>
+arrow::Status guard(F &&f) {
+  try {
+    return f();
+  } catch (const std::exception &e) {
+    return arrow::Status::IOError(e.what());
+  } catch (...) {
+    return arrow::Status::UnknownError("unknown C++ exception");
+  }
+}
+
+}  // namespace jgscan
+
+#endif  // JG_SCAN_ARROW_H

@@ -1,0 +1,55 @@
+"""Fixtures of the conformance suite: TPC data at scale factor 0.1 (generated once, cached under
+the Jumpgate cache directory keyed by generator and scale factor), DuckDB over the same files as
+the oracle, and a real `jumpgate serve` with every registered NCA (or those named, comma-separated,
+in `JUMPGATE_CONFORMANCE_NCAS`)."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from jumpgate.conformance import Oracle, Runner, default_data_dir, ensure_data, load_cases
+
+SF = float(os.environ.get("JUMPGATE_CONFORMANCE_SF", "0.1"))
+
+
+@pytest.fixture(scope="session")
+def conformance_data() -> Path:
+    pytest.importorskip("duckdb")
+    root = default_data_dir(SF)
+    t0 = time.monotonic()
+    written = ensure_data(root, {t for c in load_cases() for t in c.tables}, SF)
+    if written:
+        print(f"\nconformance data: generated {len(written)} tables under {root} in {time.monotonic() - t0:.1f} s")
+    return root
+
+
+@pytest.fixture(scope="session")
+def oracle(conformance_data):
+    o = Oracle(conformance_data)
+    yield o
+    o.close()
+
+
+@pytest.fixture(scope="session")
+def conformance_server(conformance_data, tmp_path_factory):
+    from jumpgate.local_server import LocalServer
+
+    cache = os.environ.get("JUMPGATE_TEST_CACHE")
+    only = os.environ.get("JUMPGATE_CONFORMANCE_NCAS")  # e.g. "software.scan_json": see the strict xfails
+    srv = LocalServer(conformance_data, Path(cache) if cache else None,
+                      tmp_path_factory.mktemp("conformance-logs") / "server.log",
+                      extra_args=["--ncas", only] if only else None)
+    yield srv
+    left = srv.children()
+    srv.stop()
+    assert not left, f"NCA processes left behind: {left}"
+
+
+@pytest.fixture(scope="session")
+def runner(conformance_server, oracle):
+    r = Runner(conformance_server.url, oracle)
+    yield r
+    r.close()

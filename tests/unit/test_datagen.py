@@ -1,0 +1,89 @@
+"""`jumpgate.datagen`: TPC tables from DuckDB's extensions, written per table with a contract schema."""
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+
+pytest.importorskip("duckdb")
+pytest.importorskip("duckdb_extension_tpch")
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.dataset as ds  # noqa: E402
+
+from jumpgate.cli import main as cli  # noqa: E402
+from jumpgate.datagen import DatagenError, UnsupportedType, contract_type, generate  # noqa: E402
+from jumpgate.datagen.types import select_expr  # noqa: E402
+
+
+@pytest.mark.parametrize("duck,contract", [
+    ("INTEGER", "int32"), ("BIGINT", "int64"), ("DOUBLE", "float64"), ("VARCHAR", "string"), ("DATE", "date"),
+    ("BOOLEAN", "boolean"), ("DECIMAL(15,2)", "decimal(15,2)"), ("DECIMAL(7, 2)", "decimal(7,2)"),
+    ("DECIMAL(18,0)", "decimal(18,0)"), ("SMALLINT", "int32"), ("CHAR(10)", "string"), ("FLOAT", "float64"),
+])
+def test_type_mapping(duck, contract):
+    assert contract_type(duck) == contract
+
+
+@pytest.mark.parametrize("duck", ["DECIMAL(38,2)", "HUGEINT", "TIMESTAMP", "UBIGINT", "INTEGER[]", "BLOB"])
+def test_types_without_a_contract_type_fail_loudly(duck):
+    with pytest.raises(UnsupportedType):
+        contract_type(duck)
+
+
+def test_columns_are_written_with_the_schema_type():
+    assert select_expr("a", "INTEGER", "json") == '"a"'
+    assert select_expr("a", "SMALLINT", "parquet") == 'CAST("a" AS INTEGER) AS "a"'
+    assert select_expr("p", "DECIMAL(15,2)", "json") == '"p"'  # a JSON number keeps 15 digits exactly
+    assert select_expr("p", "DECIMAL(18,2)", "json") == 'CAST("p" AS VARCHAR) AS "p"'
+    assert select_expr("p", "DECIMAL(18,2)", "orc") == '"p"'
+
+
+def test_json_tables_schema_manifest_and_idempotence(tmp_path):
+    out = tmp_path / "tpch"
+    first = generate("tpch", 0.01, "json", out, tables=["nation", "orders"], rows_per_file=4000, progress=False)
+    assert sorted(first.written) == ["nation", "orders"]
+    assert sorted(p.name for p in (out / "orders").iterdir()) == ["part-0.jsonl", "part-1.jsonl", "part-2.jsonl",
+                                                                  "part-3.jsonl", "schema.json"]
+    schema = json.loads((out / "orders" / "schema.json").read_text())
+    assert schema[:4] == [{"name": "o_orderkey", "type": "int64"}, {"name": "o_custkey", "type": "int64"},
+                          {"name": "o_orderstatus", "type": "string"}, {"name": "o_totalprice", "type": "decimal(15,2)"}]
+    lines = [json.loads(line) for p in sorted((out / "orders").glob("*.jsonl")) for line in p.read_text().splitlines()]
+    assert len(lines) == 15000 and len({r["o_orderkey"] for r in lines}) == 15000
+    assert isinstance(lines[0]["o_totalprice"], float) and len(lines[0]["o_orderdate"]) == 10  # "YYYY-MM-DD"
+    # Decimals are JSON numbers that the contract's reader takes exactly: never more digits than the scale.
+    texts = [json.loads(line, parse_float=Decimal) for line in (out / "orders" / "part-0.jsonl").read_text().splitlines()]
+    assert all(r["o_totalprice"].as_tuple().exponent >= -2 for r in texts)
+    assert json.loads((out / "manifest.json").read_text())["sf"] == 0.01
+    assert not [p for p in out.iterdir() if p.name.startswith(".") and p.name != ".lock"]  # no temp dirs left
+
+    again = generate("tpch", 0.01, "json", out, tables=["nation", "orders", "region"], rows_per_file=4000,
+                     progress=False)
+    assert again.written == ["region"] and {t.name for t in again.tables if t.skipped} == {"nation", "orders"}
+    with pytest.raises(DatagenError, match="holds different data"):
+        generate("tpch", 0.02, "json", out, tables=["nation"], rows_per_file=4000, progress=False)
+    with pytest.raises(DatagenError, match="no table 'nope'"):
+        generate("tpch", 0.01, "json", out, tables=["nope"], rows_per_file=4000, progress=False)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "orc"])
+def test_columnar_files_carry_the_schema_types(tmp_path, fmt):
+    out = tmp_path / fmt
+    generate("tpch", 0.01, fmt, out, tables=["lineitem"], rows_per_file=20000, progress=False)
+    files = sorted((out / "lineitem").glob(f"*.{fmt}"))
+    assert len(files) == 4
+    table = ds.dataset([str(f) for f in files], format=fmt).to_table()
+    assert table.num_rows == 60175
+    types = {f.name: f.type for f in table.schema}
+    assert types["l_orderkey"] == pa.int64() and types["l_quantity"] == pa.decimal128(15, 2)
+    assert types["l_shipdate"] == pa.date32() and pa.types.is_string(types["l_comment"])
+
+
+def test_command_line(tmp_path, capsys):
+    assert cli(["datagen", "tpcds", "--sf", "0.01", "--format", "json", "--out", str(tmp_path / "ds"),
+                "--tables", "store,reason", "--quiet"]) == 0
+    assert json.loads((tmp_path / "ds" / "reason" / "schema.json").read_text())[0] == {"name": "r_reason_sk",
+                                                                                        "type": "int64"}
+    assert cli(["datagen", "tpch", "--sf", "0.01", "--out", str(tmp_path / "ds"), "--quiet"]) == 2
+    assert "holds different data" in capsys.readouterr().err

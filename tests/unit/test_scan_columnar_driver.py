@@ -1,0 +1,373 @@
+"""The ORC and Parquet scan drivers (ncas/runtime/scan_orc.cpp, scan_parquet.cpp, scan_arrow.cpp)
+as real processes through the process protocol, with the code a job would generate: every type and
+NULLs, the Arrow types each contract type accepts (widening, dictionaries, large strings, decimal
+rescaling), the ones it refuses (narrowing, timestamps) with the file and column named, bad files,
+statistics pruning with its counts, the row prefilter, several files and threads.
+
+Files are written by pyarrow; every test runs for both formats."""
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import random
+
+import pyarrow as pa
+import pyarrow.orc as orc
+import pyarrow.parquet as pq
+import pytest
+
+from jumpgate.ncas.software.arrow_cpp import unavailable_reason
+
+from .fixtures.columnar import cache_dir, scan_nca
+
+pytestmark = pytest.mark.skipif(unavailable_reason() is not None, reason=f"Arrow C++: {unavailable_reason()}")
+
+FORMATS = ["orc", "parquet"]
+EPOCH = dt.date(1970, 1, 1)
+D = decimal.Decimal
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return cache_dir(tmp_path_factory)
+
+
+def write(table: pa.Table, path, rows_per_unit: int | None = None, **kw):
+    """ORC with a stripe every `rows_per_unit` rows, Parquet with row groups of that many rows."""
+    if path.suffix == ".orc":
+        if rows_per_unit:
+            kw.setdefault("stripe_size", 1024)
+            kw.setdefault("batch_size", rows_per_unit)
+        orc.write_table(table, str(path), **kw)
+    else:
+        pq.write_table(table, str(path), row_group_size=rows_per_unit or 1 << 20, **kw)
+    return path
+
+
+ALL_TYPES = [("b", "boolean"), ("i", "int32"), ("l", "int64"), ("f", "float64"), ("d", "decimal(10,2)"),
+             ("s", "string"), ("dt", "date")]
+
+
+def all_types_table(n: int, seed: int = 1) -> tuple[pa.Table, list[dict]]:
+    rnd = random.Random(seed)
+
+    def maybe(v):
+        return None if rnd.random() < 0.15 else v
+
+    rows = []
+    for k in range(n):
+        rows.append({"b": maybe(rnd.random() < 0.5), "i": maybe(rnd.randint(-2**31, 2**31 - 1)),
+                     "l": maybe(rnd.choice([-2**63, 2**63 - 1, rnd.randint(-10**15, 10**15)])),
+                     "f": maybe(rnd.choice([0.0, -0.0, 1.5, -1e300, rnd.uniform(-1e6, 1e6)])),
+                     "d": maybe(D(rnd.randint(-10**10 + 1, 10**10 - 1)).scaleb(-2)),
+                     "s": maybe(rnd.choice(["", "a", "naïve", "日本語", "x" * 300, f"v{k}"])),
+                     "dt": maybe(EPOCH + dt.timedelta(days=rnd.randint(-50000, 50000)))})
+    table = pa.table({"b": pa.array([r["b"] for r in rows], pa.bool_()),
+                      "i": pa.array([r["i"] for r in rows], pa.int32()),
+                      "l": pa.array([r["l"] for r in rows], pa.int64()),
+                      "f": pa.array([r["f"] for r in rows], pa.float64()),
+                      "d": pa.array([r["d"] for r in rows], pa.decimal128(10, 2)),
+                      "s": pa.array([r["s"] for r in rows], pa.string()),
+                      "dt": pa.array([r["dt"] for r in rows], pa.date32()),
+                      "unused": pa.array(range(n), pa.int64())})
+    return table, rows
+
+
+def expected(r: dict) -> dict:
+    """A row as the harness decodes NTF: decimals unscaled, dates as days."""
+    out = dict(r)
+    if out["d"] is not None:
+        out["d"] = int(out["d"].scaleb(2))
+    if out["dt"] is not None:
+        out["dt"] = (out["dt"] - EPOCH).days
+    return out
+
+
+def key(r: dict) -> str:
+    return json.dumps(r, sort_keys=True, default=str)
+
+
+# ------------------------------------------------------------------ values
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_type_and_null_exact(fmt, tmp_path, cache):
+    table, rows = all_types_table(3000)
+    write(table, tmp_path / f"t.{fmt}", rows_per_unit=700)
+    nca = scan_nca(tmp_path, fmt, ALL_TYPES, cache)
+    ev, got, streams = nca.run([tmp_path / f"t.{fmt}"])
+    assert ev["event"] == "done", ev
+    st = ev["stats"]
+    assert st["tuples_in"] == st["tuples_out"] == 3000
+    unit = "stripes" if fmt == "orc" else "row_groups"
+    assert st[f"{unit}_total"] == 5 and st[f"{unit}_skipped"] == 0
+    assert sorted(map(key, got)) == sorted(key(expected(r)) for r in rows)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_widening_and_other_arrow_encodings(fmt, tmp_path, cache):
+    """int8/16/32 and uint8/16 for int64, float32 for float64, decimals of another precision and a
+    smaller scale (rescaled exactly), large strings and dictionary-encoded strings."""
+    n = 500
+    cols = {"i8": pa.array([None if k % 7 == 0 else k % 100 - 50 for k in range(n)], pa.int8()),
+            "i16": pa.array([k * 60 - 15000 for k in range(n)], pa.int16()),
+            "i32": pa.array([k * 4_000_000 - 2**31 + 7 for k in range(n)], pa.int32()),
+            "f32": pa.array([k / 4 for k in range(n)], pa.float32()),
+            "dsmall": pa.array([D(k - 250).scaleb(-1) for k in range(n)], pa.decimal128(5, 1)),
+            "s": pa.array([["red", "green", None, "blue"][k % 4] for k in range(n)], pa.string())}
+    if fmt == "parquet":  # ORC has no unsigned types; Parquet's stored Arrow schema brings these back
+        cols["u16"] = pa.array([65535 - k for k in range(n)], pa.uint16())
+        cols["ls"] = pa.array([f"large{k}" for k in range(n)], pa.large_string())
+        cols["ds"] = pa.array([["x", "yy", None][k % 3] for k in range(n)]).dictionary_encode()
+    write(pa.table(cols), tmp_path / f"w.{fmt}", rows_per_unit=128)
+    schema = [("i8", "int32"), ("i16", "int64"), ("i32", "int64"), ("f32", "float64"),
+              ("dsmall", "decimal(8,3)"), ("s", "string")]
+    if fmt == "parquet":
+        schema += [("u16", "int32"), ("ls", "string"), ("ds", "string")]
+    nca = scan_nca(tmp_path, fmt, schema, cache)
+    ev, got, _ = nca.run([tmp_path / f"w.{fmt}"], threads=2)
+    assert ev["event"] == "done", ev
+    want = []
+    for k in range(n):
+        r = {"i8": None if k % 7 == 0 else k % 100 - 50, "i16": k * 60 - 15000, "i32": k * 4_000_000 - 2**31 + 7,
+             "f32": k / 4, "dsmall": (k - 250) * 100, "s": ["red", "green", None, "blue"][k % 4]}
+        if fmt == "parquet":
+            r |= {"u16": 65535 - k, "ls": f"large{k}", "ds": ["x", "yy", None][k % 3]}
+        want.append(r)
+    assert sorted(map(key, got)) == sorted(map(key, want))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_decimal_scale_reduced_exactly_or_fails_with_row(fmt, tmp_path, cache):
+    ok = pa.table({"d": pa.array([D("1.230"), D("-4.500"), None], pa.decimal128(12, 3))})
+    write(ok, tmp_path / f"ok.{fmt}")
+    nca = scan_nca(tmp_path, fmt, [("d", "decimal(12,2)")], cache, path=f"ok.{fmt}")
+    ev, got, _ = nca.run([tmp_path / f"ok.{fmt}"])
+    assert ev["event"] == "done", ev
+    assert sorted(map(key, got)) == sorted(map(key, [{"d": 123}, {"d": -450}, {"d": None}]))
+    bad = pa.table({"d": pa.array([D("1.000")] * 10 + [D("2.005")], pa.decimal128(12, 3))})
+    write(bad, tmp_path / f"bad.{fmt}")
+    ev, _, _ = nca.run([tmp_path / f"bad.{fmt}"])
+    assert ev["event"] == "error" and ev["file"].endswith(f"bad.{fmt}") and ev["record"] == 11, ev
+    assert "2.005" in ev["message"] and "decimal(12,2)" in ev["message"], ev
+    wide = pa.table({"d": pa.array([D("123456789012.5")], pa.decimal128(20, 1))})
+    write(wide, tmp_path / f"wide.{fmt}")
+    ev, _, _ = nca.run([tmp_path / f"wide.{fmt}"])
+    assert ev["event"] == "error" and ev["record"] == 1 and "does not fit" in ev["message"], ev
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("case,arrow_type,schema_type,words", [
+    ("narrowing", pa.int64(), "int32", ["int64", "int32", "narrowing"]),
+    ("string_for_int", pa.string(), "int64", ["string", "int64"]),
+    ("timestamp", pa.timestamp("ms"), "date", ["timestamp", "not a contract type"]),
+    ("float_for_decimal", pa.float64(), "decimal(10,2)", ["double", "decimal(10,2)"]),
+])
+def test_column_of_wrong_type_fails_naming_file_and_column(fmt, case, arrow_type, schema_type, words, tmp_path, cache):
+    values = {"string_for_int": ["1"], "timestamp": [dt.datetime(2020, 1, 1)], "float_for_decimal": [1.0]}.get(case, [1])
+    write(pa.table({"a": pa.array(values, arrow_type), "b": pa.array([1], pa.int64())}), tmp_path / f"t.{fmt}")
+    nca = scan_nca(tmp_path, fmt, [("a", schema_type), ("b", "int64")], cache)
+    ev, _, _ = nca.run([tmp_path / f"t.{fmt}"])
+    assert ev["event"] == "error" and ev["file"].endswith(f"t.{fmt}"), ev
+    assert 'column "a"' in ev["message"], ev
+    for w in words:
+        assert w in ev["message"], (w, ev)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_missing_column_fails(fmt, tmp_path, cache):
+    write(pa.table({"a": [1]}), tmp_path / f"t.{fmt}")
+    nca = scan_nca(tmp_path, fmt, [("a", "int64"), ("zz", "int64")], cache)
+    ev, _, _ = nca.run([tmp_path / f"t.{fmt}"])
+    assert ev["event"] == "error" and ev["file"].endswith(f"t.{fmt}") and '"zz" is not in the file' in ev["message"]
+
+
+# ------------------------------------------------------------------ bad files
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("damage", ["truncated", "json", "empty", "tail_only"])
+def test_bad_file_fails_naming_it(fmt, damage, tmp_path, cache):
+    table, _ = all_types_table(2000)
+    good = write(table, tmp_path / f"good.{fmt}", rows_per_unit=500)
+    nca = scan_nca(tmp_path, fmt, ALL_TYPES, cache, path=f"good.{fmt}")
+    data = good.read_bytes()
+    bad = tmp_path / f"bad.{fmt}"
+    bad.write_bytes({"truncated": data[: len(data) // 2], "json": b'{"b": true, "i": 1}\n' * 50, "empty": b"",
+                     "tail_only": data[-200:]}[damage])
+    ev, _, _ = nca.run([good, bad], threads=2)
+    assert ev["event"] == "error" and ev["file"] == str(bad), ev
+    assert ("ORC" if fmt == "orc" else "Parquet") in ev["message"], ev
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_corrupt_data_inside_a_unit_fails_naming_the_file(fmt, tmp_path, cache):
+    """Footer intact, column data overwritten: an error with the file, never a crash or garbage."""
+    n = 20000
+    table = pa.table({"s": pa.array([f"value-{k * 7919 % 100003}" for k in range(n)]),
+                      "l": pa.array([k * 1_000_003 for k in range(n)], pa.int64())})
+    path = write(table, tmp_path / f"c.{fmt}", compression="zstd")
+    data = bytearray(path.read_bytes())
+    for k in range(64, len(data) // 2, 97):  # scribble over the first half, away from the header
+        data[k] ^= 0x5A
+    path.write_bytes(bytes(data))
+    nca = scan_nca(tmp_path, fmt, [("s", "string"), ("l", "int64")], cache)
+    ev, _, _ = nca.run([path])
+    assert ev["event"] == "error" and ev["file"] == str(path), ev
+
+
+# ------------------------------------------------------------------ several files, threads
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("threads", [1, 3, 8])
+def test_files_and_threads_every_row_once(fmt, threads, tmp_path, cache):
+    files, want = [], []
+    for f, n in enumerate([2500, 10, 0, 1300]):
+        table = pa.table({"id": pa.array(range(f * 10000, f * 10000 + n), pa.int64()),
+                          "g": pa.array([k % 5 for k in range(n)], pa.int32())})
+        files.append(write(table, tmp_path / f"p{f}.{fmt}", rows_per_unit=400))
+        want += list(range(f * 10000, f * 10000 + n))
+    nca = scan_nca(tmp_path, fmt, [("id", "int64"), ("g", "int32")], cache, path=f"p0.{fmt}")
+    ev, got, streams = nca.run(files, threads=threads)
+    assert ev["event"] == "done", ev
+    assert sorted(s.stream_id for s in streams) == list(range(threads))
+    assert all(s.count == len(s.tuples) for s in streams)
+    assert sorted(r["id"] for r in got) == want
+    assert ev["stats"]["tuples_in"] == len(want)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_no_column_needed_counts_rows(fmt, tmp_path, cache):
+    write(pa.table({"a": range(1234)}), tmp_path / f"t.{fmt}", rows_per_unit=100)
+    nca = scan_nca(tmp_path, fmt, [("a", "int64")], cache, columns=[("one", "1")])
+    ev, got, _ = nca.run([tmp_path / f"t.{fmt}"], threads=2)
+    assert ev["event"] == "done" and len(got) == 1234 and got[0] == {"one": 1}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_row_error_reports_row_number_in_file(fmt, tmp_path, cache):
+    n = 5000
+    write(pa.table({"a": pa.array([1] * n, pa.int64()), "z": pa.array([1] * (n - 1) + [0], pa.int64())}),
+          tmp_path / f"t.{fmt}", rows_per_unit=1000)
+    nca = scan_nca(tmp_path, fmt, [("a", "int64"), ("z", "int64")], cache, columns=[("q", "a % z")])
+    ev, _, _ = nca.run([tmp_path / f"t.{fmt}"], threads=2)
+    assert ev["event"] == "error" and ev["record"] == n and ev["file"].endswith(f"t.{fmt}"), ev
+
+
+# ------------------------------------------------------------------ statistics pruning
+
+
+def sorted_table(n: int) -> pa.Table:
+    """Columns increasing with the row number, so each unit has a narrow range of each."""
+    return pa.table({"k": pa.array(range(n), pa.int64()),
+                     "k32": pa.array(range(n), pa.int32()),
+                     "d": pa.array([D(k).scaleb(-2) for k in range(n)], pa.decimal128(12, 2)),
+                     "day": pa.array([EPOCH + dt.timedelta(days=k) for k in range(n)], pa.date32()),
+                     "x": pa.array([k / 8 for k in range(n)], pa.float64()),
+                     "s": pa.array([f"s{k:06d}" for k in range(n)], pa.string()),
+                     "flag": pa.array([k >= n - 1000 for k in range(n)], pa.bool_()),
+                     "maybe": pa.array([None if k < 1000 else k for k in range(n)], pa.int64())})
+
+
+SORTED = [("k", "int64"), ("k32", "int32"), ("d", "decimal(12,2)"), ("day", "date"), ("x", "float64"),
+          ("s", "string"), ("flag", "boolean"), ("maybe", "int64")]
+
+# (condition, units kept out of 10 of 1000 rows, matching rows)
+PRUNE_CASES = [
+    ("k >= 9500", 1, 500),
+    ("k < 1000", 1, 1000),
+    ("k BETWEEN 2500 AND 4200", 3, 1701),
+    ("k32 > 8999", 1, 1000),
+    ("k = 5000", 1, 1),
+    ("k IN (5, 7005, 123456)", 2, 2),
+    ("d < 10.005", 2, 1001),
+    ("d >= 95", 1, 500),
+    ("day >= DATE '1970-01-01' AND day < DATE '1972-09-27'", 1, 1000),  # 1000 days
+    ("x > 1000.0", 2, 1999),
+    ("s >= 's009000'", 1, 1000),
+    ("s IN ('s000001', 's004500')", 2, 2),
+    ("flag", 1, 1000),
+    ("NOT flag AND k > 8500", 1, 499),
+    ("maybe IS NULL", 1, 1000),
+    ("maybe IS NOT NULL AND k < 1500", 1, 500),
+    ("k > 100 AND k < 50", 1, 0),  # each alone holds somewhere in unit 0
+    ("k > 20000", 0, 0),
+    ("k + 0 > 9500", 10, 499),  # not a simple form: nothing pruned
+    ("k > 9500 OR k < 10", 10, 509),  # OR: nothing pruned
+]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("cond,kept,matches", PRUNE_CASES, ids=[c[0] for c in PRUNE_CASES])
+def test_statistics_prune_units_and_answers_stay_right(fmt, cond, kept, matches, tmp_path, cache):
+    write(sorted_table(10000), tmp_path / f"s.{fmt}", rows_per_unit=1000)
+    nca = scan_nca(tmp_path, fmt, SORTED, cache, condition=cond, columns=[("k", "k")])
+    ev, got, _ = nca.run([tmp_path / f"s.{fmt}"], threads=2)
+    assert ev["event"] == "done", ev
+    unit = "stripes" if fmt == "orc" else "row_groups"
+    assert ev["stats"][f"{unit}_total"] == 10
+    assert ev["stats"][f"{unit}_skipped"] == 10 - kept, ev["stats"]
+    assert ev["stats"]["rows_skipped"] == (10 - kept) * 1000
+    assert len(got) == matches
+    # the same answer without pruning and without the row prefilter
+    ev2, got2, _ = nca.run([tmp_path / f"s.{fmt}"], params={"scan.prefilter": "0"} | {
+        k: "k notnull" for k in nca.params})
+    assert ev2["event"] == "done" and sorted(r["k"] for r in got2) == sorted(r["k"] for r in got)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_malformed_prune_param_fails_the_phase(fmt, tmp_path, cache):
+    write(sorted_table(100), tmp_path / f"s.{fmt}")
+    nca = scan_nca(tmp_path, fmt, SORTED, cache, columns=[("k", "k")])
+    ev, _, _ = nca.run([tmp_path / f"s.{fmt}"], params={"prune.0": "k %3E"})
+    assert ev["event"] == "error" and "prune.0" in ev["message"], ev
+    ev, got, _ = nca.run([tmp_path / f"s.{fmt}"], params={"prune.0": "not_read_here = 1"})
+    assert ev["event"] == "done" and len(got) == 100  # a column the query does not read: ignored
+
+
+# ------------------------------------------------------------------ Parquet's direct path
+
+
+@pytest.mark.parametrize("batch_rows", [100, 8192])
+def test_parquet_direct_decoding_equals_parquet_arrow(batch_rows, tmp_path, cache):
+    """Row groups of fixed-width columns only are decoded without parquet/arrow's record reader:
+    INT32/INT64 (integers, dates, decimals stored as integers), FLOAT/DOUBLE, NULLs, pages that end
+    inside a batch, required and optional columns. Same rows as the parquet/arrow path."""
+    rnd = random.Random(3)
+    n = 5000
+
+    def maybe(v, p=0.2):
+        return None if rnd.random() < p else v
+
+    cols = {"i": pa.array([maybe(rnd.randint(-2**31, 2**31 - 1)) for _ in range(n)], pa.int32()),
+            "l": pa.array([maybe(rnd.randint(-2**63, 2**63 - 1), 0.5) for _ in range(n)], pa.int64()),
+            "req": pa.array([k * 3 for k in range(n)], pa.int64()),
+            "dt": pa.array([maybe(EPOCH + dt.timedelta(days=rnd.randint(-9999, 9999))) for _ in range(n)], pa.date32()),
+            "d9": pa.array([maybe(D(rnd.randint(-10**8, 10**8)).scaleb(-3)) for _ in range(n)], pa.decimal128(9, 3)),
+            "d18": pa.array([maybe(D(rnd.randint(-10**17, 10**17)).scaleb(-2)) for _ in range(n)], pa.decimal128(18, 2)),
+            "f": pa.array([maybe(rnd.uniform(-1e9, 1e9)) for _ in range(n)], pa.float64()),
+            "f32": pa.array([maybe(rnd.randint(-1000, 1000) / 8) for _ in range(n)], pa.float32()),
+            "none": pa.array([None] * n, pa.int64())}
+    schema = pa.schema([pa.field(k, v.type, nullable=k != "req") for k, v in cols.items()])
+    table = pa.table(cols, schema=schema)
+    pq.write_table(table, str(tmp_path / "d.parquet"), row_group_size=1700, data_page_size=512,
+                   store_decimal_as_integer=True, use_dictionary=["i", "dt"])
+    types = [("i", "int32"), ("l", "int64"), ("req", "int64"), ("dt", "date"), ("d9", "decimal(12,3)"),
+             ("d18", "decimal(18,2)"), ("f", "float64"), ("f32", "float64"), ("none", "int64")]
+    nca = scan_nca(tmp_path, "parquet", types, cache)
+    ev, direct, _ = nca.run([tmp_path / "d.parquet"], threads=2, params={"scan.batch_rows": str(batch_rows)})
+    assert ev["event"] == "done" and ev["stats"]["tuples_out"] == n, ev
+    ev, slow, _ = nca.run([tmp_path / "d.parquet"], params={"scan.parquet_direct": "0",
+                                                            "scan.batch_rows": str(batch_rows)})
+    assert ev["event"] == "done", ev
+    assert sorted(map(key, direct)) == sorted(map(key, slow))
+    want = []
+    for k in range(n):
+        r = {c: table.column(c)[k].as_py() for c in cols}
+        r["dt"] = None if r["dt"] is None else (r["dt"] - EPOCH).days
+        r["d9"] = None if r["d9"] is None else int(r["d9"].scaleb(3))
+        r["d18"] = None if r["d18"] is None else int(r["d18"].scaleb(2))
+        want.append(r)
+    assert sorted(map(key, direct)) == sorted(map(key, want))

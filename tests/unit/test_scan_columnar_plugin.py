@@ -1,0 +1,170 @@
+"""The ORC and Parquet scan plugins' operator interface (formats, fusion, threads, availability),
+the mapping choosing the scan by the read's format, and the pruning predicates extracted from
+filters (jumpgate/ncas/software/pruning.py)."""
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.orc as orc
+import pyarrow.parquet as pq
+import pytest
+
+from jumpgate.compiler.compile import compile_plan
+from jumpgate.dataflow.request import parse_request
+from jumpgate.errors import MappingError
+from jumpgate.ncas.software import arrow_cpp, scan_columnar
+from jumpgate.ncas.software.pruning import PrunePredicate, prune_params, prune_predicates
+from jumpgate.ncas.software.scan_columnar import OrcScanNca, ParquetScanNca
+from jumpgate.ncas.software.scan_json import JsonScanNca
+
+SCHEMA = [("a", "int32"), ("b", "int64"), ("d", "decimal(12,2)"), ("dt", "date"), ("s", "string"),
+          ("x", "float64"), ("f", "boolean")]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    r = tmp_path_factory.mktemp("data")
+    t = pa.table({"a": pa.array(range(5000), pa.int32())})
+    orc.write_table(t, str(r / "t.orc"), stripe_size=1024, batch_size=1000)  # 5 stripes
+    pq.write_table(t, str(r / "t.parquet"), row_group_size=2500)  # 2 row groups
+    (r / "t.jsonl").write_text('{"a": 1}\n')
+    return r
+
+
+def plan_of(root, fmt: str, condition: str | None = None, path: str | None = None, tail=()):
+    ops = [{"kind": "read", "name": "r", "path": path or f"t.{ {'json': 'jsonl'}.get(fmt, fmt)}",
+            "format": fmt, "schema": [{"name": n, "type": t} for n, t in SCHEMA]}]
+    if condition:
+        ops.append({"kind": "filter", "name": "f", "input": "r", "condition": condition})
+    ops += list(tail)
+    ops.append({"kind": "send", "name": "o", "input": ops[-1]["name"], "transport": "tcp",
+                "host": "127.0.0.1", "port": 9})
+    return parse_request({"operations": ops}, root)
+
+
+# ------------------------------------------------------------------ operator interface
+
+
+@pytest.mark.parametrize("impl,fmt,other", [(OrcScanNca(), "orc", "parquet"), (ParquetScanNca(), "parquet", "orc")])
+def test_each_scan_takes_its_format_only(root, impl, fmt, other):
+    plan = plan_of(root, fmt, "a > 1", tail=[{"kind": "project", "name": "p", "input": "f",
+                                              "columns": [{"name": "a2", "expr": "a * 2"}]}])
+    v = impl.match_operations(plan, "r")
+    assert v.ok and v.value == ("r", "f", "p")
+    assert not impl.match_operations(plan, "f").ok
+    assert not impl.match_operations(plan, "").ok
+    v = impl.match_operations(plan_of(root, other), "r")
+    assert not v.ok and f"reads only {fmt} files, not {other}" in v.reason
+    assert not impl.match_operations(plan_of(root, "json"), "r").ok
+    assert impl.capabilities()["formats"] == [fmt]
+    from jumpgate.nca.interface import FILE, StreamSpec
+    assert impl.match_input(plan, ("r",), (StreamSpec(fmt, FILE),)).ok
+    assert not impl.match_input(plan, ("r",), (StreamSpec(other, FILE),)).ok
+
+
+def test_unavailable_arrow_says_why(root, monkeypatch):
+    monkeypatch.setattr(arrow_cpp, "unavailable_reason", lambda: "pyarrow is not installed (test)")
+    v = OrcScanNca().match_operations(plan_of(root, "orc"), "r")
+    assert not v.ok and "pyarrow is not installed (test)" in v.reason
+    assert OrcScanNca().capabilities()["unavailable"] == "pyarrow is not installed (test)"
+
+
+def test_trailing_aggregate_is_fused(root):
+    agg = {"kind": "aggregate", "name": "g", "input": "f", "group_by": [{"name": "s", "expr": "s"}],
+           "aggregates": [{"name": "n", "fn": "count_star"}], "mode": "partial"}
+    v = ParquetScanNca().match_operations(plan_of(root, "parquet", "a > 1", tail=[agg]), "r")
+    assert v.ok and v.value == ("r", "f", "g")
+
+
+@pytest.mark.parametrize("fmt,impl", [("orc", "software.scan_orc"), ("parquet", "software.scan_parquet"),
+                                      ("json", "software.scan_json")])
+def test_mapping_picks_the_scan_of_the_read_format(root, fmt, impl):
+    impls = [OrcScanNca(), ParquetScanNca(), JsonScanNca()]
+    p = compile_plan(plan_of(root, fmt, "a > 1"), impls, thread_budget=8)
+    assert [(n.implementation, n.ops) for n in p.ncas] == [(impl, ("r", "f"))]
+
+
+def test_mapping_error_names_the_format(root):
+    with pytest.raises(MappingError) as e:
+        compile_plan(plan_of(root, "orc"), [JsonScanNca(), ParquetScanNca()])
+    assert "reads only parquet files, not orc" in str(e.value) or "orc" in str(e.value)
+
+
+def test_threads_follow_units(root):
+    assert scan_columnar.count_units(scan_columnar.FileFormat.ORC, [str(root / "t.orc")], 64) == 5
+    assert scan_columnar.count_units(scan_columnar.FileFormat.PARQUET, [str(root / "t.parquet")], 64) == 2
+    assert scan_columnar.count_units(scan_columnar.FileFormat.ORC, [str(root / "t.jsonl")], 64) == 1
+    # a few hundred bytes of input: one thread whatever the units
+    assert OrcScanNca().resources(plan_of(root, "orc"), ("r",)).max_cores == 1
+
+
+# ------------------------------------------------------------------ pruning predicates
+
+
+def preds(root, condition: str, tail=()) -> list[PrunePredicate]:
+    plan = plan_of(root, "orc", condition, tail=tail)
+    return prune_predicates([op for op in plan.ops if op.kind != "send"])
+
+
+P = PrunePredicate
+CASES = [
+    ("a > 5", [P("a", ">", (5,))]),
+    ("5 < a", [P("a", ">", (5,))]),
+    ("a >= 5 AND b <> 7", [P("a", ">=", (5,)), P("b", "<>", (7,))]),
+    ("a BETWEEN 1 AND 3", [P("a", ">=", (1,)), P("a", "<=", (3,))]),
+    ("NOT a BETWEEN 1 AND 3", []),
+    ("NOT (a < 5)", [P("a", ">=", (5,))]),
+    ("d < 24", [P("d", "<", (2400,))]),
+    ("d < 0.055", [P("d", "<", (6,))]),
+    ("d <= 0.055", [P("d", "<=", (5,))]),
+    ("d > 0.055", [P("d", ">", (5,))]),
+    ("d >= 0.055", [P("d", ">=", (6,))]),
+    ("d = 0.055", []),  # never TRUE; left to the row function
+    ("d BETWEEN 0.05 AND 0.07", [P("d", ">=", (5,)), P("d", "<=", (7,))]),
+    ("a = 3.5", []),  # int cast to decimal: not representable
+    ("a < 3.5", [P("a", "<", (4,))]),
+    ("b > a", []),
+    ("dt >= DATE '1994-01-01'", [P("dt", ">=", (8766,))]),
+    ("s IN ('A', 'B', 'A')", [P("s", "in", ("A", "B"))]),
+    ("s NOT IN ('A')", []),
+    ("a IN (1, NULL, 2)", [P("a", "in", (1, 2))]),
+    ("s = 'it''s'", [P("s", "=", ("it's",))]),
+    ("x > 3", [P("x", ">", (3.0,))]),
+    ("x < 0.1", [P("x", "<", (0.1,))]),
+    ("a IS NULL AND s IS NOT NULL", [P("a", "isnull"), P("s", "notnull")]),
+    ("NOT (a IS NULL)", [P("a", "notnull")]),
+    ("f", [P("f", "=", (1,))]),
+    ("NOT f", [P("f", "=", (0,))]),
+    ("f = TRUE", [P("f", "=", (1,))]),
+    ("a > 1 OR b > 2", []),
+    ("a + 1 > 5", []),
+    ("s LIKE 'a%'", []),
+    ("a > NULL", []),
+    ("b > 9223372036854775807", [P("b", ">", (2**63 - 1,))]),
+    ("a > 1 AND (b < 2 AND s = 'z')", [P("a", ">", (1,)), P("b", "<", (2,)), P("s", "=", ("z",))]),
+]
+
+
+@pytest.mark.parametrize("cond,want", CASES, ids=[c for c, _ in CASES])
+def test_pruning_predicates_from_conjuncts(root, cond, want):
+    assert preds(root, cond) == want
+
+
+def test_pruning_sees_through_projections_and_stops_at_the_aggregate(root):
+    tail = [{"kind": "project", "name": "p", "input": "f", "columns": [{"name": "q", "expr": "b"},
+                                                                       {"name": "t", "expr": "s"}]},
+            {"kind": "filter", "name": "f2", "input": "p", "condition": "q < 10"},
+            {"kind": "aggregate", "name": "g", "input": "f2", "group_by": [{"name": "t", "expr": "t"}],
+             "aggregates": [{"name": "n", "fn": "count_star"}]},
+            {"kind": "filter", "name": "having", "input": "g", "condition": "n > 5"}]
+    assert preds(root, "a > 1", tail=tail) == [P("a", ">", (1,)), P("b", "<", (10,))]
+
+
+def test_param_values_carry_any_text(root):
+    plan = plan_of(root, "orc", "s IN ('a b', '100%', 'ünï', '') AND x >= -1e300")
+    params = prune_params([op for op in plan.ops if op.kind != "send"])
+    assert list(params) == ["prune.0", "prune.1"]
+    toks = [unquote(t) for t in params["prune.0"].split(" ")]
+    assert toks == ["s", "in", "a b", "100%", "ünï", ""]
+    assert [unquote(t) for t in params["prune.1"].split(" ")] == ["x", ">=", "-1e+300"]
