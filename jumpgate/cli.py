@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     example = sub.add_parser("example", help="generate example data and run a job against a server")
     example.add_argument("--url", default="http://127.0.0.1:8470")
     example.add_argument("--data-root", required=True)
-    example.add_argument("--rows", type=int, default=100_000)
+    example.add_argument("--rows", type=int, default=1_000_000, help="sales rows to generate")
     example.set_defaults(fn=_example)
 
     from .datagen.generate import BENCHMARKS, DEFAULT_ROWS_PER_FILE, FORMATS

@@ -1,11 +1,19 @@
-"""The README's example job: generate a small sales table as JSON Lines, ask Jumpgate for the big
-sales of one item, and print what came back and where the time went."""
+"""The thesis' running example (Figures 3.2, 3.4 and A.1), end to end: total sales of one item per
+store state. Two scans, a join, an aggregation and a shuffle to two client endpoints:
+
+    sales  = read(sales).filter(item_id = 100).project(store_id, price)
+    stores = read(stores).project(store_id, state)
+    agg    = sales.join(stores, on=store_id).project(price, state).aggregate(sum(price) by state)
+    s      = agg.shuffle(state, 2);  s[0].send(...);  s[1].send(...)
+
+`jumpgate example` generates the data, runs it against a server and prints the result, the
+staged networked pipeline Jumpgate chose and where the time went.
+"""
 from __future__ import annotations
 
 import json
 import random
 import time
-from datetime import date, timedelta
 from pathlib import Path
 
 import httpx
@@ -13,23 +21,38 @@ from rich.console import Console
 from rich.table import Table
 
 from .client import Jumpgate
+from .client.builder import Dataflow
 
-STATES = ["CA", "NY", "TX", "WA", "BC", "ON", "QC", "FL"]
-SCHEMA = {"sale_id": "int64", "item_id": "int32", "store_id": "int32", "state": "string",
-          "price": "decimal(10,2)", "quantity": "int32", "sold_on": "date"}
+STATES = ["CA", "NY", "TX", "WA", "BC", "ON", "QC", "FL", "OR", "MA"]
+SALES_SCHEMA = {"sale_id": "int64", "item_id": "int32", "store_id": "int32", "price": "decimal(10,2)"}
+STORES_SCHEMA = {"store_id": "int32", "state": "string"}
 
 
-def write_sales(path: Path, rows: int, seed: int = 42) -> None:
+def write_data(root: Path, sales: int, stores: int = 400, seed: int = 42) -> None:
     rnd = random.Random(seed)
-    start = date(2024, 1, 1)
-    with open(path, "w") as f:
-        for i in range(rows):
-            rec = {"sale_id": i, "item_id": rnd.randint(1, 200), "store_id": rnd.randint(1, 50),
-                   "state": rnd.choice(STATES), "price": f"{rnd.randint(100, 99999) / 100:.2f}",
-                   "quantity": rnd.randint(1, 12), "sold_on": (start + timedelta(days=rnd.randint(0, 365))).isoformat()}
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "stores.jsonl", "w") as f:
+        for s in range(1, stores + 1):
+            rec = {"store_id": s, "state": rnd.choice(STATES)}
             if rnd.random() < 0.02:
-                del rec["state"]  # a missing field reads as NULL
+                rec["state"] = None  # NULL group key
             f.write(json.dumps(rec) + "\n")
+    with open(root / "sales.jsonl", "w") as f:
+        for i in range(sales):
+            rec = {"sale_id": i, "item_id": rnd.randint(1, 200), "store_id": rnd.randint(1, stores + 10),
+                   "price": f"{rnd.randint(100, 99999) / 100:.2f}"}
+            f.write(json.dumps(rec) + "\n")
+
+
+def running_example(jg: Jumpgate, item: int = 100) -> Dataflow:
+    """The example as a builder program, shuffled into two outputs by state."""
+    sales = (jg.read("sales.jsonl", format="json", schema=SALES_SCHEMA, name="read_sales")
+             .filter(f"item_id = {item}", name="filter_sales").project("store_id", "price", name="project_sales"))
+    stores = jg.read("stores.jsonl", format="json", schema=STORES_SCHEMA, name="read_stores") \
+        .project("store_id", "state", name="project_stores")
+    joined = sales.join(stores, on=["store_id"], columns=[("price", "price"), ("state", "state")], name="join")
+    agg = joined.aggregate(group_by=["state"], total_price="sum(price)", name="agg")
+    return agg.shuffle(["state"], 2, name="shuffle")
 
 
 def _wait_for_server(url: str, seconds: float = 60) -> None:
@@ -45,34 +68,34 @@ def _wait_for_server(url: str, seconds: float = 60) -> None:
         time.sleep(0.2)
 
 
-def run_example(url: str, data_root: Path, rows: int = 100_000) -> int:
-    console = Console()
-    data_root.mkdir(parents=True, exist_ok=True)
-    path = data_root / "sales.jsonl"
-    if not path.exists() or path.stat().st_size == 0:
-        console.print(f"writing {rows:,} sales to {path}")
-        write_sales(path, rows)
+def run_example(url: str, data_root: Path, rows: int = 1_000_000) -> int:
+    console = Console(width=max(Console().width, 120))
+    if not all((data_root / f).exists() for f in ("sales.jsonl", "stores.jsonl")):
+        console.print(f"writing {rows:,} sales and 400 stores to {data_root}")
+        write_data(data_root, rows)
     _wait_for_server(url)
     with Jumpgate(url) as jg:
-        sales = jg.read("sales.jsonl", format="json", schema=SCHEMA)
-        query = (sales.filter("item_id = 100 AND price * quantity > 500 AND sold_on >= DATE '2024-06-01'")
-                 .project(sale_id="sale_id", state="coalesce(state, '??')", revenue="price * quantity",
-                          month="month(sold_on)"))
+        shuffle = running_example(jg)
         t0 = time.perf_counter()
-        result = query.collect(timeout=300)
+        parts = shuffle.collect(timeout=600)
         seconds = time.perf_counter() - t0
-        status = jg.last_job.status()
-    table = Table(title=f"item 100, big sales since June: {result.num_rows} rows in {seconds * 1000:.0f} ms")
-    for name in result.column_names:
-        table.add_column(name)
-    for row in result.slice(0, 10).to_pylist():
-        table.add_row(*(str(v) for v in row.values()))
+        job = jg.last_job
+        status = job.status()
+    table = Table(title=f"total sales of item 100 per state ({seconds * 1000:.0f} ms, submit to last row)")
+    for col in ("endpoint", "state", "total_price"):
+        table.add_column(col)
+    for i, part in enumerate(parts):
+        for row in sorted(part.to_pylist(), key=lambda r: r["state"] or ""):
+            table.add_row(f"shuffle[{i}]", str(row["state"]), str(row["total_price"]))
     console.print(table)
-    timeline = status["timeline"]
-    for nca, info in timeline["ncas"].items():
+    console.print("staged networked pipeline:")
+    ncas = {n["id"]: n for n in job.ncas}
+    for s, ids in enumerate(job.stages):
+        console.print(f"  stage {s}: " + ";  ".join(
+            f"{i} {ncas[i]['implementation']} ({' → '.join(ncas[i]['operations'])})" for i in ids))
+    for nca, info in sorted(status["timeline"]["ncas"].items()):
         for st in info.get("stages", []):
-            console.print(f"{nca}: {st['tuples_in']:,} rows in, {st['tuples_out']:,} out, "
-                          f"busy {st['busy_ms']:.1f} ms, waiting on output {st['wait_output_ms']:.1f} ms "
-                          f"(compile {info['compile']['duration_ms']:.0f} ms, "
-                          f"{'cached' if info['compile'].get('cached') else 'built'})")
+            console.print(f"  {nca} stage {st['stage']}: {st['tuples_in']:,} tuples in, {st['tuples_out']:,} out, "
+                          f"busy {st['busy_ms']:.1f} ms, waiting on input {st['wait_input_ms']:.1f} ms")
+    console.print(f"see {url}/ui/jobs/{job.job_id} for the pipeline, decisions and timeline")
     return 0
