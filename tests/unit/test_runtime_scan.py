@@ -199,7 +199,7 @@ def test_file_ends_near_a_page_boundary(scan, tmp_path, size, last):
     """The input is mapped, and simdjson reads up to 64 bytes past what it parses: at the end of a
     file they come from spaces written after it, whatever the file's size modulo the page size."""
     lines, n = [], 0
-    while n + len(line := '{"i": %d, "s": "xxxx"}\n' % len(lines)) + len(last) <= size:
+    while n + len(line := f'{{"i": {len(lines)}, "s": "xxxx"}}\n') + len(last) <= size:
         lines.append(line)
         n += len(line)
     text = "".join(lines) + " " * (size - n - len(last)) + last
