@@ -47,6 +47,7 @@ def compile_seconds(source: str, tmp_path, flags=("-O2",), repeat: int = 3) -> f
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc")
 @pytest.mark.parametrize("name", CASES)
-def test_golden_code_compiles_warning_free_and_fast(name, tmp_path):
-    seconds = compile_seconds(golden.render_case(name), tmp_path)
-    assert seconds < 0.3, f"{name} took {seconds:.3f} s to compile"
+def test_golden_code_compiles_warning_free(name, tmp_path):
+    # How fast it compiles is a benchmark's business (bench/control_plane_overhead.py reports cold
+    # compiles), not a timed assertion on a shared, noisy machine.
+    compile_seconds(golden.render_case(name), tmp_path, repeat=1)
