@@ -19,9 +19,9 @@ from .cases import (
            needs,
 )
 from .compare import compare_tables, disjoint_keys
-from .data import Oracle, default_data_dir, ensure_data
+from .data import Oracle, default_data_dir, ensure_data, format_root
 from .runner import FAILED, NOT_USED, PASSED, UNSUPPORTED, Outcome, Runner
 
 __all__ = ["FAILED", "NOT_USED", "PASSED", "REQUESTS_DIR", "UNSUPPORTED", "Case", "CaseError", "Check", "Need",
-           "Oracle", "Outcome", "Runner", "compare_tables", "default_data_dir", "disjoint_keys", "ensure_data",
+           "Oracle", "Outcome", "Runner", "compare_tables", "default_data_dir", "disjoint_keys", "ensure_data", "format_root",
            "load_case", "load_cases", "missing", "missing_reason", "needs"]

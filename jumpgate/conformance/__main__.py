@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from .cases import Case, CaseError, load_cases
-from .data import Oracle, default_data_dir, ensure_data
+from .data import Oracle, default_data_dir, ensure_data, format_root
 from .runner import FAILED, NOT_USED, PASSED, UNSUPPORTED, Outcome, Runner
 
 BUILTIN_PREFIX = "jumpgate."
@@ -69,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="data root (tpch/ and tpcds/ are generated inside when missing); "
                         "default: a cache directory keyed by generator and scale factor")
     p.add_argument("--sf", type=float, default=0.1, help="TPC scale factor (default 0.1)")
+    p.add_argument("--format", dest="fmt", choices=("json", "orc", "parquet"), default="json",
+                   help="which copy of the data the requests read (default json); answers are the same")
     p.add_argument("-k", dest="pattern", default=None,
                    help="only requests whose name contains PATTERN or matches it as a glob (comma-separated)")
     p.add_argument("--builtins", default=None, metavar="NAME,NAME",
@@ -103,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         builtins = [b.strip() for b in args.builtins.split(",") if b.strip()] if args.builtins is not None else None
         plugins = plugins_for(args.nca, builtins) if args.nca and not args.url else None
         t0 = time.monotonic()
-        written = ensure_data(root, {t for c in cases for t in c.tables}, args.sf, progress=sys.stderr.isatty())
+        tables = {t for c in cases for t in c.tables}
+        written = ensure_data(root, tables, args.sf, progress=sys.stderr.isatty())
+        if args.fmt != "json":
+            written += ensure_data(root, tables, args.sf, progress=sys.stderr.isatty(), fmt=args.fmt)
         if written:
             print(f"generated {len(written)} table(s) under {root} in {time.monotonic() - t0:.1f} s")
     except (DatagenError, PluginError) as e:
@@ -123,10 +128,11 @@ def _run(args, cases: list[Case], root: Path, plugins: list[str] | None) -> int:
                 url = args.url
             else:
                 extra = ["--ncas", ",".join(plugins)] if plugins else []
-                server = LocalServer(root, Path(args.cache_dir) if args.cache_dir else None, log, extra_args=extra)
+                server = LocalServer(format_root(root, args.fmt), Path(args.cache_dir) if args.cache_dir else None, log,
+                                     extra_args=extra)
                 url = server.url
             oracle = Oracle(root)
-            runner = Runner(url, oracle, nca=args.nca, timeout=args.timeout)
+            runner = Runner(url, oracle, nca=args.nca, timeout=args.timeout, fmt=args.fmt)
             try:
                 return _report(runner, cases, plugins)
             finally:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 REQUESTS_DIR = Path(__file__).with_name("requests")
 KINDS = ("read", "filter", "project", "join", "aggregate", "shuffle")
+FORMAT_EXTENSIONS = {"json": "jsonl", "orc": "orc", "parquet": "parquet"}
 DEFAULT_RTOL = 1e-9
 DEFAULT_ATOL = 1e-9
 _FILE_KEYS = {"source", "description", "exercises", "request", "expected_sql", "union_of",
@@ -72,13 +73,20 @@ class Case:
     def kinds(self) -> set[str]:
         return {op["kind"] for op in self.operations if op["kind"] != "send"}
 
-    def runnable_request(self, host: str = "127.0.0.1", port: int = 0) -> dict:
-        """The request with every send listening on `host` (port 0: the client picks one)."""
+    def runnable_request(self, host: str = "127.0.0.1", port: int = 0, fmt: str = "json") -> dict:
+        """The request with every send listening on `host` (port 0: the client picks one), reading
+        the `fmt` copy of the data (`*.jsonl` paths become `*.orc` or `*.parquet`)."""
         ops = []
         for op in self.operations:
             op = dict(op)
             if op["kind"] == "send":
                 op["host"], op["port"] = host, port
+            elif op["kind"] == "read" and fmt != "json":
+                ext = FORMAT_EXTENSIONS[fmt]
+                paths = op["path"] if isinstance(op["path"], list) else [op["path"]]
+                paths = [p[: -len(".jsonl")] + "." + ext if p.endswith(".jsonl") else p for p in paths]
+                op["path"] = paths if isinstance(op["path"], list) else paths[0]
+                op["format"] = fmt
             ops.append(op)
         return {"name": self.request.get("name") or self.name, "operations": ops}
 

@@ -32,16 +32,25 @@ def default_data_dir(sf: float) -> Path:
     return default_cache_dir() / "conformance" / generator_key() / f"sf{sf:g}"
 
 
-def ensure_data(root: Path, tables: Iterable[str], sf: float, progress: bool = False) -> list[str]:
-    """Generate whichever of `tables` ("tpch/lineitem", ...) is not yet under `root`; returns the
-    ones written."""
+def format_root(root: Path, fmt: str) -> Path:
+    """Where the `fmt` copy of the data under `root` (the JSON Lines, which the oracle reads) lives:
+    a sibling directory, so a server's data root holds one format only."""
+    return Path(root) if fmt == "json" else Path(f"{root}-{fmt}")
+
+
+def ensure_data(root: Path, tables: Iterable[str], sf: float, progress: bool = False,
+                fmt: str = "json") -> list[str]:
+    """Generate whichever of `tables` ("tpch/lineitem", ...) is not yet under `format_root(root,
+    fmt)`; returns the ones written. Every format is generated from the same DuckDB tables, so the
+    same expected results hold for all."""
+    root = format_root(root, fmt)
     by_bench: dict[str, list[str]] = {}
     for t in tables:
         bench, table = t.split("/", 1)
         by_bench.setdefault(bench, []).append(table)
     written = []
     for bench, names in sorted(by_bench.items()):
-        result = generate(bench, sf, "json", root / bench, tables=sorted(set(names)), progress=progress)
+        result = generate(bench, sf, fmt, root / bench, tables=sorted(set(names)), progress=progress)
         written += [f"{bench}/{t}" for t in result.written]
     return written
 

@@ -44,8 +44,10 @@ class Outcome:
 
 
 class Runner:
-    def __init__(self, url: str, oracle: Oracle, *, nca: str | None = None, timeout: float = 600.0) -> None:
+    def __init__(self, url: str, oracle: Oracle, *, nca: str | None = None, timeout: float = 600.0,
+                 fmt: str = "json") -> None:
         self.url = url
+        self.fmt = fmt  # which copy of the data the server's root holds (the oracle reads JSON)
         self.oracle = oracle
         self.nca = nca
         self.timeout = timeout
@@ -94,7 +96,7 @@ class Runner:
     def _run(self, case: Case, out: Outcome) -> None:
         self.oracle.load(case.tables)
         try:
-            got = self.client.run(case.runnable_request(), timeout=self.timeout)
+            got = self.client.run(case.runnable_request(fmt=self.fmt), timeout=self.timeout)
         finally:
             job = self.client.last_job
             self.client.last_job = None
