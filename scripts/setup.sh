@@ -6,6 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential g++ make pkg-config libsimdjson-dev python3 python3-venv python3-dev)
+# DPDK for the UDP transport (docs/udp-transport.md) is optional: libdpdk-dev pulls in ~230 packages
+# (systemd and udev updates among them). JUMPGATE_WITH_DPDK=1 installs it; without it the DPDK
+# tests and benchmark cases say they were skipped. iproute2 gives them their network namespaces.
+if [ "${JUMPGATE_WITH_DPDK:-0}" = "1" ]; then APT_PACKAGES+=(libdpdk-dev iproute2); fi
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -31,4 +35,8 @@ fi
 
 # Build the NCA runtime once now, so the first job does not pay for it.
 .venv/bin/python -c "from jumpgate.ncas.software.build import ensure_runtime; from jumpgate.runtime.service import default_cache_dir; ensure_runtime(default_cache_dir())"
+# The ORC and Parquet scan drivers link Arrow C++ from the pyarrow wheel (headers and libraries; no
+# apt package): build them now too. Without a usable pyarrow the other NCAs still work.
+.venv/bin/python -c "from jumpgate.ncas.software.build import ensure_arrow_drivers, ensure_runtime; from jumpgate.runtime.service import default_cache_dir; ensure_arrow_drivers(ensure_runtime(default_cache_dir()))" \
+  || echo "setup: the ORC/Parquet scans are unavailable (see the error above)"
 echo "setup: ready (.venv)"

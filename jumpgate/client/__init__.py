@@ -6,7 +6,7 @@
     table = sales.filter("item_id = 100").project("price").collect()
 
 `builder` turns the fluent calls into contract §1 JSON, `session` speaks the REST API (§4),
-`receiver` accepts the TCP streams (§3) and `ntf` decodes them (§2) without a Python loop per tuple.
+`receiver` accepts the TCP streams (§3), `udp` the UDP ones (docs/udp-transport.md), and `ntf` decodes them (§2) without a Python loop per tuple.
 """
 from .builder import (
     Aggregate,
@@ -26,10 +26,11 @@ from .errors import BuilderError, ClientError, JobFailed, JobTimeout, RequestRej
 from .ntf import HAVE_NATIVE, arrow_schema, decode_stream, decode_streams, decode_tuples, scan_stream
 from .receiver import Receiver
 from .session import Job, Jumpgate, Output
+from .udp import UdpReceiver
 
 __all__ = [
     "Aggregate", "BuilderError", "ClientError", "Dataflow", "Filter", "HAVE_NATIVE", "Job", "JobFailed",
     "JobTimeout", "Join", "Jumpgate", "Op", "Output", "Project", "Read", "Receiver", "RequestRejected",
-    "Send", "Shuffle", "ShufflePartition", "StreamError", "arrow_schema", "build_request", "decode_stream",
+    "Send", "Shuffle", "ShufflePartition", "StreamError", "UdpReceiver", "arrow_schema", "build_request", "decode_stream",
     "decode_streams", "decode_tuples", "read", "scan_stream",
 ]

@@ -27,12 +27,14 @@ from .builder import NAME_RE, Dataflow, Read, Send, build_request, read
 from .errors import BuilderError, ClientError, JobFailed, JobTimeout, RequestRejected, StreamError
 from .ntf import as_layout
 from .receiver import Receiver, wait_all
+from .udp import UdpReceiver
 
 DEFAULT_URL = "http://127.0.0.1:8470"
 TERMINAL = ("succeeded", "failed", "cancelled")
 STREAM_GRACE_S = 30.0  # after `succeeded`, how long the last bytes may take to arrive
 LONG_POLL_S = 0.25  # each status call waits this long server-side for the job to end
 STREAM_FAILURE_GRACE_S = 5.0  # after a broken stream, how long to wait for the server to say why
+RECEIVERS = {"tcp": Receiver, "udp": UdpReceiver}  # a send's transport -> what listens for it
 
 
 @dataclass(frozen=True)
@@ -216,13 +218,15 @@ class Jumpgate:
         if not isinstance(request, dict) or not isinstance(request.get("operations"), list):
             raise BuilderError("run takes a request dict with an 'operations' list")
         request = copy.deepcopy(request)
-        receivers: dict[str, Receiver] = {}
+        receivers: dict[str, Receiver | UdpReceiver] = {}
         try:
             for op in request["operations"]:
                 if isinstance(op, dict) and op.get("kind") == "send":
-                    if str(op.get("transport", "tcp")).lower() != "tcp":
-                        raise BuilderError(f"send {op.get('name')!r}: this client receives only tcp")
-                    r = Receiver(op["host"], int(op.get("port") or 0), name=str(op["name"]))
+                    transport = str(op.get("transport", "tcp")).lower()
+                    if transport not in RECEIVERS:
+                        raise BuilderError(f"send {op.get('name')!r}: this client receives only "
+                                           f"{', '.join(RECEIVERS)}, not {transport}")
+                    r = RECEIVERS[transport](op["host"], int(op.get("port") or 0), name=str(op["name"]))
                     receivers[op["name"]] = r
                     op["port"] = r.port
             if not receivers:

@@ -8,8 +8,12 @@ element-wise, which keeps them additive so partial searches can be memoised.
 
 Default: (NCA instances including converters, converters, sum of plugin preferences). A plugin may
 declare a class attribute `preference` (an int, default 0; lower is preferred) to win ties
-against implementations of equal size, e.g. a switch over a software NCA. Pass another
-`PlacementCost` to `map_plan` to change the policy (e.g. predicted throughput).
+against implementations of equal size, e.g. a switch over a software NCA. A plugin that runs in
+the network path (a switch) declares `in_network = True`: its instances do not count as
+instances, because they cost no host process and no extra hop (the packets cross the switch
+anyway); so a scan feeding a switch that aggregates costs what a scan with a fused aggregation
+costs, and the switch's preference decides. Pass another `PlacementCost` to `map_plan` to change
+the policy (e.g. predicted throughput).
 """
 from __future__ import annotations
 
@@ -28,11 +32,15 @@ def preference(impl: NcaImplementation) -> int:
     return value if isinstance(value, int) else 0
 
 
+def in_network(impl: NcaImplementation) -> bool:
+    return getattr(impl, "in_network", False) is True
+
+
 def default_cost(impl: NcaImplementation, ops: tuple[str, ...],
                  converters: Sequence[NcaImplementation]) -> Cost:
     """Cost of one NCA taking `ops`, plus the converters inserted on its edges."""
     n = len(converters)
-    return (1 + n, n, preference(impl) + sum(preference(c) for c in converters))
+    return ((0 if in_network(impl) else 1) + n, n, preference(impl) + sum(preference(c) for c in converters))
 
 
 def add(a: Cost, b: Cost) -> Cost:

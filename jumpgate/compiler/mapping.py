@@ -7,7 +7,11 @@ inputs are all taken or are files, and asks every implementation's operator inte
 
 1. `match_operations(plan, anchor)`: the operations it would take, `anchor` first. The framework
    enforces the fusion rule: each operation but the last has exactly one consumer, which is the
-   next one; sends are client endpoints and are never taken.
+   next one; sends are client endpoints and are never taken. Fusing is an offer, not a must: the
+   search also places the implementation on each shorter prefix of the chain (the operations left
+   go to other NCAs), longest first, so that a cheaper graph may split a fusion, e.g. a scan that
+   would fuse a partial aggregation leaves it to a switch. A plugin that cannot run a prefix says
+   so in `match_input`/`match_output`.
 2. `match_input` with the `StreamSpec` arriving on each input edge (a `read` gets its file format
    on transport `file`). If it refuses, converters (`converter = True`) may be inserted on its
    network input edges; the cheapest combination that it accepts wins.
@@ -436,6 +440,18 @@ class _Mapper:
         why = self._chain_error(ops, anchor, taken)
         if why:
             return [], VerdictRecord(name, False, "fusion", why)
+        cands: list[Placement] = []
+        first: VerdictRecord | None = None
+        for k in range(len(ops), 0, -1):  # the whole chain first: ties keep the longest fusion
+            more, rejection = self._chain_candidates(impl, ops[:k], specs)
+            cands += more
+            first = first or rejection
+        return (cands, None) if cands else ([], first)
+
+    def _chain_candidates(self, impl: NcaImplementation, ops: tuple[str, ...],
+                          specs: dict[InputRef, OutputSpec]) -> tuple[list[Placement], VerdictRecord | None]:
+        """Placements of `impl` on exactly `ops` (a chain that passed the fusion rule)."""
+        name = impl.name
         edges = self.g.external_inputs(ops)
         arriving = []
         for e in edges:
@@ -614,6 +630,9 @@ class _Mapper:
         v = self.match_operations(impl, op)
         if not v.ok:
             return VerdictRecord(impl.name, False, "operations", v.reason or "does not implement it")
+        cap = self.capacity(self.resources(impl, tuple(v.value or (op,))))
+        if not cap.ok:  # e.g. a switch whose slots other jobs hold: say so rather than "not needed"
+            return VerdictRecord(impl.name, False, "capacity", cap.reason or "does not fit the deployment")
         return VerdictRecord(impl.name, True, "cost", f"could take {_ops_text(v.value or (op,))}; "
                              f"not needed: '{op}' is fused with '{p.ops[0]}' on {p.implementation}")
 

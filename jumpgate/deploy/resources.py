@@ -52,3 +52,76 @@ class CoreManager:
     def snapshot(self) -> dict:
         with self._lock:
             return {"capacity": self.capacity, "used": dict(self._used)}
+
+
+# ------------------------------------------------------------------ named pools (ResourceRequest.pools)
+
+
+@dataclass(frozen=True)
+class BlockLease:
+    """`size` consecutive units of a pool starting at `start`, held by `owner` (a job's NCA)."""
+
+    pool: str
+    owner: str
+    start: int
+    size: int
+
+
+class BlockPool:
+    """An exclusive resource of `capacity` units that jobs lease in aligned blocks, e.g. the register
+    slots of a switch aggregator (ResourceRequest.pools). A block of a power-of-two size is aligned
+    to its size, so a switch can address it with a base and a mask; sizes are rounded up to the
+    pool's granularity. Two leases never overlap; a request that finds no free block is refused,
+    and the mapping (through the service's capacity check) then picks another NCA."""
+
+    def __init__(self, name: str, capacity: int, granularity: int = 1) -> None:
+        self.name = name
+        self.capacity = capacity
+        self.granularity = granularity
+        self._leases: dict[str, BlockLease] = {}
+        self._lock = threading.Lock()
+
+    def block_size(self, units: int) -> int:
+        size = max(self.granularity, units)
+        return 1 << (size - 1).bit_length()  # power-of-two blocks, aligned to their size
+
+    def _find(self, size: int) -> int | None:
+        taken = sorted((lease.start, lease.start + lease.size) for lease in self._leases.values())
+        for start in range(0, self.capacity - size + 1, size):
+            if all(end <= start or begin >= start + size for begin, end in taken):
+                return start
+        return None
+
+    def can_acquire(self, units: int) -> bool:
+        size = self.block_size(units)
+        with self._lock:
+            return size <= self.capacity and self._find(size) is not None
+
+    def acquire(self, owner: str, units: int) -> BlockLease:
+        size = self.block_size(units)
+        with self._lock:
+            if owner in self._leases:
+                raise ValueError(f"{owner} already holds a lease of pool {self.name}")
+            start = self._find(size) if size <= self.capacity else None
+            if start is None:
+                raise NoResources(f"no resources: pool {self.name} has no free block of {size} units "
+                                  f"({self._free_locked()} of {self.capacity} free)", needed=size,
+                                  free=self._free_locked())
+            lease = self._leases[owner] = BlockLease(self.name, owner, start, size)
+        return lease
+
+    def release(self, owner: str) -> None:
+        with self._lock:
+            self._leases.pop(owner, None)
+
+    def _free_locked(self) -> int:
+        return self.capacity - sum(lease.size for lease in self._leases.values())
+
+    @property
+    def free(self) -> int:
+        with self._lock:
+            return self._free_locked()
+
+    def snapshot(self) -> dict:
+        with self._lock:
+            return {"capacity": self.capacity, "leases": {o: [lease.start, lease.size] for o, lease in self._leases.items()}}

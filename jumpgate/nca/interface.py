@@ -107,6 +107,10 @@ class Endpoint:
     host: str
     port: int
     transport: str = "tcp"
+    # UDP (docs/udp-transport.md): what the receiver at this endpoint takes per datagram; 0 = the
+    # sender's defaults. A switch takes one tuple per datagram.
+    max_datagram: int = 0
+    max_tuples: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +277,14 @@ class NcaImplementation(ABC):
         """The resources one instance needs (thesis: the operator interface names a resource
         manager; here the request goes to the deployer's)."""
         return ResourceRequest()
+
+    def resource_pools(self) -> dict:
+        """The named pools this implementation's `resources` may ask for (ResourceRequest.pools),
+        name -> a pool manager with `can_acquire(units)` (jumpgate.deploy.resources.BlockPool):
+        the service's capacity check asks them during mapping, so a job that would find no free
+        units is mapped to other NCAs. The instances lease and release their units themselves
+        (in `allocate` and `destroy`)."""
+        return {}
 
     def capabilities(self) -> dict:
         """What `GET /v1/ncas` shows for this implementation."""

@@ -16,6 +16,7 @@ from ..dataflow.request import parse_request
 from ..deploy.local import LocalDeployer
 from ..deploy.resources import CoreManager
 from ..errors import JobStateError
+from ..nca.interface import ResourceRequest, Verdict
 from ..nca.registry import Registry, load_registry
 from .executor import JobRunner
 from .jobs import Job, JobState, JobStore
@@ -57,6 +58,7 @@ class JumpgateService:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.work_root = Path(settings.work_root or self.cache_dir / "jobs" / str(os.getpid()))
         self.work_root.mkdir(parents=True, exist_ok=True)
+        self.pools = {name: pool for impl in self.registry.all() for name, pool in impl.resource_pools().items()}
 
     # ---------------------------------------------------------------- use cases
 
@@ -66,8 +68,8 @@ class JumpgateService:
         plan = parse_request(body, self.data_root)
         t_parse = time.monotonic_ns()
         # Thread counts follow the cores free now; the job's demand is checked again at execute.
-        pipeline = compile_plan(plan, self.registry.all(), op_paths=plan.op_paths,
-                                thread_budget=max(1, self.cores.free))
+        pipeline = compile_plan(plan, self.registry.all(), capacity_check=self.capacity_check,
+                                op_paths=plan.op_paths, thread_budget=max(1, self.cores.free))
         t_map = time.monotonic_ns()
         timeline.record("parse", t, t_parse)
         timeline.record("mapping", t_parse, t_map)
@@ -106,6 +108,18 @@ class JumpgateService:
         except JobStateError:
             pass  # it finished (or failed) while being cancelled; keep that state
         return job
+
+    def capacity_check(self, request: ResourceRequest) -> Verdict:
+        """The mapping's veto: an NCA whose pools (a switch's register slots) have no free units
+        now is not chosen, so the job goes to other NCAs. Cores are checked at execute."""
+        for name, units in request.pools.items():
+            pool = self.pools.get(name)
+            if pool is None:
+                return Verdict.no(f"no registered NCA provides the resource pool {name!r}")
+            if not pool.can_acquire(units):
+                return Verdict.no(f"resource pool {name!r} has no free block of {units} units "
+                                  f"({pool.free} of {pool.capacity} free; other jobs hold the rest)")
+        return Verdict.yes()
 
     def status(self, job_id: str) -> Job:
         return self.store.get(job_id)

@@ -22,7 +22,8 @@
 
 #define EXIT_PHASE_FAILED 1
 #define EXIT_BAD_COMMAND 2
-#define MAX_TOKENS 8
+#define MAX_TOKENS 10
+#define UDP_RCVBUF_BYTES (64 << 20) /* UDP has no flow control: room for bursts (docs/udp-transport.md) */
 
 static pthread_mutex_t event_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -108,7 +109,7 @@ static void bind_inputs(jgr_proc *p, const char *host) {
   for (int i = 0; i < p->ninputs; i++) {
     struct addrinfo hints = {0}, *res = NULL;
     hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_socktype = p->inputs[i].udp ? SOCK_DGRAM : SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE;
     int gai = getaddrinfo(host, "0", &hints, &res);
     if (gai != 0) bad_command("--bind %s: %s", host, gai_strerror(gai));
@@ -119,7 +120,13 @@ static void bind_inputs(jgr_proc *p, const char *host) {
       /* set before listen so that accepted connections get a large window from the start */
       setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     }
-    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0)
+    if (fd >= 0 && p->inputs[i].udp) { /* the kernel may refuse FORCE without CAP_NET_ADMIN */
+      int big = UDP_RCVBUF_BYTES;
+      if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big) != 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+    }
+    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 ||
+        (!p->inputs[i].udp && listen(fd, SOMAXCONN) != 0))
       bad_command("cannot listen on %s: %s", host, strerror(errno));
     freeaddrinfo(res);
     struct sockaddr_storage ss;
@@ -247,7 +254,7 @@ static void check_phase(jgr_proc *p) {
 #define GROW(arr, n) (arr = realloc(arr, sizeof *(arr) * ((n) + 1)))
 
 static void handle_command(jgr_proc *p, char *line) {
-  char *tok[MAX_TOKENS];
+  char *tok[MAX_TOKENS] = {0};
   int nt = 0;
   for (char *s = line, *sp; nt < MAX_TOKENS && s; s = sp ? sp + 1 : NULL) {
     sp = strchr(s, ' ');
@@ -273,14 +280,22 @@ static void handle_command(jgr_proc *p, char *line) {
     if (parse_u32(tok[1], 1u << 30, &a) || (int)a >= p->ninputs) bad_command("expect: no input port %s", tok[1]);
     if (parse_u32(tok[2], 1u << 20, &b)) bad_command("expect: bad stream count %s", tok[2]);
     p->inputs[a].expected = b;
-  } else if (strcmp(cmd, "dest") == 0 && nt == 6) {
+  } else if (strcmp(cmd, "dest") == 0 && (nt == 6 || (nt == 7 && strcmp(tok[6], "tcp") == 0) ||
+                                          (nt == 9 && strcmp(tok[6], "udp") == 0))) {
     if (parse_u32(tok[1], 1u << 30, &a) || a >= p->noutputs) bad_command("dest: no output port %s", tok[1]);
     if (parse_u32(tok[3], 65535, &b) || b == 0) bad_command("dest: bad TCP port %s", tok[3]);
     if (parse_u32(tok[4], 1u << 30, &c) || parse_u32(tok[5], 1u << 20, &d) || d == 0)
       bad_command("dest: bad stream ids %s %s", tok[4], tok[5]);
     jgr_out_cfg *o = &p->outputs[a];
     GROW(o->dests, o->ndests);
-    o->dests[o->ndests++] = (jgr_dest){strdup(tok[2]), strdup(tok[3]), c, d};
+    jgr_dest dst = {strdup(tok[2]), strdup(tok[3]), c, d, 0, 0, 0};
+    if (nt == 9) { /* `udp MAX_BYTES MAX_TUPLES` (docs/udp-transport.md); 0 = the defaults */
+      uint32_t mb, mt;
+      if (parse_u32(tok[7], 65507, &mb) || parse_u32(tok[8], 65535, &mt))
+        bad_command("dest: bad UDP limits %s %s", tok[7], tok[8]);
+      dst.udp = 1, dst.max_bytes = mb, dst.max_tuples = mt;
+    }
+    o->dests[o->ndests++] = dst;
   } else if (strcmp(cmd, "execute") == 0 && nt == 2) {
     if (parse_u32(tok[1], 1000, &a)) bad_command("execute: bad phase %s", tok[1]);
     start_phase(p, (int)a);
@@ -295,13 +310,15 @@ static void handle_command(jgr_proc *p, char *line) {
 
 int jgr_main(int argc, char **argv, const jgr_driver *drv) {
   signal(SIGPIPE, SIG_IGN); /* a closed peer must be an error return, not a silent death */
-  const char *host = NULL;
+  const char *host = NULL, *udp_inputs = NULL;
   uint32_t ninputs = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--bind") == 0 && i + 1 < argc) host = argv[++i];
     else if (strcmp(argv[i], "--inputs") == 0 && i + 1 < argc) {
       if (parse_u32(argv[++i], 64, &ninputs)) bad_command("--inputs: expected 0..64");
-    } else bad_command("usage: %s --bind HOST --inputs N", argv[0]);
+    } else if (strcmp(argv[i], "--udp-inputs") == 0 && i + 1 < argc) {
+      udp_inputs = argv[++i]; /* input ports that receive UDP (docs/udp-transport.md) */
+    } else bad_command("usage: %s --bind HOST --inputs N [--udp-inputs I,J,...]", argv[0]);
   }
   if (!host) host = "127.0.0.1";
   static jgr_proc proc;
@@ -309,6 +326,13 @@ int jgr_main(int argc, char **argv, const jgr_driver *drv) {
   p->threads = 1;
   p->ninputs = (int)ninputs;
   p->inputs = calloc(ninputs ? ninputs : 1, sizeof *p->inputs);
+  for (char *list = udp_inputs ? strdup(udp_inputs) : NULL, *tok = list, *next; tok; tok = next) {
+    next = strchr(tok, ',');
+    if (next) *next++ = 0;
+    uint32_t k;
+    if (parse_u32(tok, 63, &k) || k >= ninputs) bad_command("--udp-inputs: no input port %s", tok);
+    p->inputs[k].udp = 1;
+  }
   p->noutputs = JG_QUERY.noutputs;
   p->outputs = calloc(p->noutputs ? p->noutputs : 1, sizeof *p->outputs);
   ph.drv = drv;

@@ -29,6 +29,7 @@ static jg_out *out_new(jg_ctx *c, int port) {
 
 static void out_free(jg_out *o) {
   if (!o) return;
+  jgr_udp_free(o);
   for (size_t i = 0; i < o->nfds; i++) free(o->names[i]);
   free(o->fds);
   free(o->names);

@@ -46,6 +46,7 @@ struct jgr_in {
   int failed; /* acceptor error (atomic), read by workers after a wake-up */
   jgr_error err;
   pthread_mutex_t err_mu;
+  struct jgr_udp_in *udp; /* a --udp-inputs port: everything goes to in_udp.c */
 };
 
 static void wake_all(jgr_in *in) {
@@ -143,6 +144,14 @@ jgr_in *jgr_in_start(jgr_proc *p, int port, int nworkers, jgr_error *err) {
     return NULL;
   }
   jgr_in *in = calloc(1, sizeof *in);
+  if (p->inputs[port].udp) { /* docs/udp-transport.md */
+    in->udp = jgr_udp_in_start(p, port, nworkers, err);
+    if (!in->udp) {
+      free(in);
+      return NULL;
+    }
+    return in;
+  }
   in->listen_fd = p->inputs[port].listen_fd;
   in->port = port;
   in->nworkers = nworkers;
@@ -253,6 +262,7 @@ static int take_error(jgr_in *in, jgr_error *err) {
 }
 
 int jgr_in_run(jgr_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *arg, jgr_error *err) {
+  if (in->udp) return jgr_udp_in_run(in->udp, ctx, fn, arg, err);
   worker_slot *s = &in->slots[ctx->worker];
   conn *conns = calloc(s->share ? s->share : 1, sizeof *conns);
   struct pollfd *pfds = calloc((size_t)s->share + 1, sizeof *pfds);
@@ -334,6 +344,11 @@ int jgr_in_run(jgr_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *arg, jgr_error *
 
 void jgr_in_free(jgr_in *in) {
   if (!in) return;
+  if (in->udp) {
+    jgr_udp_in_free(in->udp);
+    free(in);
+    return;
+  }
   if (in->acceptor_started) pthread_join(in->acceptor, NULL);
   for (int w = 0; w < in->nworkers; w++) {
     close(in->slots[w].wake[0]);

@@ -59,6 +59,9 @@ typedef struct {
   char *host;
   char *port; /* service text for getaddrinfo */
   uint32_t first_stream, streams;
+  /* UDP transport (docs/udp-transport.md): `dest ... udp MAX_BYTES MAX_TUPLES`; 0 = TCP */
+  uint8_t udp;
+  uint32_t max_bytes, max_tuples; /* 0 = the defaults */
 } jgr_dest;
 
 typedef struct {
@@ -70,6 +73,7 @@ typedef struct {
   int listen_fd;
   int port;          /* the kernel-chosen TCP port, printed in `ready` */
   uint32_t expected; /* from `expect`; 0 = not configured */
+  uint8_t udp;       /* --udp-inputs: listen_fd is a bound UDP socket and `port` its UDP port */
 } jgr_in_cfg;
 
 typedef struct jgr_proc {
@@ -129,6 +133,7 @@ struct jg_out {
   uint64_t count;
   uint8_t *junk; /* where jg_emit points after a failure, so the row function can still write */
   size_t junk_cap;
+  struct jgr_udp_out *udp; /* the port's UDP destinations (out_udp.c); NULL when it has none */
 };
 
 /* Bits of jg_ctx.flags: checked once per row after the row function returns. */
@@ -218,6 +223,44 @@ jgr_in *jgr_in_start(jgr_proc *p, int port, int nworkers, jgr_error *err);
 int jgr_in_run(jgr_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *arg, jgr_error *err);
 /* After all workers returned. */
 void jgr_in_free(jgr_in *in);
+
+/* ------------------------------------------------------------------ UDP transport (docs/udp-transport.md)
+ * The same output and input abstractions as TCP: a `dest ... udp` destination gets the tuples a
+ * port's buffer holds, cut into datagrams (out_udp.c); an input port started with --udp-inputs
+ * receives datagrams of its `expect`ed streams (in_udp.c). jgr_outputs_* and jgr_in_* dispatch, so
+ * drivers do not know which transport they use. With `param udp.dpdk EAL-ARGS` both sides use DPDK
+ * (dpdk_io.c) when the binary was linked with it. */
+
+struct jgr_udp_out;
+/* Open the UDP destination `d` of port `o` with stream id `stream` (a connected socket, or DPDK). */
+int jgr_udp_open(jg_out *o, const jgr_dest *d, uint32_t stream, jgr_error *err);
+/* Send the port's buffered records (u32 length + tuple, back to back) to every UDP destination. */
+int jgr_udp_send(jg_out *o, const uint8_t *records, size_t n);
+/* Send the end-of-stream datagrams (with the port's tuple count); close. */
+int jgr_udp_finish(jg_out *o, jgr_error *err);
+void jgr_udp_free(jg_out *o);
+
+struct jgr_udp_in;
+struct jgr_udp_in *jgr_udp_in_start(jgr_proc *p, int port, int nworkers, jgr_error *err);
+int jgr_udp_in_run(struct jgr_udp_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *arg, jgr_error *err);
+void jgr_udp_in_free(struct jgr_udp_in *in);
+
+/* DPDK (dpdk_io.c, linked only into binaries built with it): NULL when absent. */
+typedef struct jgr_dpdk_ops {
+  /* Initialise EAL and the port once per process from `param udp.dpdk` (EAL arguments). */
+  int (*init)(jgr_proc *p, jgr_error *err);
+  /* Transmit UDP payloads to host:port on this worker's TX queue: datagram i is the 24-byte
+   * header hdrs[i] followed by body_lens[i] bytes at bodies[i]. Returns 0 or -1 (errno). */
+  void *(*tx_open)(jgr_proc *p, int worker, const char *host, const char *port, jgr_error *err);
+  int (*tx_send)(void *tx, const uint8_t *const *hdrs, const uint8_t *const *bodies,
+                 const uint32_t *body_lens, size_t n);
+  void (*tx_close)(void *tx);
+  /* Receive UDP payloads addressed to `udp_port`: fills up to `max` (pointer, length) pairs and
+   * returns how many (0 after a short poll); `jgr_dpdk_ops.rx_release` frees them. */
+  int (*rx_burst)(int udp_port, const uint8_t **data, uint32_t *lens, void **bufs, int max);
+  void (*rx_release)(void **bufs, int n);
+} jgr_dpdk_ops;
+extern const jgr_dpdk_ops *jgr_dpdk;
 
 /* ------------------------------------------------------------------ NTF decoding (contract §2) */
 

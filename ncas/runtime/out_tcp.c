@@ -44,6 +44,7 @@ static int out_send(jg_out *o, const uint8_t *p, size_t n) {
   if (c->flags & JGR_OUT_FAILED) return -1;
   uint64_t t0 = jgr_now_ns();
   for (size_t i = 0; i < o->nfds; i++) {
+    if (o->fds[i] < 0) continue; /* a UDP destination (out_udp.c) */
     if (jgr_send_all(o->fds[i], p, n) != 0) {
       out_fail(o, "sending to", i, errno);
       return -1;
@@ -54,8 +55,13 @@ static int out_send(jg_out *o, const uint8_t *p, size_t n) {
   return 0;
 }
 
+/* The buffer holds whole records (u32 length + tuple): TCP destinations get the bytes, UDP ones
+ * the same records cut into datagrams. */
 static void out_flush(jg_out *o) {
-  if (o->used) out_send(o, o->buf, o->used);
+  if (o->used) {
+    out_send(o, o->buf, o->used);
+    if (o->udp) jgr_udp_send(o, o->buf, o->used);
+  }
   o->used = 0;
 }
 
@@ -173,6 +179,11 @@ int jgr_outputs_open(jg_ctx *c, jgr_error *err) {
       o->names[d] = malloc(nl);
       snprintf(o->names[d], nl, "%s:%s (stream %u)", dst->host, dst->port, stream);
       o->nfds = d + 1;
+      if (dst->udp) { /* docs/udp-transport.md */
+        o->fds[d] = -1;
+        if (jgr_udp_open(o, dst, stream, err) != 0) return -1;
+        continue;
+      }
       int e = 0;
       o->fds[d] = connect_retry(dst->host, dst->port, timeout_ms * 1000000u, &e);
       if (o->fds[d] < 0) {
@@ -199,9 +210,11 @@ int jgr_outputs_finish(jg_ctx *c, jgr_error *err) {
     uint8_t end[12] = {0};
     memcpy(end + 4, &o->count, 8);
     out_send(o, end, sizeof end);
+    if (o->udp && !(c->flags & JGR_OUT_FAILED)) jgr_udp_finish(o, err);
     c->stats.tuples_out += o->count;
     if (c->flags & JGR_OUT_FAILED) break;
     for (size_t i = 0; i < o->nfds; i++) {
+      if (o->fds[i] < 0) continue; /* UDP: closed by jgr_udp_free */
       /* close() after the last send: the kernel still delivers the queued bytes. A receiver that
        * needs them all reads to EOF; we do not wait for it (the count makes loss detectable). */
       if (close(o->fds[i]) != 0 && !(c->flags & JGR_OUT_FAILED)) out_fail(o, "closing", i, errno);

@@ -4,9 +4,11 @@
 // file's fields by name and check their Arrow types against the schema types, list the units
 // (stripes / row groups), and drop the units whose statistics rule out a `prune.N` predicate
 // (docs/nca-process-protocol.md). work (each worker): take the next unit from a shared counter,
-// read only the needed fields as Arrow batches, and for every tile of up to ~1024 rows fill a
-// row-major jg_val matrix column by column — one tight loop per column, the Arrow type decided once
-// per column and tile, strings pointing into Arrow's buffers — then call the row function per row.
+// read only the needed fields as Arrow batches; narrow each batch with the same predicates,
+// evaluated on the Arrow arrays (the row prefilter); then for every tile of up to 1024 remaining
+// rows fill a row-major jg_val matrix column by column — one tight loop per column, the Arrow type
+// decided once per column and tile, strings pointing into Arrow's buffers — and call the row
+// function per row (or the query's batch function once per tile).
 //
 // Errors name the file; a bad value or a failing row also gets its 1-based row number in the file.
 #include "scan_arrow.h"
@@ -749,9 +751,21 @@ bool merge_range(std::vector<RowPred> *preds, const RowPred &rp) {
 }
 
 // Keep the entries of sel[0..n) whose row satisfies test(value); returns the new count.
+// `dense`: sel[j] == j for every j (a batch's first predicate); then the test runs over the values in
+// order, 64 rows into one bit mask at a time (no loop-carried dependency), and only the rows that
+// pass are written out.
 template <typename Get, typename Test>
-inline size_t keep_if(const arrow::ArrayData &a, uint32_t *sel, size_t n, Get get, Test test) {
+inline size_t keep_if(const arrow::ArrayData &a, uint32_t *sel, size_t n, Get get, Test test, bool dense = false) {
   size_t k = 0;
+  if (dense && !a.MayHaveNulls()) {
+    for (size_t base = 0; base < n; base += 64) {
+      size_t m = std::min<size_t>(64, n - base);
+      uint64_t bits = 0;
+      for (size_t j = 0; j < m; j++) bits |= (uint64_t)(test(get((uint32_t)(base + j))) ? 1 : 0) << j;
+      for (; bits; bits &= bits - 1) sel[k++] = (uint32_t)(base + (size_t)__builtin_ctzll(bits));
+    }
+    return k;
+  }
   if (!a.MayHaveNulls()) {
     for (size_t j = 0; j < n; j++) {
       uint32_t r = sel[j];
@@ -770,7 +784,7 @@ inline size_t keep_if(const arrow::ArrayData &a, uint32_t *sel, size_t n, Get ge
 }
 
 template <typename Get>
-inline size_t keep_int(const RowPred &rp, const arrow::ArrayData &a, uint32_t *sel, size_t n, Get get) {
+inline size_t keep_int(const RowPred &rp, const arrow::ArrayData &a, uint32_t *sel, size_t n, Get get, bool dense) {
   if (rp.op == Pred::kIn || rp.op == Pred::kNe) {
     bool in = rp.op == Pred::kIn;
     return keep_if(a, sel, n, get, [&](auto x) {
@@ -781,10 +795,10 @@ inline size_t keep_int(const RowPred &rp, const arrow::ArrayData &a, uint32_t *s
   }
   if (rp.dom == RowPred::kI64) {
     int64_t lo = (int64_t)rp.lo, hi = (int64_t)rp.hi;
-    return keep_if(a, sel, n, get, [lo, hi](auto x) { return (int64_t)x >= lo && (int64_t)x <= hi; });
+    return keep_if(a, sel, n, get, [lo, hi](auto x) { return (int64_t)x >= lo && (int64_t)x <= hi; }, dense);
   }
   __int128 lo = rp.lo, hi = rp.hi;
-  return keep_if(a, sel, n, get, [lo, hi](auto x) { return (__int128)x >= lo && (__int128)x <= hi; });
+  return keep_if(a, sel, n, get, [lo, hi](auto x) { return (__int128)x >= lo && (__int128)x <= hi; }, dense);
 }
 
 bool bytes_test(const RowPred &rp, std::string_view s) {
@@ -806,7 +820,8 @@ bool bytes_test(const RowPred &rp, std::string_view s) {
 
 // Narrow sel[0..n) by one predicate on column array `a`; returns the new count, or (size_t)-1 when
 // the array's type is not one this prefilter knows (then it is skipped).
-size_t apply_row_pred(const RowPred &rp, const ColumnPlan &pl, const arrow::ArrayData &a, uint32_t *sel, size_t n) {
+size_t apply_row_pred(const RowPred &rp, const ColumnPlan &pl, const arrow::ArrayData &a, uint32_t *sel, size_t n,
+                      bool dense) {
   if (rp.never) return 0;
   if (rp.op == Pred::kIsNull || rp.op == Pred::kNotNull) {
     bool want_null = rp.op == Pred::kIsNull;
@@ -824,20 +839,20 @@ size_t apply_row_pred(const RowPred &rp, const ColumnPlan &pl, const arrow::Arra
     case Conv::kBool: {
       const uint8_t *v = a.buffers[1]->data();
       int64_t off = a.offset;
-      return keep_int(rp, a, sel, n, [v, off](uint32_t i) { return (int64_t)arrow::bit_util::GetBit(v, off + i); });
+      return keep_int(rp, a, sel, n, [v, off](uint32_t i) { return (int64_t)arrow::bit_util::GetBit(v, off + i); }, dense);
     }
-    case Conv::kI8: return keep_int(rp, a, sel, n, [v = a.GetValues<int8_t>(1)](uint32_t i) { return v[i]; });
-    case Conv::kI16: return keep_int(rp, a, sel, n, [v = a.GetValues<int16_t>(1)](uint32_t i) { return v[i]; });
+    case Conv::kI8: return keep_int(rp, a, sel, n, [v = a.GetValues<int8_t>(1)](uint32_t i) { return v[i]; }, dense);
+    case Conv::kI16: return keep_int(rp, a, sel, n, [v = a.GetValues<int16_t>(1)](uint32_t i) { return v[i]; }, dense);
     case Conv::kI32:
-    case Conv::kDate32: return keep_int(rp, a, sel, n, [v = a.GetValues<int32_t>(1)](uint32_t i) { return v[i]; });
-    case Conv::kI64: return keep_int(rp, a, sel, n, [v = a.GetValues<int64_t>(1)](uint32_t i) { return v[i]; });
-    case Conv::kU8: return keep_int(rp, a, sel, n, [v = a.GetValues<uint8_t>(1)](uint32_t i) { return v[i]; });
-    case Conv::kU16: return keep_int(rp, a, sel, n, [v = a.GetValues<uint16_t>(1)](uint32_t i) { return v[i]; });
+    case Conv::kDate32: return keep_int(rp, a, sel, n, [v = a.GetValues<int32_t>(1)](uint32_t i) { return v[i]; }, dense);
+    case Conv::kI64: return keep_int(rp, a, sel, n, [v = a.GetValues<int64_t>(1)](uint32_t i) { return v[i]; }, dense);
+    case Conv::kU8: return keep_int(rp, a, sel, n, [v = a.GetValues<uint8_t>(1)](uint32_t i) { return v[i]; }, dense);
+    case Conv::kU16: return keep_int(rp, a, sel, n, [v = a.GetValues<uint16_t>(1)](uint32_t i) { return v[i]; }, dense);
     case Conv::kU32:
-      return keep_int(rp, a, sel, n, [v = a.GetValues<uint32_t>(1)](uint32_t i) { return (int64_t)v[i]; });
-    case Conv::kDec32: return keep_int(rp, a, sel, n, [v = a.GetValues<int32_t>(1)](uint32_t i) { return v[i]; });
-    case Conv::kDec64: return keep_int(rp, a, sel, n, [v = a.GetValues<int64_t>(1)](uint32_t i) { return v[i]; });
-    case Conv::kDec128: return keep_int(rp, a, sel, n, dec128_of(a));
+      return keep_int(rp, a, sel, n, [v = a.GetValues<uint32_t>(1)](uint32_t i) { return (int64_t)v[i]; }, dense);
+    case Conv::kDec32: return keep_int(rp, a, sel, n, [v = a.GetValues<int32_t>(1)](uint32_t i) { return v[i]; }, dense);
+    case Conv::kDec64: return keep_int(rp, a, sel, n, [v = a.GetValues<int64_t>(1)](uint32_t i) { return v[i]; }, dense);
+    case Conv::kDec128: return keep_int(rp, a, sel, n, dec128_of(a), dense);
     case Conv::kF32:
     case Conv::kF64: {
       auto test = [&rp](double x) {
@@ -849,8 +864,8 @@ size_t apply_row_pred(const RowPred &rp, const ColumnPlan &pl, const arrow::Arra
         return x >= rp.flo && x <= rp.fhi;
       };
       if (pl.conv == Conv::kF32)
-        return keep_if(a, sel, n, [v = a.GetValues<float>(1)](uint32_t i) { return (double)v[i]; }, test);
-      return keep_if(a, sel, n, [v = a.GetValues<double>(1)](uint32_t i) { return v[i]; }, test);
+        return keep_if(a, sel, n, [v = a.GetValues<float>(1)](uint32_t i) { return (double)v[i]; }, test, dense);
+      return keep_if(a, sel, n, [v = a.GetValues<double>(1)](uint32_t i) { return v[i]; }, test, dense);
     }
     case Conv::kStr32:
     case Conv::kStr64:
@@ -916,7 +931,7 @@ struct ScanState {
   std::vector<FileState> files;
   std::vector<Unit> units;
   std::atomic<size_t> next{0};
-  int64_t batch_rows = 65536;
+  int64_t batch_rows = 0;  // scan.batch_rows
   uint64_t units_total = 0, units_skipped = 0, rows_skipped = 0;
 };
 
@@ -997,7 +1012,7 @@ class Worker {
     size_t n = (size_t)rows;
     for (const RowPred &rp : fs.row_preds) {
       const ColumnPlan &pl = fs.plans[rp.col];
-      size_t k = apply_row_pred(rp, pl, *b.column_data(rp.pos), sel_.data(), n);
+      size_t k = apply_row_pred(rp, pl, *b.column_data(rp.pos), sel_.data(), n, n == (size_t)rows);
       if (k != (size_t)-1) n = k;
       if (n == 0) return 0;
     }

@@ -127,6 +127,18 @@ arrow::Result<std::string> decompress(std::string_view in, int kind, uint64_t bl
     if (n > (size_t)(e - p)) return Status::Invalid("truncated compression chunk");
     if (h & 1) {
       out.append(reinterpret_cast<const char *>(p), n);
+    } else if (kind == kZstd) {
+      // Arrow's one-shot ZSTD decompression insists on knowing the exact output size: stream
+      ARROW_ASSIGN_OR_RAISE(auto d, codec->MakeDecompressor());
+      const uint8_t *in_at = p;
+      int64_t left = (int64_t)n;
+      for (int rounds = 0; !d->IsFinished(); rounds++) {
+        ARROW_ASSIGN_OR_RAISE(auto r, d->Decompress(left, in_at, (int64_t)buf.size(), buf.data()));
+        out.append(reinterpret_cast<const char *>(buf.data()), (size_t)r.bytes_written);
+        in_at += r.bytes_read, left -= r.bytes_read;
+        if ((left == 0 && r.bytes_written == 0 && !r.need_more_output) || rounds > (1 << 20))
+          break;  // input used up (an unfinished frame is caught by the parser)
+      }
     } else {
       ARROW_ASSIGN_OR_RAISE(int64_t got, codec->Decompress((int64_t)n, p, (int64_t)buf.size(), buf.data()));
       out.append(reinterpret_cast<const char *>(buf.data()), (size_t)got);

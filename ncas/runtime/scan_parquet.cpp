@@ -208,13 +208,21 @@ class ParquetFile final : public jgscan::ColumnarFile {
   }
 
  private:
-  // Every data page of the column, in every row group, is dictionary-encoded (from the pages'
-  // encoding statistics; unknown counts as no).
+  // Every data page of the column, in every row group, is dictionary-encoded: from the pages'
+  // encoding statistics, or for writers that do not record them (DuckDB) from the chunk's list of
+  // encodings, when it has a dictionary page and names no encoding but dictionary and level
+  // encodings. Only a speed decision: parquet/arrow reads a plain page right either way.
   bool all_dictionary_pages(int leaf) const {
+    using E = parquet::Encoding;
     for (int g = 0; g < md_->num_row_groups(); g++) {
       auto cc = md_->RowGroup(g)->ColumnChunk(leaf);
       const auto &es = cc->encoding_stats();
-      if (es.empty()) return false;
+      if (es.empty()) {
+        if (!cc->has_dictionary_page()) return false;
+        for (auto e : cc->encodings())
+          if (e != E::PLAIN_DICTIONARY && e != E::RLE_DICTIONARY && e != E::RLE && e != E::BIT_PACKED) return false;
+        continue;
+      }
       for (const auto &e : es) {
         bool data = e.page_type == parquet::PageType::DATA_PAGE || e.page_type == parquet::PageType::DATA_PAGE_V2;
         bool dict = e.encoding == parquet::Encoding::PLAIN_DICTIONARY || e.encoding == parquet::Encoding::RLE_DICTIONARY;

@@ -125,15 +125,20 @@ def test_several_files_and_two_threads(server, duck, columnar, fmt):
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_fused_aggregation_matches_duckdb(server, duck, columnar, fmt):
+@pytest.mark.parametrize("mode", ["complete", "partial"])
+def test_fused_aggregation_matches_duckdb(server, duck, columnar, fmt, mode):
     duck_view(duck, "t", columnar / "t.jsonl")
     ops = [read(fmt, f"all.{fmt}"), {"kind": "filter", "name": "f", "input": "r", "condition": "a > -500"},
-           {"kind": "aggregate", "name": "g", "input": "f", "mode": "complete",
+           {"kind": "aggregate", "name": "g", "input": "f", "mode": mode,
             "group_by": [{"name": "flag", "expr": "flag"}],
             "aggregates": [{"name": "n", "fn": "count_star"}, {"name": "sd", "fn": "sum", "expr": "d"},
                            {"name": "mx", "fn": "max", "expr": "s"}]}]
     got, job = run(server.url, ops)
     assert [(n["implementation"], tuple(n["operations"])) for n in job.ncas] == [(f"software.scan_{fmt}", ("r", "f", "g"))]
+    if mode == "partial":  # partial states, possibly several per group: finish them here
+        duck.register("partials", got)
+        got = duck.sql("SELECT flag, sum(n)::BIGINT AS n, sum(sd) AS sd, max(mx) AS mx FROM partials GROUP BY flag").to_arrow_table()
+        duck.unregister("partials")
     assert_same_rows(duck, got, "SELECT flag, count(*) AS n, sum(d) AS sd, max(s) AS mx FROM t WHERE a > -500 GROUP BY flag")
 
 
@@ -169,3 +174,22 @@ def test_bad_file_fails_job_naming_it(server, columnar, fmt, damage):
         assert 'column "a" is string in the file' in err["message"], err
     assert wait_no_children(server) == [], "NCA processes left behind"
     (columnar / name).unlink()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_fused_shuffle_partitions_by_jg_hash(server, duck, columnar, fmt):
+    from jumpgate.ncas.software import hashing
+
+    duck_view(duck, "t", columnar / "t.jsonl")
+    ops = [read(fmt, f"all.{fmt}"), {"kind": "filter", "name": "f", "input": "r", "condition": "a > 0"},
+           {"kind": "shuffle", "name": "sh", "input": "f", "keys": ["s", "a"], "partitions": 2}]
+    sends = [{"kind": "send", "name": f"sh_{i}", "input": f"sh[{i}]", "transport": "tcp", "host": "127.0.0.1",
+              "port": 0} for i in range(2)]
+    with Jumpgate(server.url) as jg:
+        out = jg.run({"operations": ops + sends}, timeout=300)
+        assert [(n["implementation"], n["operations"]) for n in jg.last_job.ncas] == [
+            (f"software.scan_{fmt}", ["r", "f", "sh"])]
+    assert_same_rows(duck, pa.concat_tables([out["sh_0"], out["sh_1"]]), "SELECT * FROM t WHERE a > 0")
+    for p in range(2):
+        for row in out[f"sh_{p}"].select(["s", "a"]).to_pylist():
+            assert hashing.partition([row["s"], row["a"]], 2, ["string", "int32"]) == p, row

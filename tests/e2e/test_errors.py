@@ -60,7 +60,7 @@ MALFORMED = [
     ("shuffle_index_out_of_range", with_read({"kind": "shuffle", "name": "sh", "input": "r", "keys": ["a"],
                                               "partitions": 2}, send_of("sh[2]"), send_of("sh[0]") | {"name": "o2"},
                                              send_of("sh[1]") | {"name": "o3"}), 400, "operations[2].input"),
-    ("unsupported_transport", with_read({**SEND, "transport": "udp"}), 422, "operations[0]"),
+    ("unsupported_transport", with_read({**SEND, "transport": "sctp"}), 422, "operations[0]"),  # udp: docs/udp-transport.md
     ("bad_transport_name", with_read({**SEND, "transport": "carrier pigeon"}), 400, "operations[1].transport"),
     ("like_non_literal", with_read(filt("s LIKE s"), send_of("f")), 400, "operations[1].condition"),
 ]

@@ -80,7 +80,9 @@ def test_output_is_ntf_of_the_last_operation_one_stream_per_thread(root):
     assert out.spec.layout == generate_ntf(plan.schemas["a"])
     assert [f.name for f in out.spec.layout.fields] == ["k", "n", "total", "mean__sum", "mean__count"]
     assert out.streams is None
-    assert not nca.match_output(plan, ("a",), (ntf_input(plan, "a"),), ("udp",))
+    [udp] = nca.match_output(plan, ("a",), (ntf_input(plan, "a"),), ("udp",)).value  # docs/udp-transport.md
+    assert udp.spec.transport == "udp" and udp.spec.layout == out.spec.layout
+    assert not nca.match_output(plan, ("a",), (ntf_input(plan, "a"),), ("sctp",))
     res = nca.resources(plan, ("a",))
     assert res.cores == 1 and res.max_cores > 1
 

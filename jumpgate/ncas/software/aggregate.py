@@ -36,6 +36,7 @@ MAX_THREADS = 4  # workers take whole input streams; more help only with as many
 TABLE_BYTES_PARAM = "agg.table_bytes"
 TABLE_BYTES_ENV = "JUMPGATE_AGG_TABLE_BYTES"
 DEFAULT_TABLE_BYTES = 8 << 20  # the thesis' partial aggregation bound (§2.1.2)
+TRANSPORTS = ("tcp", "udp")  # udp: docs/udp-transport.md (e.g. a final aggregation after a switch)
 
 
 def fuse_trailing_aggregate(plan: LogicalPlan, chain: tuple[str, ...]) -> tuple[str, ...]:
@@ -83,10 +84,10 @@ class AggregateNca(NcaImplementation):
         return Verdict.yes(fusable_chain(plan, anchor, ("filter", "project")))
 
     def match_input(self, plan, ops, inputs) -> Verdict[None]:
-        return ntf_input_verdict(plan, ops, inputs)
+        return ntf_input_verdict(plan, ops, inputs, TRANSPORTS)
 
     def match_output(self, plan, ops, inputs, wanted) -> Verdict[tuple[OutputSpec, ...]]:
-        return tcp_outputs(plan, ops, wanted, generate_ntf(plan.schemas[ops[-1]]))
+        return tcp_outputs(plan, ops, wanted, generate_ntf(plan.schemas[ops[-1]]), TRANSPORTS)
 
     def resources(self, plan, ops) -> ResourceRequest:
         agg = plan.op(ops[0])

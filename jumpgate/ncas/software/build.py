@@ -167,8 +167,9 @@ def ensure_runtime(cache_dir: Path) -> Path:
     return build
 
 
-def build_nca(generated_source: str, driver: str, cache_dir: Path) -> BuildResult:
-    """The executable of one NCA: generated C compiled and linked with `driver` and libjgrt.a."""
+def build_nca(generated_source: str, driver: str, cache_dir: Path, *, dpdk: bool = False) -> BuildResult:
+    """The executable of one NCA: generated C compiled and linked with `driver` and libjgrt.a
+    (and, with `dpdk`, the runtime's DPDK transport and libdpdk: jumpgate/ncas/software/dpdk.py)."""
     t0 = time.perf_counter()
     if driver not in DRIVERS:
         raise NcaBuildError(f"unknown NCA driver {driver!r} (known: {', '.join(DRIVERS)})")
@@ -176,6 +177,11 @@ def build_nca(generated_source: str, driver: str, cache_dir: Path) -> BuildResul
     runtime = ensure_runtime(cache_dir)
     extra = arch_flags() + _extra_flags()
     objects, ldflags, ext_key = _driver_link(driver, runtime)
+    if dpdk:  # docs/udp-transport.md, "DPDK"
+        from .dpdk import ensure_dpdk_object
+
+        obj, tc = ensure_dpdk_object(runtime, [f"ARCH={' '.join(arch_flags())}"])
+        objects, ldflags, ext_key = [*objects, str(obj)], (*ldflags, *tc.ldflags), ext_key + tc.key
     key = hashlib.sha256(json.dumps([generated_source, driver, runtime.name, CC, CFLAGS, extra, LDLIBS]
                                     + ([ext_key] if ext_key else [])).encode())
     exe = cache_dir / "ncas" / f"{driver}-{key.hexdigest()[:32]}"

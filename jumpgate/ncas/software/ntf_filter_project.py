@@ -39,14 +39,15 @@ def fuse_trailing_shuffle(plan: LogicalPlan, chain: tuple[str, ...]) -> tuple[st
     return chain
 
 
-def ntf_input_verdict(plan: LogicalPlan, ops: tuple[str, ...], inputs: tuple[StreamSpec, ...]) -> Verdict[None]:
-    """One NTF input over tcp, in the contract §2 layout of the first operation's input schema
-    (what the runtime's NTF decoder reads)."""
+def ntf_input_verdict(plan: LogicalPlan, ops: tuple[str, ...], inputs: tuple[StreamSpec, ...],
+                      transports: tuple[str, ...] = TRANSPORTS) -> Verdict[None]:
+    """One NTF input over one of `transports`, in the contract §2 layout of the first operation's
+    input schema (what the runtime's NTF decoder reads)."""
     if len(inputs) != 1:
         return Verdict.no(f"reads exactly one input, got {len(inputs)}")
     spec = inputs[0]
-    if spec.format != NTF or spec.transport not in TRANSPORTS or spec.layout is None:
-        return Verdict.no(f"reads NTF over {', '.join(TRANSPORTS)} only, got {spec.describe()}")
+    if spec.format != NTF or spec.transport not in transports or spec.layout is None:
+        return Verdict.no(f"reads NTF over {', '.join(transports)} only, got {spec.describe()}")
     first = plan.op(ops[0])
     schema = plan.input_schema(first.input)  # type: ignore[union-attr]
     if not is_contract_layout(spec.layout, schema):
@@ -55,14 +56,16 @@ def ntf_input_verdict(plan: LogicalPlan, ops: tuple[str, ...], inputs: tuple[Str
 
 
 def tcp_outputs(plan: LogicalPlan, ops: tuple[str, ...], wanted: tuple[str | None, ...],
-                layout) -> Verdict[tuple[OutputSpec, ...]]:
+                layout, transports: tuple[str, ...] = TRANSPORTS) -> Verdict[tuple[OutputSpec, ...]]:
     """One OutputSpec per output port of the last operation (a shuffle has P), all `layout`, one
-    stream per worker thread (the control plane picks the thread count)."""
+    stream per worker thread (the control plane picks the thread count), over the wanted
+    transport when it is one of `transports`, else the first of them."""
     ports = output_count(plan.op(ops[-1]))
-    bad = sorted({w for w in wanted if w and w not in TRANSPORTS})
+    bad = sorted({w for w in wanted if w and w not in transports})
     if bad:
-        return Verdict.no(f"sends over {', '.join(TRANSPORTS)} only, not {', '.join(bad)}")
-    return Verdict.yes(tuple(OutputSpec(StreamSpec(NTF, "tcp", layout), streams=None) for _ in range(ports)))
+        return Verdict.no(f"sends over {', '.join(transports)} only, not {', '.join(bad)}")
+    chosen = [(wanted[i] if i < len(wanted) else None) or transports[0] for i in range(ports)]
+    return Verdict.yes(tuple(OutputSpec(StreamSpec(NTF, t, layout), streams=None) for t in chosen))
 
 
 def relay_resources(plan: LogicalPlan, ops: tuple[str, ...]) -> ResourceRequest:

@@ -76,6 +76,9 @@ class ProcessNca(NcaInstance):
         net_inputs = [p for p in self.spec.inputs if p.spec.transport != FILE]
         deployer = self.context.deployer
         argv = [str(self.binary), "--bind", deployer.bind_host, "--inputs", str(len(net_inputs))]
+        udp = [str(i) for i, p in enumerate(net_inputs) if p.spec.transport == "udp"]
+        if udp:  # docs/udp-transport.md
+            argv += ["--udp-inputs", ",".join(udp)]
         with self._lock:
             if self._destroyed.is_set():
                 raise NcaError("cancelled")
@@ -100,8 +103,10 @@ class ProcessNca(NcaInstance):
                 net_index += 1
         for out_port, dests in enumerate(destinations):
             for d in dests:
-                lines.append(f"dest {out_port} {_token(d.endpoint.host)} {d.endpoint.port} "
-                             f"{d.first_stream} {d.streams}")
+                line = f"dest {out_port} {_token(d.endpoint.host)} {d.endpoint.port} {d.first_stream} {d.streams}"
+                if d.endpoint.transport == "udp":  # docs/udp-transport.md
+                    line += f" udp {d.endpoint.max_datagram} {d.endpoint.max_tuples}"
+                lines.append(line)
         self._send(lines)
 
     def execute(self, phase: int) -> PhaseStats:

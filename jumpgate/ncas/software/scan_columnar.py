@@ -37,7 +37,7 @@ from .ntf_filter_project import fuse_trailing_shuffle
 from .process import ProcessNca
 from .pruning import prune_params
 
-TRANSPORTS = ("tcp",)
+TRANSPORTS = ("tcp", "udp")  # udp: docs/udp-transport.md (towards a switch, as the JSON scan)
 MAX_THREADS = 64
 MIN_BYTES_PER_THREAD = 4 << 20  # compressed: a few MB of ORC/Parquet is a lot of rows
 BATCH_ROWS_SETTING = "scan.batch_rows"  # instance setting passed through as a param
@@ -137,7 +137,7 @@ def count_units(fmt: FileFormat, paths, limit: int) -> int:
                 import pyarrow.parquet as pq
 
                 n += max(1, pq.ParquetFile(p).metadata.num_row_groups)
-        except Exception:  # noqa: BLE001 - any unreadable file
+        except Exception:  # any unreadable file
             n += 1
     return n
 

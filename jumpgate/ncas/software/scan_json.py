@@ -31,7 +31,7 @@ from .codegen.shuffle import generate_scan_shuffle_query
 from .ntf_filter_project import fuse_trailing_shuffle
 from .process import ProcessNca
 
-TRANSPORTS = ("tcp",)
+TRANSPORTS = ("tcp", "udp")  # udp: docs/udp-transport.md (towards a switch, one tuple per datagram)
 MAX_THREADS = 64
 MIN_BYTES_PER_THREAD = 16 << 20
 

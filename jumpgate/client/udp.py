@@ -1,0 +1,289 @@
+"""Receive the NTF streams of one `send` destination over UDP (docs/udp-transport.md).
+
+The UDP transport is an addition to the contract: a stream is a sequence of datagrams, each a
+24-byte header (magic `NTU1`, stream id, sequence number, tuple count, flags) followed by
+length-prefixed tuples exactly as in TCP framing; the stream ends with an END datagram (sent
+several times) that carries the number of data datagrams and of tuples. A `UdpReceiver` has the
+interface of the TCP `Receiver`: it binds as soon as it is made, `start(expected_streams, layout)`
+begins reading, `table()` decodes.
+
+Loss is a failure, never a silent gap: a duplicate datagram is dropped, and a stream whose END has
+arrived but some of whose datagrams have not fails after `grace` seconds, naming the stream and the
+first missing sequence number. One thread reads the socket; each datagram's tuples are appended to
+its stream's buffer, and decoding reuses the TCP path (`ntf.scan_stream`) on each stream's bytes.
+"""
+from __future__ import annotations
+
+import select
+import socket
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from ..compiler.ntf import NtfLayout
+from .errors import StreamError
+from .ntf import MAGIC as TCP_MAGIC
+from .ntf import as_layout, concat_tables, decode_tuples, empty_table, scan_stream
+
+# ------------------------------------------------------------------ the datagram format
+UDP_MAGIC = b"NTU1"
+HEADER = struct.Struct("<4sIQHHI")  # magic, stream id, sequence, tuples, flags, zero
+HEADER_SIZE = HEADER.size  # 24
+END_PAYLOAD = struct.Struct("<QQ")  # tuples sent, datagrams a switch received (senders write 0)
+FINISH_PAYLOAD = struct.Struct("<Q")  # FLUSH datagrams a controller sent
+F_END, F_LOSS, F_FLUSH, F_FINISH, F_DISCARD, F_ERROR = 0x1, 0x2, 0x4, 0x8, 0x10, 0x20
+DEFAULT_MAX_DATAGRAM = 1472  # a 1500-byte MTU less the IPv4 and UDP headers
+MAX_DATAGRAM = 65507
+END_COPIES = 3
+
+SOCKET_RCVBUF = 64 << 20
+POLL_S = 0.2
+DEFAULT_GRACE_S = 2.0
+
+
+def pack_header(stream: int, seq: int, count: int = 0, flags: int = 0) -> bytes:
+    return HEADER.pack(UDP_MAGIC, stream, seq, count, flags, 0)
+
+
+def data_datagram(stream: int, seq: int, tuples: list[bytes]) -> bytes:
+    """One data datagram carrying `tuples` (each framed with its u32 length)."""
+    body = b"".join(struct.pack("<I", len(t)) + t for t in tuples)
+    return pack_header(stream, seq, len(tuples)) + body
+
+
+def end_datagram(stream: int, datagrams: int, tuples: int, flags: int = 0, received: int = 0) -> bytes:
+    return pack_header(stream, datagrams, 0, F_END | flags) + END_PAYLOAD.pack(tuples, received)
+
+
+@dataclass
+class Header:
+    stream: int
+    seq: int
+    count: int
+    flags: int
+
+
+def parse_header(data: bytes | memoryview) -> Header:
+    if len(data) < HEADER_SIZE:
+        raise StreamError(f"a {len(data)}-byte datagram is shorter than the {HEADER_SIZE}-byte header")
+    magic, stream, seq, count, flags, _ = HEADER.unpack_from(data, 0)
+    if magic != UDP_MAGIC:
+        raise StreamError(f"a datagram with magic {bytes(magic)!r}, not {UDP_MAGIC!r}")
+    return Header(stream, seq, count, flags)
+
+
+# ------------------------------------------------------------------ one stream's state
+@dataclass
+class _Stream:
+    payload: bytearray = field(default_factory=bytearray)
+    seen: bytearray = field(default_factory=bytearray)  # one byte per sequence number
+    datagrams: int = 0
+    tuples: int = 0
+    duplicates: int = 0
+    end: tuple[int, int] | None = None  # (datagrams, tuples) from END
+    end_at: float = 0.0
+    complete: bool = False
+
+
+class UdpReceiver:
+    """Listen at (host, port) for the UDP streams of one destination."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, name: str = "out",
+                 grace: float = DEFAULT_GRACE_S) -> None:
+        self.name = name
+        self.host = host
+        self.grace = grace
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._sock = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            try:  # root may exceed rmem_max; others get what the kernel allows
+                self._sock.setsockopt(socket.SOL_SOCKET, 33, SOCKET_RCVBUF)  # SO_RCVBUFFORCE
+            except OSError:
+                self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_RCVBUF)
+            self._sock.bind((host, port))
+        except OSError:
+            self._sock.close()
+            raise
+        self.port: int = self._sock.getsockname()[1]
+        self.expected = 0
+        self.layout: NtfLayout | None = None
+        self.bytes_received = 0
+        self._streams: dict[int, _Stream] = {}
+        self._errors: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._ended = 0
+
+    # ------------------------------------------------------------------ life cycle
+    def start(self, expected_streams: int, layout: NtfLayout | dict) -> None:
+        if expected_streams < 0:
+            raise StreamError(f"expected_streams must be >= 0, got {expected_streams}")
+        self.expected = expected_streams
+        self.layout = as_layout(layout)
+        self._streams = {i: _Stream() for i in range(expected_streams)}
+        if expected_streams == 0:
+            self._done.set()
+            return
+        self._thread = threading.Thread(target=self._read_loop, name=f"jg-udp-{self.name}", daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def error(self) -> str | None:
+        with self._lock:
+            return "; ".join(self._errors) if self._errors else None
+
+    @property
+    def ended(self) -> int:
+        return self._ended
+
+    @property
+    def duplicates(self) -> int:
+        return sum(s.duplicates for s in self._streams.values())
+
+    @property
+    def datagrams(self) -> int:
+        """Distinct data datagrams received, over all streams."""
+        return sum(s.datagrams for s in self._streams.values())
+
+    def close(self) -> None:
+        self._stop.set()
+        t = self._thread
+        if t is not None and t is not threading.current_thread():
+            t.join(timeout=2 * POLL_S + 1)
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        self._done.set()
+
+    def __enter__(self) -> UdpReceiver:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ results
+    def table(self) -> pa.Table:
+        """Decode what was received, streams in stream-id order. Raises StreamError on failure."""
+        if self.layout is None:
+            raise StreamError(f"receiver {self.name!r} was never started")
+        if self.error:
+            raise StreamError(f"destination {self.name!r}: {self.error}")
+        if self._ended != self.expected:
+            raise StreamError(f"destination {self.name!r}: {self._ended} of {self.expected} streams ended")
+        tables = []
+        for sid, s in sorted(self._streams.items()):
+            # the tuples of a stream, framed as one TCP stream (contract §3), decode on the TCP path
+            data = TCP_MAGIC + struct.pack("<I", sid) + bytes(s.payload) + struct.pack("<IQ", 0, s.tuples)
+            scanned = scan_stream(data, self.layout)
+            tables.append(decode_tuples(scanned.data, scanned.starts, self.layout))
+        return concat_tables(tables, self.layout) if tables else empty_table(self.layout)
+
+    # ------------------------------------------------------------------ the reader
+    def _fail(self, message: str) -> None:
+        with self._lock:
+            self._errors.append(message)
+        self._stop.set()
+        self._done.set()
+
+    def _read_loop(self) -> None:
+        buf = bytearray(MAX_DATAGRAM + 1)
+        view = memoryview(buf)
+        try:
+            while not self._stop.is_set():
+                ready, _, _ = select.select([self._sock], [], [], POLL_S)
+                if ready:
+                    while True:  # drain what is queued before looking at the clock again
+                        try:
+                            n = self._sock.recv_into(buf, 0, socket.MSG_DONTWAIT)
+                        except BlockingIOError:
+                            break
+                        self.bytes_received += n
+                        self._datagram(view[:n])
+                        if self._done.is_set():
+                            return
+                self._check_grace()
+        except StreamError as e:
+            self._fail(str(e))
+        except OSError as e:
+            if not self._stop.is_set():
+                self._fail(f"receiving: {e}")
+
+    def _datagram(self, d: memoryview) -> None:
+        h = parse_header(d)
+        if h.stream >= self.expected:
+            raise StreamError(f"stream id {h.stream} is not below expected_streams={self.expected}")
+        s = self._streams[h.stream]
+        if h.flags & F_END:
+            self._end(h, s, d)
+            return
+        if h.flags:
+            raise StreamError(f"stream {h.stream}: datagram {h.seq} has unexpected flags {h.flags:#x}")
+        if h.seq >= len(s.seen):
+            s.seen.extend(bytes(max(h.seq + 1 - len(s.seen), len(s.seen))))
+        if s.seen[h.seq]:
+            s.duplicates += 1
+            return
+        if s.end is not None and h.seq >= s.end[0]:
+            raise StreamError(f"stream {h.stream}: datagram {h.seq} arrived after END said {s.end[0]} were sent")
+        body = d[HEADER_SIZE:]
+        pos, n = 0, len(body)
+        for i in range(h.count):  # framing: exactly `count` whole tuples
+            if n - pos < 4:
+                raise StreamError(f"stream {h.stream}: datagram {h.seq} ends inside tuple {i} of {h.count}")
+            (length,) = struct.unpack_from("<I", body, pos)
+            if length == 0 or n - pos - 4 < length:
+                raise StreamError(f"stream {h.stream}: datagram {h.seq}: tuple {i} has a bad length {length}")
+            pos += 4 + length
+        if pos != n:
+            raise StreamError(f"stream {h.stream}: datagram {h.seq} has {n - pos} bytes after its {h.count} tuples")
+        s.seen[h.seq] = 1
+        s.payload += body
+        s.datagrams += 1
+        s.tuples += h.count
+        self._check_stream(h.stream, s)
+
+    def _end(self, h: Header, s: _Stream, d: memoryview) -> None:
+        if len(d) < HEADER_SIZE + END_PAYLOAD.size:
+            raise StreamError(f"stream {h.stream}: END datagram of {len(d)} bytes")
+        tuples, _ = END_PAYLOAD.unpack_from(d, HEADER_SIZE)
+        if h.flags & F_LOSS:
+            raise StreamError(f"stream {h.stream}: the sender reports UDP loss upstream of it")
+        if s.end is not None:
+            if s.end != (h.seq, tuples):
+                raise StreamError(f"stream {h.stream}: two END datagrams disagree")
+            return
+        s.end = (h.seq, tuples)
+        s.end_at = time.monotonic()
+        self._check_stream(h.stream, s)
+
+    def _check_stream(self, sid: int, s: _Stream) -> None:
+        if s.end is None or s.complete or s.datagrams < s.end[0]:
+            return
+        if s.tuples != s.end[1]:
+            raise StreamError(f"stream {sid}: END counts {s.end[1]} tuples, received {s.tuples}")
+        s.complete = True
+        with self._lock:
+            self._ended += 1
+            if self._ended == self.expected:
+                self._done.set()
+
+    def _check_grace(self) -> None:
+        now = time.monotonic()
+        for sid, s in self._streams.items():
+            if s.end is not None and not s.complete and now - s.end_at > self.grace:
+                missing = next(i for i in range(s.end[0]) if i >= len(s.seen) or not s.seen[i])
+                raise StreamError(f"stream {sid}: UDP loss: {s.datagrams} of {s.end[0]} datagrams arrived "
+                                  f"(first missing: {missing})")

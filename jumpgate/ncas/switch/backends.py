@@ -1,0 +1,444 @@
+"""Where the switch aggregator's tables and registers live: one abstract class, three backends
+(the SwitchML habit: end-host backends behind one interface, a no-hardware one for testing).
+
+- `ModelBackend`: the switch model (p4/model/switch_model.c), a local process that runs the P4
+  pipeline's logic on UDP sockets. What every test here uses; named a model wherever it appears.
+- `P4RuntimeBackend`: BMv2 (simple_switch_grpc) running p4/v1model/jumpgate_agg.p4, through
+  P4Runtime (the `p4runtime` package from PyPI, `pip install 'jumpgate[switch]'`).
+- `BfRuntimeBackend`: a Tofino running p4/tna/jumpgate_agg.p4, through BF Runtime gRPC (the
+  `bfrt_grpc` package of Intel's SDE, which is not on PyPI).
+
+A backend writes what the controller classes computed (controller.py) and says where a job's
+senders send (`ingress`). The plugin speaks to the data plane itself (FLUSH/FINISH datagrams,
+END notices) through ordinary UDP sockets, identically for all three.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import select
+import socket
+import subprocess
+import threading
+import time
+from abc import ABC, abstractmethod
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+from ...nca.interface import NcaError
+from . import defs
+from .controller import CONTROLS, RegisterWrite, TableEntry, owner
+
+MODEL_READY_S = 10.0
+
+
+class SwitchBackend(ABC):
+    """One switch. `open`/`close` are reference counted by the instances that use it."""
+
+    kind: str = ""
+
+    def __init__(self) -> None:
+        self._users = 0
+        self._lock = threading.Lock()
+
+    # -- life ------------------------------------------------------------------------------
+    def open(self, cache_dir: Path) -> None:
+        with self._lock:
+            if self._users == 0:
+                self._connect(Path(cache_dir))
+            self._users += 1
+
+    def close(self) -> None:
+        with self._lock:
+            self._users = max(0, self._users - 1)
+            if self._users == 0:
+                self._disconnect()
+
+    @abstractmethod
+    def _connect(self, cache_dir: Path) -> None: ...
+
+    @abstractmethod
+    def _disconnect(self) -> None: ...
+
+    # -- what a job needs ------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def controller_host(self) -> str:
+        """Where the plugin's control socket binds: the switch sends END notices there."""
+
+    @abstractmethod
+    def ingress(self, job: int) -> tuple[str, int]:
+        """The (host, UDP port) a job's senders send to, and to which the plugin sends FLUSH and
+        FINISH; the port is the `job` table's key."""
+
+    def release_ingress(self, port: int) -> None:
+        """Give back what `ingress` took (a real switch's ports are fixed per job: nothing to do)."""
+        return None
+
+    @abstractmethod
+    def write_entries(self, entries: list[TableEntry]) -> None: ...
+
+    @abstractmethod
+    def delete_entries(self, entries: list[TableEntry]) -> None: ...
+
+    @abstractmethod
+    def write_registers(self, cells: list[RegisterWrite]) -> None: ...
+
+    @abstractmethod
+    def read_register(self, name: str, index: int, count: int = 1) -> list[int]: ...
+
+    def describe(self) -> str:
+        return self.kind
+
+
+# ------------------------------------------------------------------ the model
+
+
+def build_model(cache_dir: Path) -> Path:
+    """Compile the switch model (one C file) into the cache, keyed by its sources."""
+    src = defs.p4_dir() / "model" / "switch_model.c"
+    runtime = Path(__file__).resolve().parents[3] / "ncas" / "runtime"
+    key = hashlib.sha256()
+    for path in (src, defs.p4_dir() / "include" / "jumpgate_defs.p4", runtime / "jg_udp.h"):
+        key.update(path.read_bytes())
+    exe = Path(cache_dir) / "switch" / f"switch_model-{key.hexdigest()[:16]}"
+    if exe.exists():
+        return exe
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    tmp = exe.with_name(f".{exe.name}.{os.getpid()}")
+    cmd = ["gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-D_GNU_SOURCE",
+           f"-I{runtime}", str(src), "-o", str(tmp)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise NcaError(f"building the switch model failed: {proc.stderr[-2000:]}")
+    os.replace(tmp, exe)
+    return exe
+
+
+class ModelBackend(SwitchBackend):
+    """The switch model, one process shared by the jobs that lease slots on it (like a switch),
+    started when the first one opens it and stopped when the last one closes it."""
+
+    kind = "model"
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        super().__init__()
+        self.host = host
+        self.proc: subprocess.Popen | None = None
+        self._io = threading.Lock()
+
+    @property
+    def controller_host(self) -> str:
+        return self.host
+
+    def _connect(self, cache_dir: Path) -> None:
+        exe = build_model(cache_dir)
+        self.proc = subprocess.Popen([str(exe), "--bind", self.host], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, start_new_session=True, bufsize=0)
+        ready = self._line(MODEL_READY_S)
+        if ready.get("event") != "ready":
+            raise NcaError(f"the switch model did not start: {ready}")
+
+    def _disconnect(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        for stream in (proc.stdin, proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        try:
+            proc.wait(timeout=5)  # it exits when its standard input closes
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+    def _line(self, timeout: float) -> dict:
+        proc = self.proc
+        if proc is None:
+            raise NcaError("the switch model is not running")
+        # the model answers every command at once, with one whole line; none means it died
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        line = proc.stdout.readline() if ready else b""
+        if not line:
+            raise NcaError("the switch model stopped answering")
+        return json.loads(line)
+
+    def command(self, line: str) -> dict:
+        with self._io:
+            if self.proc is None:
+                raise NcaError("the switch model is not running")
+            try:
+                self.proc.stdin.write((line + "\n").encode())
+            except (BrokenPipeError, OSError, ValueError) as e:
+                raise NcaError(f"the switch model is gone ({e})") from None
+            answer = self._line(MODEL_READY_S)
+        if answer.get("event") == "error":
+            raise NcaError(f"switch model: {answer.get('message')} (command: {line})")
+        return answer
+
+    def ingress(self, job: int) -> tuple[str, int]:
+        return self.host, int(self.command("port")["port"])
+
+    def release_ingress(self, port: int) -> None:
+        if self.proc is not None:
+            self.command(f"unport {port}")
+
+    def write_entries(self, entries: list[TableEntry]) -> None:
+        for e in entries:
+            params = " ".join(f"{k}={v}" for k, v in e.params)
+            self.command(f"add {e.table} {e.key} {e.action} {params}".rstrip())
+
+    def delete_entries(self, entries: list[TableEntry]) -> None:
+        for e in entries:
+            self.command(f"del {e.table} {e.key}")
+
+    def write_registers(self, cells: list[RegisterWrite]) -> None:
+        for c in cells:
+            self.command(f"write {c.register} {c.index} {c.value}")
+
+    def read_register(self, name: str, index: int, count: int = 1) -> list[int]:
+        return [int(v) for v in self.command(f"read {name} {index} {count}")["values"]]
+
+
+# ------------------------------------------------------------------ real switches
+
+
+class _RemoteSwitch(SwitchBackend):
+    """What BMv2 and Tofino share: a data-plane address whose UDP ports `port_base + job` are the
+    jobs' ingress ports, and a controller address the switch sends END notices to."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        u = urlsplit(url)
+        q = {k: v[-1] for k, v in parse_qs(u.query).items()}
+        self.grpc = f"{u.hostname}:{u.port}"
+        self.device_id = int(q.get("device_id", 0))
+        self.data_ip = q.get("data_ip") or ""
+        self.ctrl_ip = q.get("ctrl_ip") or ""
+        self.port_base = int(q.get("port_base", 40000))
+        self.options = q
+        if not self.data_ip or not self.ctrl_ip:
+            raise ValueError(f"{url}: data_ip (the switch's data-plane address for jobs) and ctrl_ip (this "
+                             "host's address, where the switch sends END notices) are required")
+
+    @property
+    def controller_host(self) -> str:
+        return self.ctrl_ip
+
+    def ingress(self, job: int) -> tuple[str, int]:
+        return self.data_ip, self.port_base + job
+
+    def describe(self) -> str:
+        return f"{self.kind} at {self.grpc}"
+
+
+class P4RuntimeBackend(_RemoteSwitch):
+    """BMv2's simple_switch_grpc through P4Runtime. URL options: `p4info` (the P4Info text file p4c
+    wrote), `config` (the BMv2 JSON; when given, the pipeline is pushed on connect), `device_id`."""
+
+    kind = "bmv2"
+
+    def _connect(self, cache_dir: Path) -> None:
+        import grpc
+        from google.protobuf import text_format
+
+        p4info_pb2, p4runtime_pb2, p4runtime_pb2_grpc = p4runtime_modules()
+        self.load(p4runtime_pb2, text_format.Parse(Path(self.options["p4info"]).read_text(), p4info_pb2.P4Info()))
+        self.channel = grpc.insecure_channel(self.grpc)
+        self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
+        self.election = p4runtime_pb2.Uint128(high=0, low=int(time.time()))
+        self._requests: list = []
+        self._stream = self.stub.StreamChannel(iter(self._stream_requests()))
+        arbitration = p4runtime_pb2.StreamMessageRequest()
+        arbitration.arbitration.device_id = self.device_id
+        arbitration.arbitration.election_id.CopyFrom(self.election)
+        self._requests.append(arbitration)
+        next(self._stream)  # the arbitration answer
+        if self.options.get("config"):
+            req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+                device_id=self.device_id, election_id=self.election,
+                action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
+            req.config.p4info.CopyFrom(self.p4info)
+            req.config.p4_device_config = Path(self.options["config"]).read_bytes()
+            self.stub.SetForwardingPipelineConfig(req)
+
+    def load(self, p4runtime_pb2, p4info) -> None:
+        """Use these P4Runtime messages and this P4Info (what _connect reads; a test gives its own)."""
+        self._pb = p4runtime_pb2
+        self.p4info = p4info
+
+    def _stream_requests(self):
+        while True:
+            while self._requests:
+                yield self._requests.pop(0)
+            if getattr(self, "_closing", False):
+                return
+            time.sleep(0.05)
+
+    def _disconnect(self) -> None:
+        self._closing = True
+        self.channel.close()
+
+    def _id(self, kind: str, name: str):
+        for obj in getattr(self.p4info, kind):
+            if obj.preamble.name == name or obj.preamble.name.endswith("." + name):
+                return obj
+        raise NcaError(f"the P4Info has no {kind[:-1]} named {name!r}: is it the jumpgate_agg program?")
+
+    @staticmethod
+    def _bytes(value: int, bits: int) -> bytes:
+        return value.to_bytes((bits + 7) // 8, "big")
+
+    def table_entry(self, e: TableEntry):
+        """The P4Runtime TableEntry of `e` (a test builds these against a P4Info)."""
+        pb = self._pb
+        table = self._id("tables", e.table)
+        action = self._id("actions", e.action)
+        entry = pb.TableEntry(table_id=table.preamble.id)
+        key = table.match_fields[0]
+        entry.match.add(field_id=key.id, exact=pb.FieldMatch.Exact(value=self._bytes(e.key, key.bitwidth)))
+        entry.action.action.action_id = action.preamble.id
+        widths = {p.name: (p.id, p.bitwidth) for p in action.params}
+        for name, value in e.params:
+            pid, bits = widths[name]
+            entry.action.action.params.add(param_id=pid, value=self._bytes(value, bits))
+        return entry
+
+    def _write(self, updates) -> None:
+        req = self._pb.WriteRequest(device_id=self.device_id, election_id=self.election)
+        req.updates.extend(updates)
+        self.stub.Write(req)
+
+    def write_entries(self, entries: list[TableEntry]) -> None:
+        pb = self._pb
+        self._write([pb.Update(type=pb.Update.INSERT, entity=pb.Entity(table_entry=self.table_entry(e)))
+                     for e in entries])
+
+    def delete_entries(self, entries: list[TableEntry]) -> None:
+        pb = self._pb
+        self._write([pb.Update(type=pb.Update.DELETE, entity=pb.Entity(table_entry=self.table_entry(e)))
+                     for e in entries])
+
+    def _register(self, name: str, index: int):
+        reg = self._id("registers", name)
+        entry = self._pb.RegisterEntry(register_id=reg.preamble.id)
+        entry.index.index = index
+        return reg, entry
+
+    def write_registers(self, cells: list[RegisterWrite]) -> None:
+        pb = self._pb
+        updates = []
+        for c in cells:
+            reg, entry = self._register(c.register, c.index)
+            entry.data.bitstring = self._bytes(c.value, reg.type_spec.bitstring.bit.bitwidth)
+            updates.append(pb.Update(type=pb.Update.MODIFY, entity=pb.Entity(register_entry=entry)))
+        self._write(updates)
+
+    def read_register(self, name: str, index: int, count: int = 1) -> list[int]:
+        out = []
+        for i in range(index, index + count):
+            _, entry = self._register(name, i)
+            req = self._pb.ReadRequest(device_id=self.device_id)
+            req.entities.add(register_entry=entry)
+            for resp in self.stub.Read(req):
+                out += [int.from_bytes(e.register_entry.data.bitstring, "big") for e in resp.entities]
+        return out
+
+
+class BfRuntimeBackend(_RemoteSwitch):
+    """A Tofino through BF Runtime gRPC (`bfrt_grpc` from Intel's SDE). URL options: `program`
+    (the P4 program's name, default jumpgate_agg), `prefix` (the ingress control's name, default
+    `SwitchIngress`), `device_id`. Names are `pipe.SwitchIngress.<control instance>.<table>`."""
+
+    kind = "tofino"
+
+    def _connect(self, cache_dir: Path) -> None:
+        try:
+            import bfrt_grpc.client as gc  # ships with Intel's SDE, not on PyPI
+        except ImportError as e:
+            raise NcaError("the Tofino backend needs bfrt_grpc from Intel's SDE on PYTHONPATH "
+                           f"(e.g. $SDE_INSTALL/lib/python3*/site-packages/tofino) ({e})") from None
+        self.gc = gc
+        program = self.options.get("program", "jumpgate_agg")
+        self.prefix = self.options.get("prefix", "SwitchIngress")
+        self.interface = gc.ClientInterface(self.grpc, client_id=0, device_id=self.device_id)
+        self.interface.bind_pipeline_config(program)
+        self.info = self.interface.bfrt_info_get(program)
+        self.target = gc.Target(device_id=self.device_id, pipe_id=0xFFFF)
+
+    def _disconnect(self) -> None:
+        self.interface.tear_down_stream()
+
+    def _name(self, name: str) -> str:
+        """`SwitchIngress.<control instance>.<name>`: how BF Runtime names a table, register or action."""
+        return f"{self.prefix.split('.', 1)[-1]}.{owner(name).p4_instance}.{name}"
+
+    def _table(self, name: str):
+        return self.info.table_get(f"pipe.{self._name(name)}")
+
+    def _key(self, table, e: TableEntry):
+        field = {"job": "hdr.udp.dst_port"}.get(e.table, "meta.job")
+        return table.make_key([self.gc.KeyTuple(field, e.key)])
+
+    def write_entries(self, entries: list[TableEntry]) -> None:
+        for e in entries:
+            t = self._table(e.table)
+            action = f"{self._name(e.table).rsplit('.', 1)[0]}.{e.action}"
+            data = t.make_data([self.gc.DataTuple(k, v) for k, v in e.params], action)
+            t.entry_add(self.target, [self._key(t, e)], [data])
+
+    def delete_entries(self, entries: list[TableEntry]) -> None:
+        for e in entries:
+            t = self._table(e.table)
+            t.entry_del(self.target, [self._key(t, e)])
+
+    def write_registers(self, cells: list[RegisterWrite]) -> None:
+        for c in cells:
+            t = self._table(c.register)
+            t.entry_add(self.target, [t.make_key([self.gc.KeyTuple("$REGISTER_INDEX", c.index)])],
+                        [t.make_data([self.gc.DataTuple(f"{self._name(c.register)}.f1", c.value)])])
+
+    def read_register(self, name: str, index: int, count: int = 1) -> list[int]:
+        t = self._table(name)
+        out = []
+        for i in range(index, index + count):
+            resp = t.entry_get(self.target, [t.make_key([self.gc.KeyTuple("$REGISTER_INDEX", i)])],
+                               {"from_hw": True})
+            data, _ = next(resp)
+            values = data.to_dict()[f"{self._name(name)}.f1"]
+            out.append(int(values[0]))  # one value per pipe; a job's traffic uses one pipe
+        return out
+
+
+def p4runtime_modules():
+    """(p4info_pb2, p4runtime_pb2, p4runtime_pb2_grpc) of the `p4runtime` package. Its generated code
+    predates protobuf 4, whose native implementation refuses it; the pure-Python one reads it, so
+    that is chosen unless the process already imported protobuf."""
+    os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+    try:
+        from p4.config.v1 import p4info_pb2
+        from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+    except (ImportError, TypeError) as e:
+        raise NcaError(f"the BMv2 backend needs the p4runtime package: pip install 'jumpgate[switch]' ({e})") from None
+    return p4info_pb2, p4runtime_pb2, p4runtime_pb2_grpc
+
+
+def backend_from_url(url: str) -> SwitchBackend:
+    """`bmv2://HOST:PORT?...` or `tofino://HOST:PORT?...` (docs/switch.md)."""
+    scheme = urlsplit(url).scheme
+    if scheme == "bmv2":
+        return P4RuntimeBackend(url)
+    if scheme == "tofino":
+        return BfRuntimeBackend(url)
+    raise ValueError(f"switch URL {url!r}: the scheme is bmv2 or tofino")
+
+
+def all_table_names() -> list[str]:
+    return [t for c in CONTROLS for t in getattr(c, "tables", ())]
+
+
+def resolve_ipv4(host: str) -> int:
+    return int.from_bytes(socket.inet_aton(socket.gethostbyname(host)), "big")

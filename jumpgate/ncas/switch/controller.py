@@ -1,0 +1,137 @@
+"""The controller side of the P4 program: one class per P4 control, same name, owning that
+control's tables and registers (the SwitchML habit). They compute *what* to write for one job
+(table entries and register cells) as plain data; a backend (backends.py) writes it to a Tofino,
+a BMv2 or the switch model. The golden files of tests/unit/golden/switch/ hold these entries for
+representative queries (`python -m jumpgate.ncas.switch.golden --update`).
+
+Names of tables, actions, parameters and registers are those of p4/include/*.p4 and
+p4/{v1model,tna}/jumpgate_agg.p4; tests/unit/test_p4.py checks that the sources declare them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import defs
+from .query import SwitchQuery, wire_null_mask
+
+V0_INT32, V1_INT32 = 1, 2  # set_job `flags`
+
+
+@dataclass(frozen=True, slots=True)
+class TableEntry:
+    """An exact-match entry: `key` is the table's only key field (a UDP port or a job number)."""
+
+    table: str
+    key: int
+    action: str
+    params: tuple[tuple[str, int], ...] = ()
+
+    def to_json(self) -> dict:
+        return {"table": self.table, "key": self.key, "action": self.action, "params": dict(self.params)}
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterWrite:
+    register: str
+    index: int
+    value: int
+
+    def to_json(self) -> dict:
+        return {"register": self.register, "index": self.index, "value": self.value}
+
+
+@dataclass(frozen=True, slots=True)
+class JobSlots:
+    """A job's place on the switch: its number, its lease of the slot table, and the tag its slots
+    carry (a slot whose `occ` register holds another tag is free for this job)."""
+
+    job: int
+    base: int
+    size: int
+    tag: int
+
+    @property
+    def mask(self) -> int:
+        return self.size - 1
+
+
+class JobConfig:
+    """Control JobConfig: which UDP port is which job, and where its key and values are."""
+
+    p4_instance = "job_config"  # the instance name in SwitchIngress (p4/*/jumpgate_agg.p4)
+
+    tables = ("job", "key_select", "v0_select", "v1_select")
+    table_keys = {"job": ("udp_port", 16), "key_select": ("job", 8), "v0_select": ("job", 8), "v1_select": ("job", 8)}
+    set_job_params = (("job", 8), ("tag", 32), ("base", 16), ("mask", 16), ("in_len", 16), ("flags", 8),
+                      ("key_null", 64), ("v0_null", 64), ("v1_null", 64), ("cnt_null", 64))
+
+    @staticmethod
+    def entries(q: SwitchQuery, slots: JobSlots, udp_port: int) -> list[TableEntry]:
+        s0 = q.sums[0] if q.sums else None
+        s1 = q.sums[1] if len(q.sums) > 1 else None
+        flags = (V0_INT32 if s0 and s0.int32 else 0) | (V1_INT32 if s1 and s1.int32 else 0)
+        params = (("job", slots.job), ("tag", slots.tag), ("base", slots.base), ("mask", slots.mask),
+                  ("in_len", q.in_len), ("flags", flags), ("key_null", wire_null_mask(q.key_null_bit)),
+                  ("v0_null", wire_null_mask(s0.null_bit if s0 else None)),
+                  ("v1_null", wire_null_mask(s1.null_bit if s1 else None)),
+                  ("cnt_null", wire_null_mask(q.count_null_bit)))
+        return [
+            TableEntry("job", udp_port, "set_job", params),
+            TableEntry("key_select", slots.job, f"key_w{q.key_word}"),
+            TableEntry("v0_select", slots.job, f"v0_w{s0.word}" if s0 else "v0_none"),
+            TableEntry("v1_select", slots.job, f"v1_w{s1.word}" if s1 else "v1_none"),
+        ]
+
+
+class Output:
+    """Control Output: where a job's records and its END go, and the record's layout."""
+
+    p4_instance = "output"  # the instance name in SwitchIngress (p4/*/jumpgate_agg.p4)
+
+    tables = ("route", "out0_select", "out1_select", "out2_select")
+    table_keys = {t: ("job", 8) for t in tables}
+    set_route_params = (("dst_ip", 32), ("dst_port", 16), ("out_stream", 32), ("ctrl_ip", 32), ("ctrl_port", 16),
+                        ("out_words", 8), ("s0_out_null", 8), ("s1_out_null", 8))
+
+    @staticmethod
+    def entries(q: SwitchQuery, job: int, dst_ip: int, dst_port: int, out_stream: int, ctrl_ip: int,
+                ctrl_port: int) -> list[TableEntry]:
+        route = TableEntry("route", job, "set_route", (
+            ("dst_ip", dst_ip), ("dst_port", dst_port), ("out_stream", out_stream), ("ctrl_ip", ctrl_ip),
+            ("ctrl_port", ctrl_port), ("out_words", len(q.out_words)), ("s0_out_null", q.out_null("s0")),
+            ("s1_out_null", q.out_null("s1"))))
+        return [route] + [TableEntry(f"out{i}_select", job, f"out{i}_{what}") for i, what in enumerate(q.out_words)]
+
+
+class Aggregator:
+    """Control Aggregator: the slot registers. The data plane reads and clears a slot when the
+    controller sends a FLUSH datagram for it; a clear without output is a FLUSH with DISCARD."""
+
+    p4_instance = "aggregator"  # the instance name in SwitchIngress (p4/*/jumpgate_agg.p4)
+
+    registers = defs.SLOT_REGISTERS
+
+
+class StreamCounters:
+    """Control StreamCounters: per-job counters, reset when a job is configured and destroyed."""
+
+    p4_instance = "counters"  # the instance name in SwitchIngress (p4/*/jumpgate_agg.p4)
+
+    registers = (defs.STREAM_REGISTER, *defs.JOB_REGISTERS)
+
+    @staticmethod
+    def reset(job: int) -> list[RegisterWrite]:
+        cells = [RegisterWrite(r, job, 0) for r in defs.JOB_REGISTERS]
+        return cells + [RegisterWrite(defs.STREAM_REGISTER, job * defs.MAX_STREAMS + s, 0)
+                        for s in range(defs.MAX_STREAMS)]
+
+
+CONTROLS = (JobConfig, Output, Aggregator, StreamCounters)
+
+
+def owner(name: str) -> type:
+    """The controller class that owns table or register `name`."""
+    for cls in CONTROLS:
+        if name in getattr(cls, "tables", ()) or name in getattr(cls, "registers", ()):
+            return cls
+    raise KeyError(name)

@@ -1,0 +1,334 @@
+"""The switch aggregator NCA plugin (thesis §3.5.6): a partial aggregation on a programmable switch,
+fed by software NCAs over UDP, forwarding to a software final aggregation (docs/switch.md).
+
+Two registered implementations share this code and differ only in the switch behind them:
+
+- `switch.aggregate`: a real switch, given by JUMPGATE_SWITCH (`tofino://...` through BF Runtime,
+  `bmv2://...` through P4Runtime); without it, the operator interface says so and declines.
+- `switch.model`: the switch MODEL (p4/model/), a local process that runs the same pipeline on UDP
+  sockets, for machines without a switch. Off unless JUMPGATE_SWITCH_MODEL=1 (tests, demos),
+  because everywhere else a partial aggregation is better served by the software NCAs.
+
+Operator interface: only what the switch can do (controller/query.py): a partial aggregation by
+one key of at most 64 bits with at most two integer or decimal sums and one count, fixed-size
+tuples of at most eight fields arriving over UDP one per datagram; it emits the contract layout of
+the partial-state schema over UDP, so the final aggregation reads it like any partial output.
+Its register slots are a pool (ResourceRequest.pools) the plugin leases per job: two jobs never
+share slots, and the service's capacity check maps a job that would find none to software NCAs.
+
+Life cycle: compile = translate the aggregation (query.py); allocate = lease slots, open the
+backend, take the job's UDP ingress port and a control socket; configure = write the job's table
+entries (controller.py) and reset its counters; execute = wait for every sender's END (forwarded
+by the switch with its own count of what arrived: loss fails the job), then flush the job's slots
+(one FLUSH datagram per slot; the data plane emits occupied ones) and end the switch's output
+stream (FINISH); destroy = clear what a failed job left (FLUSH with DISCARD), delete the entries,
+reset the counters, release the port, the backend and the lease.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import random
+import select
+import socket
+import threading
+import time
+from pathlib import Path
+
+from ...client.udp import (
+    END_PAYLOAD,
+    F_DISCARD,
+    F_END,
+    F_ERROR,
+    F_FINISH,
+    F_FLUSH,
+    FINISH_PAYLOAD,
+    HEADER_SIZE,
+    pack_header,
+    parse_header,
+)
+from ...compiler.ntf import NtfLayout
+from ...dataflow.plan import Aggregate, LogicalPlan
+from ...deploy.resources import BlockLease, BlockPool
+from ...nca.interface import (
+    NTF,
+    CompileResult,
+    Destination,
+    Endpoint,
+    InstanceContext,
+    NcaError,
+    NcaImplementation,
+    NcaInstance,
+    NcaSpec,
+    OutputSpec,
+    PhaseStats,
+    ResourceRequest,
+    StreamSpec,
+    Verdict,
+)
+from . import defs
+from .backends import ModelBackend, SwitchBackend, backend_from_url, resolve_ipv4
+from .controller import JobConfig, JobSlots, Output, StreamCounters, TableEntry
+from .query import SwitchQuery, compile_query, input_reason, operation_reason
+
+log = logging.getLogger(__name__)
+
+SWITCH_ENV = "JUMPGATE_SWITCH"  # tofino://HOST:PORT?... or bmv2://HOST:PORT?... (docs/switch.md)
+MODEL_ENV = "JUMPGATE_SWITCH_MODEL"  # "1": offer the switch model
+SLOTS_ENV = "JUMPGATE_SWITCH_SLOTS"  # slots leased per job (a power of two, 1024 .. 65536)
+POLL_S = 0.2
+SYNC_TIMEOUT_S = 30.0
+
+
+def _slots_per_job() -> int:
+    text = os.environ.get(SLOTS_ENV) or str(defs.TABLE_SLOTS)
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < defs.BLOCK_SLOTS or n > defs.TABLE_SLOTS or n & (n - 1):
+        raise ValueError(f"{SLOTS_ENV}={text!r}: a power of two from {defs.BLOCK_SLOTS} to {defs.TABLE_SLOTS}")
+    return n
+
+
+class SwitchAggregatorNca(NcaImplementation):
+    name = "switch.aggregate"
+    description = ("Partial aggregation in a programmable switch (P4; Tofino through BF Runtime, BMv2 through "
+                   "P4Runtime): one key of up to 64 bits, integer and decimal sums, count; UDP in and out")
+    operation_kinds = ("aggregate",)
+    preference = -1  # preferred over software when the graphs are otherwise equal (compiler/cost.py)
+    in_network = True  # the packets cross the switch anyway: no host process, no extra hop
+
+    def __init__(self) -> None:
+        self.backend, self.unavailable = self.make_backend()
+        self.slots = _slots_per_job()
+        self.pool = BlockPool(f"{self.name}.slots", defs.TABLE_SLOTS, defs.BLOCK_SLOTS)
+        self._tags = itertools.count(random.randrange(1, 1 << 31))
+
+    def make_backend(self) -> tuple[SwitchBackend | None, str]:
+        """The switch behind this implementation, or None and why not."""
+        url = os.environ.get(SWITCH_ENV)
+        if not url:
+            return None, f"no switch is configured (set {SWITCH_ENV}=tofino://... or bmv2://...; docs/switch.md)"
+        return backend_from_url(url), ""
+
+    def next_tag(self) -> int:
+        return next(self._tags) % ((1 << 32) - 1) + 1  # never 0: an empty slot's tag
+
+    # -- operator interface --------------------------------------------------------------
+    def match_operations(self, plan: LogicalPlan, anchor: str) -> Verdict[tuple[str, ...]]:
+        if not anchor:
+            return Verdict.no("not a format converter")
+        if self.backend is None:
+            return Verdict.no(self.unavailable)
+        op = plan.op(anchor)
+        if not isinstance(op, Aggregate):
+            return Verdict.no(f"aggregates only, not '{op.kind}'")
+        why = operation_reason(plan, op)
+        return Verdict.no(why) if why else Verdict.yes((anchor,))
+
+    def match_input(self, plan, ops, inputs) -> Verdict[None]:
+        if len(inputs) != 1 or inputs[0].format != NTF or inputs[0].transport != "udp" or inputs[0].layout is None:
+            got = ", ".join(i.describe() for i in inputs) or "nothing"
+            return Verdict.no(f"receives NTF over udp only (one tuple per datagram), got {got}")
+        op = plan.op(ops[0])
+        why = input_reason(inputs[0].layout, plan.input_schema(op.input))
+        return Verdict.no(why) if why else Verdict.yes()
+
+    def match_output(self, plan, ops, inputs, wanted) -> Verdict[tuple[OutputSpec, ...]]:
+        if any(w not in (None, "udp") for w in wanted):
+            return Verdict.no(f"sends over udp only, not {', '.join(w for w in wanted if w)}")
+        op = plan.op(ops[0])
+        query = compile_query(plan, op, inputs[0].layout)
+        return Verdict.yes((OutputSpec(StreamSpec(NTF, "udp", query.layout), streams=1),))
+
+    def resources(self, plan, ops) -> ResourceRequest:
+        return ResourceRequest(cores=1, max_cores=1, memory_mb=16, deployment="switch",
+                               pools={self.pool.name: self.slots})
+
+    def resource_pools(self) -> dict:
+        return {self.pool.name: self.pool}
+
+    def capabilities(self) -> dict:
+        out = super().capabilities()
+        out["switch"] = self.backend.describe() if self.backend else None
+        out["slots"] = self.pool.snapshot()
+        return out
+
+    def instantiate(self, spec: NcaSpec, context: InstanceContext) -> NcaInstance:
+        return SwitchInstance(spec, context, self)
+
+
+class SwitchModelNca(SwitchAggregatorNca):
+    name = "switch.model"
+    description = ("MODEL of the switch aggregator (p4/model: the P4 pipeline's logic on UDP sockets, for machines "
+                   "without a switch; on with JUMPGATE_SWITCH_MODEL=1)")
+
+    def make_backend(self) -> tuple[SwitchBackend | None, str]:
+        if os.environ.get(MODEL_ENV, "") not in ("1", "true", "yes"):
+            return None, f"the switch model is off (tests and demos turn it on with {MODEL_ENV}=1)"
+        return ModelBackend(), ""
+
+
+class SwitchInstance(NcaInstance):
+    """One job's use of the switch."""
+
+    def __init__(self, spec: NcaSpec, context: InstanceContext, impl: SwitchAggregatorNca) -> None:
+        super().__init__(spec)
+        self.context = context
+        self.impl = impl
+        self.backend: SwitchBackend = impl.backend  # type: ignore[assignment]
+        self.query: SwitchQuery | None = None
+        self.lease: BlockLease | None = None
+        self.slots: JobSlots | None = None
+        self.ingress: tuple[str, int] | None = None
+        self.sock: socket.socket | None = None
+        self.entries: list[TableEntry] = []
+        self.flushed = False
+        self._opened = False
+        self._destroyed = threading.Event()
+        self._lock = threading.Lock()
+
+    @property
+    def owner(self) -> str:
+        return f"{self.spec.job_id}/{self.spec.id}"
+
+    # -- life cycle -----------------------------------------------------------------------
+    def compile(self) -> CompileResult:
+        op = self.spec.operations()[0]
+        layout: NtfLayout = self.spec.inputs[0].spec.layout  # type: ignore[assignment]
+        self.query = compile_query(self.spec.plan, op, layout)  # type: ignore[arg-type]
+        return CompileResult(cached=True, artifact=f"{self.backend.describe()}: {self.query.out_words}")
+
+    def allocate(self) -> list[Endpoint]:
+        streams = self.spec.inputs[0].expected_streams
+        if streams > defs.MAX_STREAMS:
+            raise NcaError(f"the switch counts at most {defs.MAX_STREAMS} input streams per job, not {streams}")
+        with self._lock:
+            if self._destroyed.is_set():
+                raise NcaError("cancelled")
+            try:
+                self.lease = self.impl.pool.acquire(self.owner, self.spec.resources.pools.get(self.impl.pool.name,
+                                                                                              self.impl.slots))
+            except Exception as e:  # NoResources: another job took the slots since mapping
+                raise NcaError(f"{e}; resubmit the job to map it to software NCAs") from None
+            self.backend.open(Path(self.context.cache_dir))
+            self._opened = True
+        self.slots = JobSlots(self.lease.start // defs.BLOCK_SLOTS, self.lease.start, self.lease.size,
+                              self.impl.next_tag())
+        self.ingress = self.backend.ingress(self.slots.job)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.sock.bind((self.backend.controller_host, 0))
+        host, port = self.ingress
+        return [Endpoint(host, port, "udp", max_tuples=1)]
+
+    def configure(self, destinations: list[list[Destination]]) -> None:
+        if len(destinations) != 1 or len(destinations[0]) != 1:
+            raise NcaError("the switch sends its output to exactly one destination")
+        (dest,) = destinations[0]
+        if dest.endpoint.transport != "udp" or dest.streams != 1:
+            raise NcaError(f"the switch sends one UDP stream, not {dest.streams} over {dest.endpoint.transport}")
+        assert self.query is not None and self.slots is not None and self.ingress is not None and self.sock
+        ctrl_host, ctrl_port = self.sock.getsockname()
+        self.entries = (JobConfig.entries(self.query, self.slots, self.ingress[1])
+                        + Output.entries(self.query, self.slots.job, resolve_ipv4(dest.endpoint.host),
+                                         dest.endpoint.port, dest.first_stream, resolve_ipv4(ctrl_host), ctrl_port))
+        self.backend.write_registers(StreamCounters.reset(self.slots.job))
+        self.backend.write_entries(self.entries)
+
+    def execute(self, phase: int) -> PhaseStats:
+        t0 = time.monotonic_ns()
+        ends = self._wait_for_senders()
+        received = sum(r for _, _, r in ends.values())
+        flush_t0 = time.monotonic_ns()
+        self._flush(0)
+        self.flushed = True
+        assert self.slots is not None
+        job = self.slots.job
+        out, bypassed, spilled = (self.backend.read_register(r, job)[0] for r in ("out_seq", "bypassed", "spilled"))
+        wall = time.monotonic_ns() - t0
+        record = HEADER_SIZE + 4 + self.query.layout.fixed_size  # type: ignore[union-attr]
+        return PhaseStats(wall_ns=wall, wait_in_ns=flush_t0 - t0, tuples_in=received,
+                          bytes_in=received * (HEADER_SIZE + 4 + self.query.in_len),  # type: ignore[union-attr]
+                          tuples_out=out, bytes_out=out * record,
+                          extra={"switch_slots": self.slots.size, "switch_bypassed": bypassed,
+                                 "switch_spilled": spilled, "switch_flush_ms": (time.monotonic_ns() - flush_t0) / 1e6})
+
+    def destroy(self) -> None:
+        with self._lock:
+            if self._destroyed.is_set():
+                return
+            self._destroyed.set()
+        try:
+            if self.entries and not self.flushed:
+                self._flush(F_DISCARD)  # a failed job's slots: clear them without output
+        except Exception:
+            log.warning("switch: clearing the slots of %s failed (stale slots carry a dead tag)", self.owner)
+        try:
+            if self.entries:
+                self.backend.delete_entries(self.entries)
+                self.backend.write_registers(StreamCounters.reset(self.slots.job))  # type: ignore[union-attr]
+            if self.ingress is not None:
+                self.backend.release_ingress(self.ingress[1])
+        except Exception:
+            log.exception("switch: cleaning up after %s failed", self.owner)
+        finally:
+            if self.sock is not None:
+                self.sock.close()
+            if self._opened:
+                self.backend.close()
+            self.impl.pool.release(self.owner)
+
+    # -- the data plane -------------------------------------------------------------------
+    def _wait_for_senders(self) -> dict[int, tuple[int, int, int]]:
+        """END notices of every input stream: stream -> (datagrams sent, tuples sent, received)."""
+        expected = self.spec.inputs[0].expected_streams
+        ends: dict[int, tuple[int, int, int]] = {}
+        sock = self.sock
+        assert sock is not None
+        while len(ends) < expected:
+            if self._destroyed.is_set():
+                raise NcaError("cancelled")
+            ready, _, _ = select.select([sock], [], [], POLL_S)
+            if not ready:
+                continue
+            data = sock.recv(2048)
+            h = parse_header(data)
+            if h.flags & F_ERROR:
+                raise NcaError(f"the switch received a datagram it cannot parse on the job's port (stream "
+                               f"{h.stream}, {len(data)} bytes): the sender does not send one fixed-size tuple "
+                               "per datagram")
+            if not h.flags & F_END or h.stream >= expected or len(data) < HEADER_SIZE + END_PAYLOAD.size:
+                continue
+            tuples, received = END_PAYLOAD.unpack_from(data, HEADER_SIZE)
+            ends[h.stream] = (h.seq, tuples, received)
+        for stream, (sent, tuples, received) in sorted(ends.items()):
+            if received != sent or tuples != sent:
+                raise NcaError(f"UDP loss between the sender of stream {stream} and the switch: it sent {sent} "
+                               f"datagrams ({tuples} tuples), the switch received {received}")
+        return ends
+
+    def _flush(self, flags: int) -> None:
+        """One FLUSH per slot of the job's block (the data plane reads and clears it, and emits it
+        unless DISCARD), then, for a real flush, FINISH (the switch's END) three times. Waits until
+        the switch has processed every FLUSH (its `flushed` counter)."""
+        assert self.slots is not None and self.ingress is not None and self.sock is not None
+        job, n = self.slots.job, self.slots.size
+        before = self.backend.read_register("flushed", job)[0]
+        for i in range(n):
+            self.sock.sendto(pack_header(0, i, 0, F_FLUSH | flags), self.ingress)
+        deadline = time.monotonic() + SYNC_TIMEOUT_S
+        while self.backend.read_register("flushed", job)[0] < before + n:
+            if time.monotonic() > deadline:
+                raise NcaError(f"the switch processed {self.backend.read_register('flushed', job)[0] - before} of "
+                               f"{n} FLUSH datagrams (lost between the controller and the switch)")
+            time.sleep(0.01)
+        if not flags & F_DISCARD:
+            finish = pack_header(0, 0, 0, F_FINISH) + FINISH_PAYLOAD.pack(before + n)
+            for _ in range(3):
+                self.sock.sendto(finish, self.ingress)
+
+
+__all__ = ["SwitchAggregatorNca", "SwitchInstance", "SwitchModelNca"]

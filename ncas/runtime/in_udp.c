@@ -1,0 +1,367 @@
+/* UDP input (docs/udp-transport.md): the `expect`ed streams of one input port arrive as datagrams
+ * on one bound UDP socket (control.c binds it for --udp-inputs).
+ *
+ * Every worker reads the shared socket with recvmmsg (the kernel hands each datagram to one of
+ * them), so a stream's datagrams may be spread over workers; the per-stream bookkeeping (which
+ * sequence numbers arrived, tuples, the END datagram) is shared under one mutex, taken once per
+ * batch. A duplicate datagram is dropped before its tuples are used. A stream is complete when its
+ * END has arrived and exactly the datagrams 0 .. END.seq-1 and END.tuples tuples did; the port is
+ * complete when all of its streams are. Missing datagrams after an END are waited for
+ * `param udp.grace_ms` (default 2000: reordering is rare, loss is not), then the phase fails
+ * naming the stream and the first missing sequence number. With `param udp.dpdk` worker 0 polls
+ * the DPDK port instead (dpdk_io.c) and the other workers only wait.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "jg_udp.h"
+#include "jgrt.h"
+
+#define BATCH 64
+#define SLOT_BYTES 65536
+#define POLL_MS 50
+#define MAX_SEQ (1ull << 40) /* a sanity bound on sequence numbers (bitmap growth) */
+
+typedef struct {
+  uint64_t *seen; /* bitmap of data sequence numbers received */
+  uint64_t words;
+  uint64_t datagrams, tuples, duplicates;
+  int ended;
+  uint64_t end_seq, end_tuples, end_ns;
+} stream_state;
+
+struct jgr_udp_in {
+  int fd, port, udp_port, nworkers, dpdk;
+  uint32_t expected, complete;
+  uint64_t grace_ns;
+  stream_state *streams;
+  pthread_mutex_t mu;
+  int failed; /* atomic */
+  jgr_error err;
+};
+
+static void in_fail(struct jgr_udp_in *in, const char *fmt, ...) JGR_PRINTF(2, 3);
+static void in_fail(struct jgr_udp_in *in, const char *fmt, ...) {
+  /* called with in->mu held */
+  if (!in->failed) {
+    va_list ap;
+    va_start(ap, fmt);
+    jgr_error_vset(&in->err, fmt, ap);
+    va_end(ap);
+    __atomic_store_n(&in->failed, 1, __ATOMIC_RELEASE);
+  }
+}
+
+struct jgr_udp_in *jgr_udp_in_start(jgr_proc *p, int port, int nworkers, jgr_error *err) {
+  uint64_t grace_ms;
+  if (jgr_param_u64(p, "udp.grace_ms", 2000, 0, 3600000, &grace_ms, err)) return NULL;
+  struct jgr_udp_in *in = calloc(1, sizeof *in);
+  in->fd = p->inputs[port].listen_fd;
+  in->port = port;
+  in->udp_port = p->inputs[port].port;
+  in->nworkers = nworkers;
+  in->expected = p->inputs[port].expected;
+  in->grace_ns = grace_ms * 1000000u;
+  in->streams = calloc(in->expected ? in->expected : 1, sizeof *in->streams);
+  pthread_mutex_init(&in->mu, NULL);
+  if (jgr_param(p, "udp.dpdk")) {
+    if (!jgr_dpdk) {
+      jgr_error_set(err, "input port %d: param udp.dpdk is set, but this NCA was built without DPDK", port);
+      return NULL;
+    }
+    if (jgr_dpdk->init(p, err) != 0) return NULL;
+    in->dpdk = 1;
+  }
+  return in;
+}
+
+/* One datagram's header, checked before any bookkeeping. */
+typedef struct {
+  const uint8_t *data;
+  uint32_t len;
+  jg_udp_header h;
+  int use; /* a data datagram to process (not a duplicate, not control) */
+} dgram;
+
+static int check_datagram(struct jgr_udp_in *in, dgram *g, jgr_error *err) {
+  if (jg_udp_get_header(g->data, g->len, &g->h) != 0) {
+    jgr_error_set(err, "input port %d: a %u-byte UDP datagram that is not NTU1 arrived", in->port, g->len);
+    return -1;
+  }
+  if (g->h.stream >= in->expected) {
+    jgr_error_set(err, "input port %d: UDP stream id %u, but %u streams are expected", in->port, g->h.stream,
+                  in->expected);
+    return -1;
+  }
+  if (g->h.flags & JG_UDP_F_END) {
+    if (g->len < JG_UDP_HEADER + JG_UDP_END_PAYLOAD) {
+      jgr_error_set(err, "input port %d stream %u: END datagram of %u bytes", in->port, g->h.stream, g->len);
+      return -1;
+    }
+    return 0;
+  }
+  if (g->h.flags) {
+    jgr_error_set(err, "input port %d stream %u: datagram with unexpected flags 0x%x", in->port, g->h.stream,
+                  g->h.flags);
+    return -1;
+  }
+  /* framing: exactly `count` whole tuples fill the datagram */
+  size_t pos = JG_UDP_HEADER;
+  for (uint32_t i = 0; i < g->h.count; i++) {
+    uint32_t L;
+    if (g->len - pos < 4 || (memcpy(&L, g->data + pos, 4), L == 0) || L >= 0x80000000u || g->len - pos - 4 < L) {
+      jgr_error_set(err, "input port %d stream %u: datagram %llu is malformed (tuple %u of %u)", in->port,
+                    g->h.stream, (unsigned long long)g->h.seq, i, g->h.count);
+      return -1;
+    }
+    pos += 4 + (size_t)L;
+  }
+  if (pos != g->len || g->h.seq >= MAX_SEQ) {
+    jgr_error_set(err, "input port %d stream %u: datagram %llu is malformed (%zu bytes after its %u tuples)",
+                  in->port, g->h.stream, (unsigned long long)g->h.seq, g->len - pos, g->h.count);
+    return -1;
+  }
+  return 0;
+}
+
+static int first_missing(const stream_state *s, uint64_t *seq) {
+  for (uint64_t i = 0; i < s->end_seq; i++)
+    if (i / 64 >= s->words || !(s->seen[i / 64] >> (i % 64) & 1)) {
+      *seq = i;
+      return 1;
+    }
+  return 0;
+}
+
+/* With in->mu held: the stream's state after its END or a new datagram. */
+static void check_stream(struct jgr_udp_in *in, uint32_t id, stream_state *s) {
+  if (!s->ended || s->ended == 2) return;
+  if (s->datagrams > s->end_seq) {
+    in_fail(in, "input port %d stream %u: %llu data datagrams arrived, but END says %llu were sent", in->port,
+            id, (unsigned long long)s->datagrams, (unsigned long long)s->end_seq);
+  } else if (s->datagrams == s->end_seq) {
+    if (s->tuples != s->end_tuples)
+      in_fail(in, "input port %d stream %u: END counts %llu tuples, received %llu", in->port, id,
+              (unsigned long long)s->end_tuples, (unsigned long long)s->tuples);
+    s->ended = 2;
+    __atomic_add_fetch(&in->complete, 1, __ATOMIC_RELEASE);
+  }
+}
+
+/* Bookkeeping of one batch (with in->mu held): mark data datagrams seen (use = 1 unless a
+ * duplicate), record ENDs. Returns -1 after in_fail. */
+static int account(struct jgr_udp_in *in, dgram *g, int n, jg_ctx *ctx) {
+  for (int i = 0; i < n; i++) {
+    stream_state *s = &in->streams[g[i].h.stream];
+    uint32_t id = g[i].h.stream;
+    g[i].use = 0;
+    if (g[i].h.flags & JG_UDP_F_END) {
+      uint64_t tuples;
+      memcpy(&tuples, g[i].data + JG_UDP_HEADER, 8);
+      if (g[i].h.flags & JG_UDP_F_LOSS) {
+        in_fail(in, "input port %d stream %u: the sender reports UDP loss upstream of it", in->port, id);
+        return -1;
+      }
+      if (s->ended) {
+        if (s->end_seq != g[i].h.seq || s->end_tuples != tuples) {
+          in_fail(in, "input port %d stream %u: two END datagrams disagree", in->port, id);
+          return -1;
+        }
+        continue;
+      }
+      s->ended = 1;
+      s->end_seq = g[i].h.seq;
+      s->end_tuples = tuples;
+      s->end_ns = jgr_now_ns();
+      check_stream(in, id, s);
+      continue;
+    }
+    uint64_t q = g[i].h.seq;
+    if (q / 64 >= s->words) {
+      uint64_t w = s->words ? s->words : 1024;
+      while (w <= q / 64) w *= 2;
+      s->seen = realloc(s->seen, w * 8);
+      if (!s->seen) abort();
+      memset(s->seen + s->words, 0, (w - s->words) * 8);
+      s->words = w;
+    }
+    if (s->seen[q / 64] >> (q % 64) & 1) {
+      s->duplicates++;
+      continue;
+    }
+    if (s->ended && q >= s->end_seq) {
+      in_fail(in, "input port %d stream %u: datagram %llu arrived after END said %llu were sent", in->port, id,
+              (unsigned long long)q, (unsigned long long)s->end_seq);
+      return -1;
+    }
+    s->seen[q / 64] |= 1ull << (q % 64);
+    s->datagrams++;
+    s->tuples += g[i].h.count;
+    ctx->stats.bytes_in += g[i].len;
+    g[i].use = 1;
+    check_stream(in, id, s);
+  }
+  return in->failed ? -1 : 0;
+}
+
+/* With in->mu held: fail a stream whose END arrived more than the grace period ago. */
+static void check_grace(struct jgr_udp_in *in) {
+  uint64_t now = jgr_now_ns();
+  for (uint32_t i = 0; i < in->expected; i++) {
+    stream_state *s = &in->streams[i];
+    if (s->ended != 1 || now - s->end_ns < in->grace_ns) continue;
+    uint64_t miss = 0;
+    first_missing(s, &miss);
+    in_fail(in, "input port %d stream %u: UDP loss: %llu of %llu datagrams arrived (first missing: %llu)",
+            in->port, i, (unsigned long long)s->datagrams, (unsigned long long)s->end_seq,
+            (unsigned long long)miss);
+    return;
+  }
+}
+
+/* Hand the tuples of the usable datagrams to fn in batches. */
+static int deliver(dgram *g, int n, jg_ctx *ctx, jgr_tuples_fn fn, void *arg, jgr_error *err) {
+  enum { MAXT = 1024 };
+  const uint8_t *tuples[MAXT];
+  uint32_t lens[MAXT];
+  size_t k = 0;
+  for (int i = 0; i < n; i++) {
+    if (!g[i].use) continue;
+    size_t pos = JG_UDP_HEADER;
+    for (uint32_t t = 0; t < g[i].h.count; t++) {
+      uint32_t L;
+      memcpy(&L, g[i].data + pos, 4);
+      tuples[k] = g[i].data + pos + 4;
+      lens[k++] = L;
+      pos += 4 + (size_t)L;
+      ctx->stats.tuples_in++;
+      if (k == MAXT) {
+        if (fn(arg, ctx, tuples, lens, k, err) != 0) return -1;
+        k = 0;
+      }
+    }
+  }
+  return k ? fn(arg, ctx, tuples, lens, k, err) : 0;
+}
+
+static int done_or_failed(struct jgr_udp_in *in, jgr_error *err) {
+  if (__atomic_load_n(&in->failed, __ATOMIC_ACQUIRE)) {
+    pthread_mutex_lock(&in->mu);
+    jgr_error_set(err, "%s", in->err.message);
+    pthread_mutex_unlock(&in->mu);
+    return -1;
+  }
+  return __atomic_load_n(&in->complete, __ATOMIC_ACQUIRE) >= in->expected ? 1 : 0;
+}
+
+/* Receive up to BATCH datagrams into g (kernel socket or DPDK). Returns how many, 0 on a quiet poll. */
+typedef struct {
+  uint8_t *bufs;
+  struct mmsghdr msgs[BATCH];
+  struct iovec iov[BATCH];
+  void *mbufs[BATCH];
+  int nmbufs;
+} rx_state;
+
+static int receive(struct jgr_udp_in *in, rx_state *rx, dgram *g, jg_ctx *ctx, jgr_error *err) {
+  uint64_t t0 = jgr_now_ns();
+  int n = 0;
+  if (in->dpdk) {
+    const uint8_t *data[BATCH];
+    uint32_t lens[BATCH];
+    n = jgr_dpdk->rx_burst(in->udp_port, data, lens, rx->mbufs, BATCH);
+    rx->nmbufs = n;
+    for (int i = 0; i < n; i++) g[i] = (dgram){.data = data[i], .len = lens[i]};
+  } else {
+    struct pollfd pfd = {in->fd, POLLIN, 0};
+    int r = poll(&pfd, 1, POLL_MS);
+    if (r > 0) {
+      n = recvmmsg(in->fd, rx->msgs, BATCH, MSG_DONTWAIT, NULL);
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EINTR) n = 0;
+        else {
+          jgr_error_set(err, "input port %d: recvmmsg: %s", in->port, strerror(errno));
+          return -1;
+        }
+      }
+      for (int i = 0; i < n; i++) g[i] = (dgram){.data = rx->bufs + (size_t)i * SLOT_BYTES, .len = rx->msgs[i].msg_len};
+    }
+  }
+  ctx->stats.wait_in_ns += jgr_now_ns() - t0;
+  return n;
+}
+
+int jgr_udp_in_run(struct jgr_udp_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *arg, jgr_error *err) {
+  rx_state *rx = calloc(1, sizeof *rx);
+  dgram g[BATCH];
+  int rc = 0, idle = in->dpdk && ctx->worker != 0;
+  if (!in->dpdk) {
+    rx->bufs = malloc((size_t)BATCH * SLOT_BYTES);
+    if (!rx->bufs) abort();
+    for (int i = 0; i < BATCH; i++) {
+      rx->iov[i] = (struct iovec){rx->bufs + (size_t)i * SLOT_BYTES, SLOT_BYTES};
+      rx->msgs[i].msg_hdr.msg_iov = &rx->iov[i];
+      rx->msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+  }
+  for (;;) {
+    int st = done_or_failed(in, err);
+    if (st != 0) {
+      rc = st < 0 ? -1 : 0;
+      break;
+    }
+    int n = 0;
+    if (idle) {
+      struct timespec ts = {0, POLL_MS * 1000000L};
+      nanosleep(&ts, NULL);
+    } else if ((n = receive(in, rx, g, ctx, err)) < 0) {
+      rc = -1;
+      break;
+    }
+    for (int i = 0; i < n && rc == 0; i++)
+      if (check_datagram(in, &g[i], err) != 0) rc = -1;
+    if (rc) {
+      pthread_mutex_lock(&in->mu);
+      in_fail(in, "%s", err->message);
+      pthread_mutex_unlock(&in->mu);
+      break;
+    }
+    pthread_mutex_lock(&in->mu);
+    int ok = account(in, g, n, ctx) == 0;
+    check_grace(in);
+    pthread_mutex_unlock(&in->mu);
+    if (ok && deliver(g, n, ctx, fn, arg, err) != 0) {
+      pthread_mutex_lock(&in->mu);
+      in_fail(in, "%s", err->message);
+      pthread_mutex_unlock(&in->mu);
+      rc = -1;
+    }
+    if (in->dpdk && rx->nmbufs) jgr_dpdk->rx_release(rx->mbufs, rx->nmbufs), rx->nmbufs = 0;
+    if (rc) break;
+  }
+  uint64_t dups = 0;
+  pthread_mutex_lock(&in->mu);
+  for (uint32_t i = 0; i < in->expected; i++) dups += in->streams[i].duplicates;
+  pthread_mutex_unlock(&in->mu);
+  if (dups && ctx->worker == 0 && rc == 0) jgr_log("input port %d: dropped %llu duplicate UDP datagrams", in->port,
+                                                   (unsigned long long)dups);
+  free(rx->bufs);
+  free(rx);
+  return rc;
+}
+
+void jgr_udp_in_free(struct jgr_udp_in *in) {
+  if (!in) return;
+  for (uint32_t i = 0; i < in->expected; i++) free(in->streams[i].seen);
+  free(in->streams);
+  pthread_mutex_destroy(&in->mu);
+  jgr_error_clear(&in->err);
+  free(in);
+}

@@ -1,0 +1,64 @@
+/* The UDP NTF transport's datagram format (docs/udp-transport.md), header only: used by the
+ * runtime's UDP output and input (out_udp.c, in_udp.c) and by the switch model (p4/model/), and
+ * restated by the P4 programs (p4/include/headers.p4) and the Python client (jumpgate/client/udp.py).
+ *
+ *   offset size  field (integers little-endian, as everywhere in NTF)
+ *   0      4     magic "NTU1" (the last byte is the version)
+ *   4      4     stream id: the sender's index among its destination's expected streams
+ *   8      8     sequence number: data datagrams of a stream are 0, 1, 2, ...; an END datagram
+ *                carries the number of data datagrams sent; a FLUSH carries a slot index
+ *   16     2     tuples in this datagram (0 in control datagrams)
+ *   18     2     flags (JG_UDP_F_*)
+ *   20     4     zero
+ *   24     ...   data: that many tuples, each a u32 length L then L bytes (contract §3 framing);
+ *                END: u64 tuples sent, u64 datagrams a switch received from the stream (senders 0);
+ *                FINISH: u64 FLUSH datagrams the controller sent.
+ */
+#ifndef JG_UDP_H
+#define JG_UDP_H
+
+#include <stdint.h>
+#include <string.h>
+
+#define JG_UDP_MAGIC "NTU1"
+#define JG_UDP_HEADER 24u
+#define JG_UDP_END_PAYLOAD 16u
+#define JG_UDP_DEFAULT_MAX_BYTES 1472u /* a 1500-byte Ethernet MTU less IPv4 and UDP headers */
+#define JG_UDP_MAX_BYTES 65507u        /* the largest IPv4 UDP payload */
+#define JG_UDP_END_COPIES 3u           /* END datagrams are sent this many times */
+
+#define JG_UDP_F_END 0x1u     /* end of stream */
+#define JG_UDP_F_LOSS 0x2u    /* the sender saw loss upstream of it (a switch): the stream failed */
+#define JG_UDP_F_FLUSH 0x4u   /* switch control: emit and clear one slot */
+#define JG_UDP_F_FINISH 0x8u  /* switch control: end the switch's output stream */
+#define JG_UDP_F_DISCARD 0x10u /* with FLUSH: clear the slot without emitting it */
+#define JG_UDP_F_ERROR 0x20u  /* a switch forwards a datagram it could not parse to its controller */
+
+typedef struct {
+  uint32_t stream;
+  uint64_t seq;
+  uint16_t count;
+  uint16_t flags;
+} jg_udp_header;
+
+static inline void jg_udp_put_header(uint8_t *p, uint32_t stream, uint64_t seq, uint16_t count,
+                                     uint16_t flags) {
+  memcpy(p, JG_UDP_MAGIC, 4);
+  memcpy(p + 4, &stream, 4);
+  memcpy(p + 8, &seq, 8);
+  memcpy(p + 16, &count, 2);
+  memcpy(p + 18, &flags, 2);
+  memset(p + 20, 0, 4);
+}
+
+/* 0 when `p` (n bytes) starts with a version 1 header. */
+static inline int jg_udp_get_header(const uint8_t *p, size_t n, jg_udp_header *h) {
+  if (n < JG_UDP_HEADER || memcmp(p, JG_UDP_MAGIC, 4) != 0) return -1;
+  memcpy(&h->stream, p + 4, 4);
+  memcpy(&h->seq, p + 8, 8);
+  memcpy(&h->count, p + 16, 2);
+  memcpy(&h->flags, p + 18, 2);
+  return 0;
+}
+
+#endif /* JG_UDP_H */

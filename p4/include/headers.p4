@@ -1,0 +1,143 @@
+/* Headers and metadata of the switch aggregator, shared by the Tofino (TNA) and BMv2 (v1model)
+ * programs. NTF integers are little-endian; P4 extracts fields in network order, so a field here
+ * holds the wire bytes and the programs swap bytes (SWAP16/32/64) where they compute. */
+#ifndef JUMPGATE_HEADERS_P4
+#define JUMPGATE_HEADERS_P4
+
+#define OUT_NONE 0
+#define OUT_RECORD 1
+#define OUT_NOTICE 2
+#define OUT_END 3
+
+#define SWAP16(x) (x[7:0] ++ x[15:8])
+#define SWAP32(x) (x[7:0] ++ x[15:8] ++ x[23:16] ++ x[31:24])
+#define SWAP64(x) (x[7:0] ++ x[15:8] ++ x[23:16] ++ x[31:24] ++ x[39:32] ++ x[47:40] ++ x[55:48] ++ x[63:56])
+
+header ethernet_h {
+    bit<48> dst_addr;
+    bit<48> src_addr;
+    bit<16> ether_type;
+}
+
+header ipv4_h {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<8>  diffserv;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<3>  flags;
+    bit<13> frag_offset;
+    bit<8>  ttl;
+    bit<8>  protocol;
+    bit<16> hdr_checksum;
+    bit<32> src_addr;
+    bit<32> dst_addr;
+}
+
+header udp_h {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> len;
+    bit<16> checksum;
+}
+
+/* docs/udp-transport.md: the 24-byte datagram header (fields little-endian on the wire). */
+header ntu_h {
+    bit<32> magic;   /* "NTU1" */
+    bit<32> stream;
+    bit<64> seq;
+    bit<16> count;
+    bit<16> flags;   /* JG_F_* in jumpgate_defs.p4 are these bits as extracted */
+    bit<32> zero;
+}
+
+header end_h {       /* an END datagram's payload */
+    bit<64> tuples;
+    bit<64> received;  /* written by the switch before it forwards the END to the controller */
+}
+
+header finish_h {    /* a FINISH datagram's payload */
+    bit<64> flushes;
+}
+
+header tuple_len_h { bit<32> len; }   /* the tuple's u32 length prefix */
+header word_h { bit<64> data; }       /* the null vector, or one 8-byte field */
+
+struct headers_t {
+    ethernet_h ethernet;
+    ipv4_h     ipv4;
+    udp_h      udp;
+    ntu_h      ntu;
+    end_h      end;
+    finish_h   finish;
+    tuple_len_h tlen;
+    word_h     nulls;
+    word_h     w0;
+    word_h     w1;
+    word_h     w2;
+    word_h     w3;
+    word_h     w4;
+    word_h     w5;
+    word_h     w6;
+    word_h     w7;
+    /* the record the switch emits: a tuple of the job's output layout */
+    tuple_len_h out_len;
+    word_h     out_nulls;
+    word_h     out_key;
+    word_h     out_w0;
+    word_h     out_w1;
+    word_h     out_w2;
+}
+
+struct metadata_t {
+    /* set_job */
+    bit<8>  job;
+    bit<32> tag;
+    bit<16> base;
+    bit<16> mask;
+    bit<16> in_len;
+    bit<8>  flags;
+    bit<64> key_null;
+    bit<64> v0_null;
+    bit<64> v1_null;
+    bit<64> cnt_null;
+    /* set_route */
+    bit<32> dst_ip;
+    bit<16> dst_port;
+    bit<32> out_stream;
+    bit<32> ctrl_ip;
+    bit<16> ctrl_port;
+    bit<8>  out_words;
+    bit<8>  s0_out_null;
+    bit<8>  s1_out_null;
+    /* the tuple, as the pipeline sees it */
+    bit<64> key;       /* wire bytes */
+    bit<64> v0;        /* native */
+    bit<64> v1;
+    bit<1>  v0_null_hit;
+    bit<1>  v1_null_hit;
+    bit<32> cnt_inc;
+    bit<1>  bypass;
+    bit<1>  fresh;
+    bit<16> hash;
+    bit<16> idx;
+    bit<12> counter;   /* job * JG_MAX_STREAMS + stream */
+    /* a record to emit: count, sums, their null bits, and which output word holds which */
+    bit<64> r_count;
+    bit<64> r_s0;
+    bit<64> r_s1;
+    bit<8>  r_nulls;
+    bit<2>  out_kind;  /* OUT_NONE, OUT_RECORD (to the destination), OUT_NOTICE (to the controller), OUT_END */
+    bit<2>  o0;  /* 0 count, 1 s0, 2 s1 */
+    bit<2>  o1;
+    bit<2>  o2;
+    /* spills */
+    bit<32> carry0;
+    bit<32> carry1;
+    bit<32> spill_c;
+    bit<32> spill_h0;
+    bit<32> spill_h1;
+    bit<1>  spilled;
+}
+
+#endif

@@ -1,0 +1,83 @@
+/* Control JobConfig (controller: jumpgate/ncas/switch/controller.py JobConfig): which UDP port is
+ * which job, where its slots are, and which fields of its tuples are the key and the values.
+ * Shared by both programs: plain tables and actions. */
+control JobConfig(inout headers_t hdr, inout metadata_t meta, out bool hit) {
+    action set_job(bit<8> job, bit<32> tag, bit<16> base, bit<16> mask, bit<16> in_len, bit<8> flags,
+                   bit<64> key_null, bit<64> v0_null, bit<64> v1_null, bit<64> cnt_null) {
+        meta.job = job;
+        meta.tag = tag;
+        meta.base = base;
+        meta.mask = mask;
+        meta.in_len = in_len;
+        meta.flags = flags;
+        meta.key_null = key_null;
+        meta.v0_null = v0_null;
+        meta.v1_null = v1_null;
+        meta.cnt_null = cnt_null;
+    }
+
+    table job {
+        key = { hdr.udp.dst_port : exact; }
+        actions = { set_job; NoAction; }
+        default_action = NoAction;
+        size = JG_MAX_JOBS;
+    }
+
+    action key_w0() { meta.key = hdr.w0.data; }
+    action key_w1() { meta.key = hdr.w1.data; }
+    action key_w2() { meta.key = hdr.w2.data; }
+    action key_w3() { meta.key = hdr.w3.data; }
+    action key_w4() { meta.key = hdr.w4.data; }
+    action key_w5() { meta.key = hdr.w5.data; }
+    action key_w6() { meta.key = hdr.w6.data; }
+    action key_w7() { meta.key = hdr.w7.data; }
+    table key_select {
+        key = { meta.job : exact; }
+        actions = { key_w0; key_w1; key_w2; key_w3; key_w4; key_w5; key_w6; key_w7; }
+        default_action = key_w0;
+        size = JG_MAX_JOBS;
+    }
+
+    action v0_none() { meta.v0 = 0; }
+    action v0_w0() { meta.v0 = SWAP64(hdr.w0.data); }
+    action v0_w1() { meta.v0 = SWAP64(hdr.w1.data); }
+    action v0_w2() { meta.v0 = SWAP64(hdr.w2.data); }
+    action v0_w3() { meta.v0 = SWAP64(hdr.w3.data); }
+    action v0_w4() { meta.v0 = SWAP64(hdr.w4.data); }
+    action v0_w5() { meta.v0 = SWAP64(hdr.w5.data); }
+    action v0_w6() { meta.v0 = SWAP64(hdr.w6.data); }
+    action v0_w7() { meta.v0 = SWAP64(hdr.w7.data); }
+    table v0_select {
+        key = { meta.job : exact; }
+        actions = { v0_none; v0_w0; v0_w1; v0_w2; v0_w3; v0_w4; v0_w5; v0_w6; v0_w7; }
+        default_action = v0_none;
+        size = JG_MAX_JOBS;
+    }
+
+    action v1_none() { meta.v1 = 0; }
+    action v1_w0() { meta.v1 = SWAP64(hdr.w0.data); }
+    action v1_w1() { meta.v1 = SWAP64(hdr.w1.data); }
+    action v1_w2() { meta.v1 = SWAP64(hdr.w2.data); }
+    action v1_w3() { meta.v1 = SWAP64(hdr.w3.data); }
+    action v1_w4() { meta.v1 = SWAP64(hdr.w4.data); }
+    action v1_w5() { meta.v1 = SWAP64(hdr.w5.data); }
+    action v1_w6() { meta.v1 = SWAP64(hdr.w6.data); }
+    action v1_w7() { meta.v1 = SWAP64(hdr.w7.data); }
+    table v1_select {
+        key = { meta.job : exact; }
+        actions = { v1_none; v1_w0; v1_w1; v1_w2; v1_w3; v1_w4; v1_w5; v1_w6; v1_w7; }
+        default_action = v1_none;
+        size = JG_MAX_JOBS;
+    }
+
+    apply {
+        hit = job.apply().hit;
+        if (hit && hdr.w0.isValid()) {  /* a data tuple: pick its key and values, sign-extend int32 */
+            key_select.apply();
+            v0_select.apply();
+            v1_select.apply();
+            if ((meta.flags & 1) != 0) { meta.v0 = (bit<64>)((int<64>)((int<32>)meta.v0[31:0])); }
+            if ((meta.flags & 2) != 0) { meta.v1 = (bit<64>)((int<64>)((int<32>)meta.v1[31:0])); }
+        }
+    }
+}

@@ -1,0 +1,586 @@
+/* The switch MODEL: a software stand-in for the P4 partial aggregator (p4/v1model, p4/tna), for
+ * machines without a programmable switch. It is not an aggregator of its own design: it runs the
+ * P4 pipeline's per-packet logic step for step, with the same tables (written by the plugin's
+ * ModelBackend exactly as P4Runtime or BF Runtime would write them), the same registers (64K
+ * slots, 32-bit halves, the same spills), the same hash (CRC-32 of the key's 8 wire bytes) and the
+ * same output datagrams. docs/switch.md specifies the pipeline; p4/README.md maps each step to the
+ * P4 source.
+ *
+ * What it does not model: Ethernet/IP forwarding and everything below UDP (it receives UDP payloads
+ * on sockets it binds, one per job port, where a switch matches the UDP destination port), and
+ * line rate (it is one thread).
+ *
+ *   switch_model --bind HOST
+ *
+ * Prints {"event":"ready"}, then answers each command on standard input with one line:
+ *   port                          bind a UDP socket (a job's ingress port) -> {"event":"port","port":P}
+ *   unport P                      close it -> {"event":"ok"}
+ *   add TABLE KEY ACTION [N=V..]  add or replace an entry -> {"event":"ok"}
+ *   del TABLE KEY                 -> {"event":"ok"}
+ *   write REGISTER INDEX VALUE    -> {"event":"ok"}
+ *   read REGISTER INDEX COUNT     -> {"event":"values","values":[...]}
+ * Errors: {"event":"error","message":...}. End of standard input ends the process.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "../include/jumpgate_defs.p4"
+#include "jg_udp.h"
+
+#define MAX_PORTS 128
+#define BATCH 64
+#define SLOT 2048 /* the model only parses the first bytes; a longer datagram is malformed anyway */
+
+/* ------------------------------------------------------------------ tables (p4/include/tables.p4) */
+
+typedef struct {
+  int valid;
+  uint32_t job, tag, base, mask, in_len, flags;
+  uint64_t key_null, v0_null, v1_null, cnt_null;
+} job_entry; /* table job, action set_job; key: UDP destination port */
+
+typedef struct {
+  int valid;
+  uint32_t dst_ip, dst_port, out_stream, ctrl_ip, ctrl_port, out_words, s0_out_null, s1_out_null;
+} route_entry; /* table route, action set_route; key: job */
+
+enum { PICK_NONE = -1 };
+enum { OUT_COUNT = 0, OUT_S0 = 1, OUT_S1 = 2 };
+
+#define V0_INT32 1u /* set_job flags */
+#define V1_INT32 2u
+
+static job_entry jobs[65536];
+static route_entry routes[JG_MAX_JOBS];
+static int key_select[JG_MAX_JOBS], v0_select[JG_MAX_JOBS], v1_select[JG_MAX_JOBS];
+static int key_set[JG_MAX_JOBS], v0_set[JG_MAX_JOBS], v1_set[JG_MAX_JOBS];
+static int out_select[JG_MAX_OUT_WORDS][JG_MAX_JOBS], out_set[JG_MAX_OUT_WORDS][JG_MAX_JOBS];
+
+/* ------------------------------------------------------------------ registers (p4/v1model and p4/tna jumpgate_agg.p4) */
+
+static uint32_t occ[JG_TABLE_SLOTS], key_lo[JG_TABLE_SLOTS], key_hi[JG_TABLE_SLOTS], count_r[JG_TABLE_SLOTS];
+static uint32_t s0_lo[JG_TABLE_SLOTS], s0_hi[JG_TABLE_SLOTS], s1_lo[JG_TABLE_SLOTS], s1_hi[JG_TABLE_SLOTS];
+static uint8_t s0_has[JG_TABLE_SLOTS], s1_has[JG_TABLE_SLOTS];
+static uint32_t received[JG_STREAM_COUNTERS], out_seq[JG_MAX_JOBS], flushed[JG_MAX_JOBS];
+static uint32_t bypassed[JG_MAX_JOBS], spilled[JG_MAX_JOBS];
+
+typedef struct {
+  const char *name;
+  void *cells;
+  int bytes; /* 1 or 4 */
+  uint32_t size;
+} reg_desc;
+
+static const reg_desc REGISTERS[] = {
+    {"occ", occ, 4, JG_TABLE_SLOTS},           {"key_lo", key_lo, 4, JG_TABLE_SLOTS},
+    {"key_hi", key_hi, 4, JG_TABLE_SLOTS},     {"count", count_r, 4, JG_TABLE_SLOTS},
+    {"s0_lo", s0_lo, 4, JG_TABLE_SLOTS},       {"s0_hi", s0_hi, 4, JG_TABLE_SLOTS},
+    {"s0_has", s0_has, 1, JG_TABLE_SLOTS},     {"s1_lo", s1_lo, 4, JG_TABLE_SLOTS},
+    {"s1_hi", s1_hi, 4, JG_TABLE_SLOTS},       {"s1_has", s1_has, 1, JG_TABLE_SLOTS},
+    {"received", received, 4, JG_STREAM_COUNTERS}, {"out_seq", out_seq, 4, JG_MAX_JOBS},
+    {"flushed", flushed, 4, JG_MAX_JOBS},      {"bypassed", bypassed, 4, JG_MAX_JOBS},
+    {"spilled", spilled, 4, JG_MAX_JOBS},
+};
+#define NREGISTERS (sizeof REGISTERS / sizeof REGISTERS[0])
+
+/* ------------------------------------------------------------------ the hash (docs/switch.md) */
+
+static uint32_t crc_table[256];
+
+static void crc_init(void) {
+  for (uint32_t i = 0; i < 256; i++) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    crc_table[i] = c;
+  }
+}
+
+/* CRC-32 (IEEE 802.3, as zlib, BMv2's crc32 and Tofino's CRC32) of the key's 8 bytes as they
+ * stand in the tuple. */
+static uint32_t crc32_8(const uint8_t *p) {
+  uint32_t c = 0xffffffffu;
+  for (int i = 0; i < 8; i++) c = crc_table[(c ^ p[i]) & 0xff] ^ (c >> 8);
+  return c ^ 0xffffffffu;
+}
+
+/* ------------------------------------------------------------------ output */
+
+static int out_fd = -1;
+static struct mmsghdr out_msgs[2 * BATCH];
+static struct iovec out_iov[2 * BATCH];
+static struct sockaddr_in out_addr[2 * BATCH];
+static uint8_t out_buf[2 * BATCH][JG_UDP_HEADER + 4 + 16 + 8 * JG_MAX_OUT_WORDS + JG_UDP_END_PAYLOAD];
+static int nout;
+
+static void flush_out(void) {
+  for (int at = 0; at < nout;) {
+    int k = sendmmsg(out_fd, out_msgs + at, (unsigned)(nout - at), 0);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      /* like a switch port: a datagram that cannot leave is dropped (the receiver's sequence
+       * numbers and END counts turn that into a failed stream) */
+      break;
+    }
+    at += k;
+  }
+  nout = 0;
+}
+
+static uint8_t *out_datagram(uint32_t ip, uint32_t port, size_t len) {
+  if (nout == 2 * BATCH) flush_out();
+  int i = nout++;
+  out_addr[i] = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                     .sin_addr.s_addr = htonl(ip)};
+  out_iov[i] = (struct iovec){out_buf[i], len};
+  out_msgs[i].msg_hdr = (struct msghdr){.msg_name = &out_addr[i], .msg_namelen = sizeof out_addr[i],
+                                        .msg_iov = &out_iov[i], .msg_iovlen = 1};
+  return out_buf[i];
+}
+
+/* ------------------------------------------------------------------ the pipeline */
+
+static uint64_t load_wire(const uint8_t *p) { /* a bit<64> field as the P4 parser extracts it */
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = v << 8 | p[i];
+  return v;
+}
+
+static void store_le64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+
+static int fits_safe(int64_t v) { /* -2^58 <= v < 2^58 */
+  return v >= -((int64_t)1 << JG_SUM_SAFE_BITS) && v < ((int64_t)1 << JG_SUM_SAFE_BITS);
+}
+
+static int hi_safe(int32_t h) { return h >= -(1 << JG_HI_SAFE_BITS) && h < (1 << JG_HI_SAFE_BITS); }
+
+typedef struct {
+  const job_entry *job;
+  const route_entry *route;
+  uint32_t j;
+} ctx_t;
+
+/* Emit one record (a partial-state tuple of the job's output layout) to the destination. */
+static void emit_record(const ctx_t *c, const uint8_t key_wire[8], uint8_t nulls, uint64_t count,
+                        int64_t s0, int64_t s1) {
+  const route_entry *r = c->route;
+  size_t tlen = 16 + 8 * (size_t)r->out_words;
+  uint8_t *d = out_datagram(r->dst_ip, r->dst_port, JG_UDP_HEADER + 4 + tlen);
+  jg_udp_put_header(d, r->out_stream, out_seq[c->j]++, 1, 0);
+  uint32_t L = (uint32_t)tlen;
+  memcpy(d + JG_UDP_HEADER, &L, 4);
+  uint8_t *t = d + JG_UDP_HEADER + 4;
+  memset(t, 0, tlen);
+  t[0] = nulls;
+  memcpy(t + 8, key_wire, 8);
+  for (uint32_t w = 0; w < r->out_words; w++) {
+    int what = out_set[w][c->j] ? out_select[w][c->j] : OUT_COUNT;
+    uint64_t v = what == OUT_COUNT ? count : what == OUT_S0 ? (uint64_t)s0 : (uint64_t)s1;
+    store_le64(t + 16 + 8 * w, v);
+  }
+}
+
+static void to_controller(const ctx_t *c, const uint8_t *dg, size_t len, uint16_t add_flags, uint64_t rcv, int set_rcv) {
+  if (len > JG_UDP_HEADER + JG_UDP_END_PAYLOAD) len = JG_UDP_HEADER + JG_UDP_END_PAYLOAD;
+  uint8_t *d = out_datagram(c->route->ctrl_ip, c->route->ctrl_port, len < JG_UDP_HEADER ? JG_UDP_HEADER : len);
+  memset(d, 0, len < JG_UDP_HEADER ? JG_UDP_HEADER : len);
+  memcpy(d, dg, len);
+  uint16_t flags;
+  memcpy(&flags, d + 18, 2);
+  flags |= add_flags;
+  memcpy(d + 18, &flags, 2);
+  if (set_rcv) memcpy(d + JG_UDP_HEADER + 8, &rcv, 8);
+}
+
+static void flush_slot(const ctx_t *c, uint64_t i, int discard) {
+  const job_entry *jb = c->job;
+  uint32_t idx = jb->base | ((uint32_t)i & jb->mask);
+  flushed[c->j]++;
+  int occupied = occ[idx] == jb->tag;
+  uint8_t key_wire[8];
+  uint32_t hi = key_hi[idx], lo = key_lo[idx];
+  for (int b = 0; b < 4; b++) key_wire[b] = (uint8_t)(hi >> (24 - 8 * b)), key_wire[4 + b] = (uint8_t)(lo >> (24 - 8 * b));
+  uint64_t cnt = count_r[idx];
+  int64_t a = (int64_t)(int32_t)s0_hi[idx] * ((int64_t)1 << 32) + s0_lo[idx];
+  int64_t b = (int64_t)(int32_t)s1_hi[idx] * ((int64_t)1 << 32) + s1_lo[idx];
+  uint8_t nulls = (uint8_t)((s0_has[idx] ? 0 : c->route->s0_out_null) | (s1_has[idx] ? 0 : c->route->s1_out_null));
+  if (!s0_has[idx]) a = 0;
+  if (!s1_has[idx]) b = 0;
+  occ[idx] = key_lo[idx] = key_hi[idx] = count_r[idx] = 0; /* read and clear, as the P4 does */
+  s0_lo[idx] = s0_hi[idx] = s1_lo[idx] = s1_hi[idx] = 0;
+  s0_has[idx] = s1_has[idx] = 0;
+  if (occupied && !discard) emit_record(c, key_wire, nulls, cnt, a, b);
+}
+
+static void finish(const ctx_t *c, const uint8_t *dg, size_t len) {
+  uint64_t sent = 0;
+  if (len >= JG_UDP_HEADER + 8) memcpy(&sent, dg + JG_UDP_HEADER, 8);
+  const route_entry *r = c->route;
+  uint8_t *d = out_datagram(r->dst_ip, r->dst_port, JG_UDP_HEADER + JG_UDP_END_PAYLOAD);
+  uint16_t flags = JG_UDP_F_END | (flushed[c->j] != sent ? JG_UDP_F_LOSS : 0);
+  jg_udp_put_header(d, r->out_stream, out_seq[c->j], 0, flags);
+  uint64_t n = out_seq[c->j], zero = 0;
+  memcpy(d + JG_UDP_HEADER, &n, 8);
+  memcpy(d + JG_UDP_HEADER + 8, &zero, 8);
+}
+
+static int64_t sext32(uint64_t v) { return (int64_t)(int32_t)(uint32_t)v; }
+
+/* Add `v` (native, |v| < 2^58) to one sum's registers at idx; returns the spilled high half
+ * (0 = no spill) through *spill. */
+static int add_sum(uint32_t *lo, uint32_t *hi, uint8_t *has, uint32_t idx, int fresh, int64_t v, int null,
+                   int64_t *spill, int *spilled_flag) {
+  uint32_t vlo = (uint32_t)(uint64_t)v, vhi = (uint32_t)((uint64_t)v >> 32);
+  if (fresh) {
+    lo[idx] = vlo, hi[idx] = vhi, has[idx] = !null;
+    return 0;
+  }
+  uint32_t carry = lo[idx] > ~vlo; /* the SALU's carry test */
+  lo[idx] += vlo;
+  int32_t nh = (int32_t)(hi[idx] + vhi + carry);
+  if (!hi_safe(nh)) {
+    *spill = (int64_t)nh * ((int64_t)1 << 32);
+    *spilled_flag = 1;
+    hi[idx] = 0;
+  } else {
+    hi[idx] = (uint32_t)nh;
+  }
+  has[idx] |= !null;
+  return 0;
+}
+
+static void data_packet(const ctx_t *c, const uint8_t *dg, size_t len, const jg_udp_header *h) {
+  const job_entry *jb = c->job;
+  const uint8_t *t = dg + JG_UDP_HEADER + 4;
+  uint32_t L;
+  memcpy(&L, dg + JG_UDP_HEADER, 4);
+  received[c->j * JG_MAX_STREAMS + h->stream]++;
+  uint64_t nulls = load_wire(t);
+  int kw = key_set[c->j] ? key_select[c->j] : 0;
+  int a0 = v0_set[c->j] ? v0_select[c->j] : PICK_NONE, a1 = v1_set[c->j] ? v1_select[c->j] : PICK_NONE;
+  const uint8_t *key_wire = t + 8 + 8 * kw;
+  uint64_t w0 = a0 == PICK_NONE ? 0 : __builtin_bswap64(load_wire(t + 8 + 8 * a0));
+  uint64_t w1 = a1 == PICK_NONE ? 0 : __builtin_bswap64(load_wire(t + 8 + 8 * a1));
+  int64_t v0 = jb->flags & V0_INT32 ? sext32(w0) : (int64_t)w0;
+  int64_t v1 = jb->flags & V1_INT32 ? sext32(w1) : (int64_t)w1;
+  int key_null = (nulls & jb->key_null) != 0, n0 = (nulls & jb->v0_null) != 0, n1 = (nulls & jb->v1_null) != 0;
+  uint64_t inc = (nulls & jb->cnt_null) == 0;
+  uint8_t out_nulls = (uint8_t)((key_null ? 1 : 0) | (n0 ? c->route->s0_out_null : 0) | (n1 ? c->route->s1_out_null : 0));
+  int bypass = key_null || !fits_safe(v0) || !fits_safe(v1);
+  (void)L;
+  if (!bypass) {
+    uint32_t idx = jb->base | (crc32_8(key_wire) & 0xffffu & jb->mask);
+    int fresh = occ[idx] != jb->tag;
+    uint64_t kwv = load_wire(key_wire);
+    if (fresh) {
+      occ[idx] = jb->tag;
+      key_hi[idx] = (uint32_t)(kwv >> 32), key_lo[idx] = (uint32_t)kwv;
+    } else if (key_hi[idx] != (uint32_t)(kwv >> 32) || key_lo[idx] != (uint32_t)kwv) {
+      bypass = 1; /* the slot holds another key: the tuple goes on downstream */
+    }
+    if (!bypass) {
+      uint64_t spill_c = 0;
+      int64_t spill0 = 0, spill1 = 0;
+      int any = 0, sp0 = 0, sp1 = 0;
+      if (fresh) count_r[idx] = (uint32_t)inc;
+      else if (count_r[idx] >= JG_COUNT_SPILL) spill_c = (uint64_t)count_r[idx] + inc, count_r[idx] = 0, any = 1;
+      else count_r[idx] += (uint32_t)inc;
+      add_sum(s0_lo, s0_hi, s0_has, idx, fresh, v0, n0, &spill0, &sp0);
+      add_sum(s1_lo, s1_hi, s1_has, idx, fresh, v1, n1, &spill1, &sp1);
+      if (any || sp0 || sp1) {
+        spilled[c->j]++;
+        uint8_t sn = (uint8_t)((sp0 ? 0 : c->route->s0_out_null) | (sp1 ? 0 : c->route->s1_out_null));
+        emit_record(c, key_wire, sn, spill_c, spill0, spill1);
+      }
+      return;
+    }
+  }
+  bypassed[c->j]++;
+  emit_record(c, key_wire, out_nulls, inc, n0 ? 0 : v0, n1 ? 0 : v1);
+}
+
+static void packet(uint16_t udp_port, const uint8_t *dg, size_t len) {
+  const job_entry *jb = &jobs[udp_port];
+  if (!jb->valid || !routes[jb->job].valid) return; /* not a job's port: dropped */
+  ctx_t c = {jb, &routes[jb->job], jb->job};
+  jg_udp_header h;
+  if (jg_udp_get_header(dg, len, &h) != 0) {
+    to_controller(&c, dg, len, JG_UDP_F_ERROR, 0, 0);
+    return;
+  }
+  if (h.flags & JG_UDP_F_END) {
+    if (h.stream >= JG_MAX_STREAMS || len < JG_UDP_HEADER + JG_UDP_END_PAYLOAD) {
+      to_controller(&c, dg, len, JG_UDP_F_ERROR, 0, 0);
+      return;
+    }
+    to_controller(&c, dg, len, 0, received[c.j * JG_MAX_STREAMS + h.stream], 1);
+    return;
+  }
+  if (h.flags & JG_UDP_F_FLUSH) {
+    flush_slot(&c, h.seq, (h.flags & JG_UDP_F_DISCARD) != 0);
+    return;
+  }
+  if (h.flags & JG_UDP_F_FINISH) {
+    finish(&c, dg, len);
+    return;
+  }
+  uint32_t L = 0;
+  if (len >= JG_UDP_HEADER + 4) memcpy(&L, dg + JG_UDP_HEADER, 4);
+  if (h.flags || h.count != 1 || h.stream >= JG_MAX_STREAMS || L != jb->in_len || len != JG_UDP_HEADER + 4 + L ||
+      L < JG_MIN_TUPLE_BYTES || L > JG_MAX_TUPLE_BYTES || L % 8) {
+    to_controller(&c, dg, len, JG_UDP_F_ERROR, 0, 0);
+    return;
+  }
+  data_packet(&c, dg, len, &h);
+}
+
+/* ------------------------------------------------------------------ control (stdin) */
+
+static int ports_fd[MAX_PORTS], ports_num[MAX_PORTS], nports;
+static const char *bind_host = "127.0.0.1";
+
+static void reply(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void reply(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+  putchar('\n');
+  fflush(stdout);
+}
+
+static int parse_u64(const char *s, uint64_t *out) {
+  char *end;
+  errno = 0;
+  *out = strtoull(s, &end, 0);
+  return errno || end == s || *end ? -1 : 0;
+}
+
+static int pick(const char *action, const char *prefix) {
+  size_t n = strlen(prefix);
+  if (strncmp(action, prefix, n) != 0) return -2;
+  if (strcmp(action + n, "none") == 0) return PICK_NONE;
+  if (action[n] == 'w' && action[n + 1] >= '0' && action[n + 1] < '0' + JG_MAX_IN_FIELDS && !action[n + 2])
+    return action[n + 1] - '0';
+  return -2;
+}
+
+static int param(char **toks, int nt, const char *name, uint64_t *out) {
+  size_t n = strlen(name);
+  for (int i = 0; i < nt; i++)
+    if (strncmp(toks[i], name, n) == 0 && toks[i][n] == '=') return parse_u64(toks[i] + n + 1, out);
+  return -1;
+}
+
+#define NEED(name, var)                                                                     \
+  do {                                                                                      \
+    uint64_t tmp_;                                                                          \
+    if (param(toks + 4, nt - 4, name, &tmp_) != 0) return reply("{\"event\":\"error\",\"message\":\"%s: missing or bad parameter %s\"}", action, name); \
+    var = tmp_;                                                                             \
+  } while (0)
+
+static void table_add(char **toks, int nt) {
+  const char *table = toks[1], *action = toks[3];
+  uint64_t key;
+  if (parse_u64(toks[2], &key) != 0) return reply("{\"event\":\"error\",\"message\":\"bad key\"}");
+  if (strcmp(table, "job") == 0 && strcmp(action, "set_job") == 0 && key < 65536) {
+    job_entry e = {.valid = 1};
+    NEED("job", e.job);
+    NEED("tag", e.tag);
+    NEED("base", e.base);
+    NEED("mask", e.mask);
+    NEED("in_len", e.in_len);
+    NEED("flags", e.flags);
+    NEED("key_null", e.key_null);
+    NEED("v0_null", e.v0_null);
+    NEED("v1_null", e.v1_null);
+    NEED("cnt_null", e.cnt_null);
+    if (e.job >= JG_MAX_JOBS) return reply("{\"event\":\"error\",\"message\":\"job out of range\"}");
+    jobs[key] = e;
+    return reply("{\"event\":\"ok\"}");
+  }
+  if (key >= JG_MAX_JOBS) return reply("{\"event\":\"error\",\"message\":\"job out of range\"}");
+  if (strcmp(table, "route") == 0 && strcmp(action, "set_route") == 0) {
+    route_entry e = {.valid = 1};
+    NEED("dst_ip", e.dst_ip);
+    NEED("dst_port", e.dst_port);
+    NEED("out_stream", e.out_stream);
+    NEED("ctrl_ip", e.ctrl_ip);
+    NEED("ctrl_port", e.ctrl_port);
+    NEED("out_words", e.out_words);
+    NEED("s0_out_null", e.s0_out_null);
+    NEED("s1_out_null", e.s1_out_null);
+    if (e.out_words > JG_MAX_OUT_WORDS) return reply("{\"event\":\"error\",\"message\":\"out_words out of range\"}");
+    routes[key] = e;
+    return reply("{\"event\":\"ok\"}");
+  }
+  int w;
+  if (strcmp(table, "key_select") == 0 && (w = pick(action, "key_")) >= 0) {
+    key_select[key] = w, key_set[key] = 1;
+  } else if (strcmp(table, "v0_select") == 0 && (w = pick(action, "v0_")) != -2) {
+    v0_select[key] = w, v0_set[key] = 1;
+  } else if (strcmp(table, "v1_select") == 0 && (w = pick(action, "v1_")) != -2) {
+    v1_select[key] = w, v1_set[key] = 1;
+  } else if (strncmp(table, "out", 3) == 0 && table[3] >= '0' && table[3] < '0' + JG_MAX_OUT_WORDS &&
+             strcmp(table + 4, "_select") == 0) {
+    int k = table[3] - '0';
+    char prefix[8];
+    snprintf(prefix, sizeof prefix, "out%d_", k);
+    const char *what = strncmp(action, prefix, 5) == 0 ? action + 5 : "";
+    int v = strcmp(what, "count") == 0 ? OUT_COUNT : strcmp(what, "s0") == 0 ? OUT_S0 : strcmp(what, "s1") == 0 ? OUT_S1 : -1;
+    if (v < 0) return reply("{\"event\":\"error\",\"message\":\"table %s has no action %s\"}", table, action);
+    out_select[k][key] = v, out_set[k][key] = 1;
+  } else {
+    return reply("{\"event\":\"error\",\"message\":\"no table %s with action %s\"}", table, action);
+  }
+  reply("{\"event\":\"ok\"}");
+}
+
+static void table_del(const char *table, const char *keytext) {
+  uint64_t key;
+  if (parse_u64(keytext, &key) != 0) return reply("{\"event\":\"error\",\"message\":\"bad key\"}");
+  if (strcmp(table, "job") == 0 && key < 65536) jobs[key].valid = 0;
+  else if (key >= JG_MAX_JOBS) return reply("{\"event\":\"error\",\"message\":\"job out of range\"}");
+  else if (strcmp(table, "route") == 0) routes[key].valid = 0;
+  else if (strcmp(table, "key_select") == 0) key_set[key] = 0;
+  else if (strcmp(table, "v0_select") == 0) v0_set[key] = 0;
+  else if (strcmp(table, "v1_select") == 0) v1_set[key] = 0;
+  else if (strncmp(table, "out", 3) == 0 && table[3] >= '0' && table[3] < '0' + JG_MAX_OUT_WORDS) out_set[table[3] - '0'][key] = 0;
+  else return reply("{\"event\":\"error\",\"message\":\"no table %s\"}", table);
+  reply("{\"event\":\"ok\"}");
+}
+
+static const reg_desc *find_register(const char *name) {
+  for (size_t i = 0; i < NREGISTERS; i++)
+    if (strcmp(REGISTERS[i].name, name) == 0) return &REGISTERS[i];
+  return NULL;
+}
+
+static void reg_access(char **toks, int nt) {
+  const reg_desc *r = find_register(toks[1]);
+  uint64_t idx, v;
+  if (!r) return reply("{\"event\":\"error\",\"message\":\"no register %s\"}", toks[1]);
+  if (parse_u64(toks[2], &idx) != 0 || parse_u64(toks[3], &v) != 0)
+    return reply("{\"event\":\"error\",\"message\":\"bad index or value\"}");
+  if (strcmp(toks[0], "write") == 0) {
+    if (idx >= r->size) return reply("{\"event\":\"error\",\"message\":\"index out of range\"}");
+    if (r->bytes == 1) ((uint8_t *)r->cells)[idx] = (uint8_t)v;
+    else ((uint32_t *)r->cells)[idx] = (uint32_t)v;
+    return reply("{\"event\":\"ok\"}");
+  }
+  if (idx > r->size || v > r->size - idx) return reply("{\"event\":\"error\",\"message\":\"range out of bounds\"}");
+  fputs("{\"event\":\"values\",\"values\":[", stdout);
+  for (uint64_t i = idx; i < idx + v; i++)
+    printf("%s%u", i == idx ? "" : ",", r->bytes == 1 ? ((uint8_t *)r->cells)[i] : ((uint32_t *)r->cells)[i]);
+  (void)nt;
+  reply("]}");
+}
+
+static void add_port(void) {
+  if (nports == MAX_PORTS) return reply("{\"event\":\"error\",\"message\":\"too many ports\"}");
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  int big = 64 << 20;
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big) != 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+  if (inet_pton(AF_INET, bind_host, &a.sin_addr) != 1 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    close(fd);
+    return reply("{\"event\":\"error\",\"message\":\"cannot bind a UDP port on %s: %s\"}", bind_host, strerror(errno));
+  }
+  socklen_t sl = sizeof a;
+  getsockname(fd, (struct sockaddr *)&a, &sl);
+  ports_fd[nports] = fd;
+  ports_num[nports++] = ntohs(a.sin_port);
+  reply("{\"event\":\"port\",\"port\":%d}", ntohs(a.sin_port));
+}
+
+static void del_port(const char *text) {
+  uint64_t p;
+  if (parse_u64(text, &p) != 0) return reply("{\"event\":\"error\",\"message\":\"bad port\"}");
+  for (int i = 0; i < nports; i++)
+    if ((uint64_t)ports_num[i] == p) {
+      close(ports_fd[i]);
+      ports_fd[i] = ports_fd[nports - 1], ports_num[i] = ports_num[nports - 1];
+      nports--;
+      return reply("{\"event\":\"ok\"}");
+    }
+  reply("{\"event\":\"error\",\"message\":\"no port %s\"}", text);
+}
+
+static void command(char *line) {
+  char *toks[32];
+  int nt = 0;
+  for (char *s = strtok(line, " \r"); s && nt < 32; s = strtok(NULL, " \r")) toks[nt++] = s;
+  if (nt == 0) return;
+  if (strcmp(toks[0], "port") == 0 && nt == 1) add_port();
+  else if (strcmp(toks[0], "unport") == 0 && nt == 2) del_port(toks[1]);
+  else if (strcmp(toks[0], "add") == 0 && nt >= 4) table_add(toks, nt);
+  else if (strcmp(toks[0], "del") == 0 && nt == 3) table_del(toks[1], toks[2]);
+  else if ((strcmp(toks[0], "write") == 0 || strcmp(toks[0], "read") == 0) && nt == 4) reg_access(toks, nt);
+  else reply("{\"event\":\"error\",\"message\":\"unknown command %s\"}", toks[0]);
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--bind") == 0 && i + 1 < argc) bind_host = argv[++i];
+  crc_init();
+  out_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  int big = 16 << 20;
+  setsockopt(out_fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+  static uint8_t bufs[BATCH][SLOT];
+  static struct mmsghdr msgs[BATCH];
+  static struct iovec iov[BATCH];
+  for (int i = 0; i < BATCH; i++) {
+    iov[i] = (struct iovec){bufs[i], SLOT};
+    msgs[i].msg_hdr.msg_iov = &iov[i];
+    msgs[i].msg_hdr.msg_iovlen = 1;
+  }
+  reply("{\"event\":\"ready\"}");
+  size_t cap = 1 << 16, len = 0;
+  char *cmd = malloc(cap);
+  for (;;) {
+    struct pollfd pfd[MAX_PORTS + 1];
+    pfd[0] = (struct pollfd){0, POLLIN, 0};
+    for (int i = 0; i < nports; i++) pfd[i + 1] = (struct pollfd){ports_fd[i], POLLIN, 0};
+    int np = nports;
+    if (poll(pfd, (nfds_t)np + 1, -1) < 0) {
+      if (errno == EINTR) continue;
+      return 1;
+    }
+    /* packets before commands: a command that follows a packet on the wire sees its effects */
+    for (int i = 0; i < np; i++) {
+      if (!pfd[i + 1].revents) continue;
+      for (int rounds = 0; rounds < 64; rounds++) {
+        int n = recvmmsg(pfd[i + 1].fd, msgs, BATCH, MSG_DONTWAIT, NULL);
+        if (n <= 0) break;
+        for (int k = 0; k < n; k++) packet((uint16_t)ports_num[i], bufs[k], msgs[k].msg_len);
+        flush_out();
+      }
+    }
+    if (pfd[0].revents) {
+      if (len + 4096 > cap) cmd = realloc(cmd, cap *= 2);
+      ssize_t k = read(0, cmd + len, cap - len - 1);
+      if (k <= 0) {
+        if (k < 0 && errno == EINTR) continue;
+        return 0; /* end of input: the control plane is gone */
+      }
+      len += (size_t)k;
+      char *nl;
+      while ((nl = memchr(cmd, '\n', len))) {
+        *nl = 0;
+        size_t used = (size_t)(nl - cmd) + 1;
+        command(cmd);
+        memmove(cmd, cmd + used, len - used);
+        len -= used;
+      }
+    }
+  }
+}

@@ -1,0 +1,167 @@
+"""The P4 programs (p4/) against the controller that programs them and the model that stands in for
+them. Without a P4 compiler here, the first tests read the sources: every table, action, action
+parameter and register the controller writes is declared where it should be, in both programs,
+with the bit widths the controller packs; the shared sizes are one file that the programs, the
+model and the plugin all read. When p4c (BMv2) or bf-p4c (Tofino) is installed, the last tests
+compile the programs and compare the P4Info with the controller; otherwise they say they were
+skipped and why."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from jumpgate.nca.interface import NcaError
+from jumpgate.ncas.switch import defs, golden
+from jumpgate.ncas.switch.backends import P4RuntimeBackend, p4runtime_modules
+from jumpgate.ncas.switch.controller import CONTROLS, JobConfig, Output, TableEntry
+
+P4 = defs.p4_dir()
+PROGRAMS = {"v1model": P4 / "v1model" / "jumpgate_agg.p4", "tna": P4 / "tna" / "jumpgate_agg.p4"}
+SHARED = ("include/job_config.p4", "include/output.p4")
+
+
+def source(arch: str) -> str:
+    """The program with its local includes pasted in (what the preprocessor sees)."""
+    text = PROGRAMS[arch].read_text()
+    return text + "".join((P4 / rel).read_text() for rel in ("include/headers.p4", "include/parser_states.p4",
+                                                              *SHARED))
+
+
+def control_body(text: str, name: str) -> str:
+    m = re.search(rf"control {name}\s*\(", text)
+    assert m, f"no control {name}"
+    depth, i = 0, text.index("{", m.end())
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[i:j]
+    raise AssertionError(f"control {name} does not close")
+
+
+@pytest.mark.parametrize("arch", sorted(PROGRAMS))
+def test_each_control_declares_what_its_controller_class_writes(arch):
+    text = source(arch)
+    for cls in CONTROLS:
+        body = control_body(text, cls.__name__)
+        for table in getattr(cls, "tables", ()):
+            assert re.search(rf"\btable {table}\s*\{{", body), f"{cls.__name__}: no table {table}"
+        for reg in getattr(cls, "registers", ()):
+            assert re.search(rf"register<[^;]*\)\s*{reg}\s*;|Register<[^;]*\)\s*{reg}\s*;", body), \
+                f"{cls.__name__}: no register {reg} ({arch})"
+
+
+@pytest.mark.parametrize("arch", sorted(PROGRAMS))
+def test_action_names_and_parameter_widths_match_the_controller(arch):
+    text = source(arch)
+    for name, params in (("set_job", JobConfig.set_job_params), ("set_route", Output.set_route_params)):
+        m = re.search(rf"action {name}\(([^)]*)\)", text)
+        assert m, name
+        declared = [(p.split()[-1], int(re.search(r"bit<(\d+)>", p).group(1))) for p in m.group(1).split(",")]
+        assert declared == list(params), f"{name}: the P4 says {declared}"
+    for prefix, n in (("key_w", 8), ("v0_w", 8), ("v1_w", 8)):
+        for i in range(n):
+            assert f"action {prefix}{i}()" in text
+    for i in range(defs.MAX_OUT_WORDS):
+        for what in ("count", "s0", "s1"):
+            assert f"action out{i}_{what}()" in text
+
+
+def test_table_keys_match_the_controller():
+    text = (P4 / "include/job_config.p4").read_text() + (P4 / "include/output.p4").read_text()
+    for cls in (JobConfig, Output):
+        for table, (_, bits) in cls.table_keys.items():
+            body = text[text.index(f"table {table} {{"):]
+            key = re.search(r"key = \{ ([\w.]+) : exact; \}", body).group(1)
+            field = key.split(".")[-1]
+            decl = re.search(rf"bit<(\d+)>\s+{field};", (P4 / "include/headers.p4").read_text())
+            assert decl and int(decl.group(1)) == bits, f"{table}: key {key}"
+
+
+def test_one_file_of_sizes_for_programs_model_and_plugin():
+    assert defs.TABLE_SLOTS == 1 << 16 == defs.MAX_JOBS * defs.BLOCK_SLOTS
+    assert defs.MAX_JOBS * defs.MAX_STREAMS == defs.read_defs()["JG_STREAM_COUNTERS"]
+    assert defs.MAX_TUPLE_BYTES == 8 + 8 * defs.MAX_IN_FIELDS
+    for path in (*PROGRAMS.values(), P4 / "model" / "switch_model.c"):
+        assert '#include "../include/jumpgate_defs.p4"' in path.read_text(), path
+    # no size is spelled out as a number elsewhere
+    for path in PROGRAMS.values():
+        assert "65536" not in path.read_text().replace("32w65536", "")
+
+
+def test_model_implements_every_table_action_and_register():
+    model = (P4 / "model" / "switch_model.c").read_text()
+    for cls in CONTROLS:
+        for table in getattr(cls, "tables", ()):
+            assert f'"{table}"' in model or table.startswith("out"), table
+        for reg in getattr(cls, "registers", ()):
+            assert f'{{"{reg}"' in model, reg
+
+
+def _compile(cmd: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+
+
+@pytest.mark.skipif(shutil.which("p4c") is None, reason="p4c is not installed (Debian has no package for it; "
+                    "see p4/README.md to build it or use the p4lang container)")
+def test_v1model_program_compiles_with_p4c(tmp_path):
+    info = tmp_path / "jumpgate_agg.p4info.txt"
+    proc = _compile(["p4c", "--target", "bmv2", "--arch", "v1model", "--p4runtime-files", str(info),
+                     "-o", str(tmp_path), str(PROGRAMS["v1model"])], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    text = info.read_text()
+    for table in (t for c in CONTROLS for t in getattr(c, "tables", ())):
+        assert re.search(rf'name: "[\w.]*\b{table}"', text), table
+
+
+@pytest.mark.skipif(shutil.which("bf-p4c") is None, reason="bf-p4c (Intel's Tofino compiler, in the SDE) is "
+                    "not installed")
+def test_tna_program_compiles_with_bf_p4c(tmp_path):
+    proc = _compile(["bf-p4c", "--target", "tofino", "--arch", "tna", "-o", str(tmp_path), str(PROGRAMS["tna"])],
+                    tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
+def synthetic_p4info(p4info_pb2):
+    """A P4Info with the controller's tables, actions and registers under the names p4c gives them
+    (SwitchIngress.<control instance>.<name>), as a P4Runtime client sees the compiled program."""
+    info = p4info_pb2.P4Info()
+    ids = iter(range(1, 10_000))
+    for cls in (JobConfig, Output):
+        for table, (key, bits) in cls.table_keys.items():
+            t = info.tables.add()
+            t.preamble.id, t.preamble.name = next(ids), f"SwitchIngress.{cls.p4_instance}.{table}"
+            t.match_fields.add(id=1, name=key, bitwidth=bits, match_type=p4info_pb2.MatchField.EXACT)
+    actions = {"set_job": JobConfig.set_job_params, "set_route": Output.set_route_params}
+    actions |= {f"{p}{i}": () for p in ("key_w", "v0_w", "v1_w") for i in range(8)}
+    actions |= {"v0_none": (), "v1_none": ()} | {f"out{i}_{w}": () for i in range(3) for w in ("count", "s0", "s1")}
+    for name, params in actions.items():
+        a = info.actions.add()
+        a.preamble.id, a.preamble.name = next(ids), f"SwitchIngress.x.{name}"
+        for pid, (pname, bits) in enumerate(params, 1):
+            a.params.add(id=pid, name=pname, bitwidth=bits)
+    return info
+
+
+def test_p4runtime_entries_pack_keys_and_parameters():
+    try:
+        p4info_pb2, p4runtime_pb2, _ = p4runtime_modules()
+    except NcaError as e:
+        pytest.skip(str(e))
+    backend = P4RuntimeBackend("bmv2://127.0.0.1:9559?data_ip=10.0.0.100&ctrl_ip=10.0.0.1")
+    backend.load(p4runtime_pb2, synthetic_p4info(p4info_pb2))
+    assert backend.ingress(3) == ("10.0.0.100", 40003)
+    doc = json.loads(golden.render_case("store_sales_items"))
+    job = next(e for e in doc["entries"] if e["table"] == "job")
+    entry = backend.table_entry(TableEntry("job", job["key"], "set_job", tuple(job["params"].items())))
+    assert entry.match[0].exact.value == (40002).to_bytes(2, "big")
+    params = {p.param_id: p.value for p in entry.action.action.params}
+    widths = dict(JobConfig.set_job_params)
+    for pid, (name, value) in enumerate(job["params"].items(), 1):
+        assert params[pid] == value.to_bytes((widths[name] + 7) // 8, "big"), name
+    sel = backend.table_entry(TableEntry("key_select", 2, "key_w0"))
+    assert sel.match[0].exact.value == b"\x02" and not sel.action.action.params

@@ -1,0 +1,148 @@
+"""The switch MODEL (p4/model/switch_model.c) against the pipeline docs/switch.md specifies: jobs
+configured through the controller classes exactly as the plugin configures them, datagrams sent
+as a scan and the controller send them, the records received as the final aggregation would
+receive them. The records of a job must add up to the exact aggregation whatever happens on the
+way: slot collisions, NULL keys and values, int32 values, values too large for the table, sums
+that spill their high half, counts of nullable columns."""
+from __future__ import annotations
+
+import random
+import zlib
+
+import pytest
+
+from jumpgate.client import udp
+from jumpgate.ncas.switch import defs
+from jumpgate.ncas.switch.backends import ModelBackend
+from jumpgate.ncas.switch.controller import JobSlots, RegisterWrite
+
+from .fixtures.switch_harness import ModelJob, bind, exact, merge_partials, partial_request
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    backend = ModelBackend()
+    backend.open(tmp_path_factory.mktemp("switch-cache"))
+    yield backend
+    backend.close()
+    assert backend.proc is None
+
+
+def run_job(model, plan, rows_by_stream: dict[int, list[tuple]], slots: JobSlots):
+    """Configure, send every stream's rows and END, flush, return (records table, job, notices)."""
+    dst = udp.UdpReceiver()
+    job = ModelJob(model, plan, slots, dst)
+    dst.start(1, job.query.layout)
+    try:
+        for stream, rows in rows_by_stream.items():
+            job.send_rows(rows, stream)
+            job.end(stream)
+        notices = {}
+        while len(notices) < len(rows_by_stream):
+            h, data = job.notice()
+            assert h.flags & udp.F_END, h
+            tuples, received = udp.END_PAYLOAD.unpack_from(data, udp.HEADER_SIZE)
+            notices[h.stream] = (h.seq, tuples, received)
+        job.flush()
+        assert dst.wait(10), dst.error
+        return dst.table(), job, notices
+    finally:
+        dst.close()
+        job.close()
+
+
+def test_records_add_up_to_the_exact_aggregation(model):
+    """1024 slots for 3000 keys (many collisions), NULL keys and values, int32 values both signs,
+    values beyond 2^58 (bypass) and near 2^57 (the high half spills), count of a nullable column."""
+    rng = random.Random(7)
+    plan = bind(partial_request({"g": "int64", "x": "int32", "b": "int64"}, "g",
+                                [{"name": "n", "fn": "count", "expr": "x"},
+                                 {"name": "sx", "fn": "sum", "expr": "x"},
+                                 {"name": "sb", "fn": "sum", "expr": "b"}]))
+    rows = []
+    for _ in range(20000):
+        g = None if rng.random() < 0.01 else rng.randrange(3000) - 1500
+        x = None if rng.random() < 0.1 else rng.randrange(-2**31, 2**31)
+        r = rng.random()
+        b = (None if r < 0.05 else rng.choice([2**62, -2**63, 2**58]) if r < 0.07
+             else rng.randrange(2**56, 2**57) * rng.choice([1, -1]) if r < 0.5 else rng.randrange(-1000, 1000))
+        rows.append((g, x, b))
+    streams = {0: rows[:12000], 5: rows[12000:]}
+    table, job, notices = run_job(model, plan, streams, JobSlots(job=3, base=3072, size=1024, tag=0xBEEF))
+    assert notices == {s: (len(r), len(r), len(r)) for s, r in streams.items()}
+    got = merge_partials(table, "g", ["n", "sx", "sb"], {"n": "count", "sx": "sum", "sb": "sum"})
+    assert got == exact(rows, 0, [("n", "count", 1), ("sx", "sum", 1), ("sb", "sum", 2)])
+    out, bypassed, spilled = (job.register(r, 3)[0] for r in ("out_seq", "bypassed", "spilled"))
+    assert table.num_rows == out
+    assert bypassed > 400 and spilled > 100  # collisions, NULL keys and huge values; high halves
+    occupied = table.num_rows - bypassed - spilled
+    assert 0 < occupied <= 1024
+    assert all(v == 0 for r in defs.SLOT_REGISTERS for v in job.register(r, 3072, 1024)), "flush clears the block"
+
+
+def test_slot_is_crc32_of_the_key_bytes(model):
+    plan = bind(partial_request({"k": "int64", "v": "decimal(7,2)"}, "k",
+                                [{"name": "c", "fn": "count_star"}, {"name": "s", "fn": "sum", "expr": "v"}]))
+    slots = JobSlots(job=1, base=1024, size=1024, tag=77)
+    job = ModelJob(model, plan, slots, None)
+    try:
+        for k in (0, 1, 123456789, -5):
+            job.send_rows([(k, 150)])
+            idx = slots.base | (zlib.crc32(k.to_bytes(8, "little", signed=True)) & slots.mask)
+            assert job.register("occ", idx) == [77]
+            assert job.register("key_lo", idx) + job.register("key_hi", idx) == [
+                int.from_bytes(k.to_bytes(8, "little", signed=True)[4:], "big"),
+                int.from_bytes(k.to_bytes(8, "little", signed=True)[:4], "big")]
+            assert job.register("s0_lo", idx) == [15000]  # decimal(7,2) 150 -> unscaled 15000
+        job.flush(discard=True)
+        job.end()
+        job.notice()  # the END notice comes after every FLUSH before it
+        assert all(v == 0 for r in defs.SLOT_REGISTERS for v in job.register(r, 1024, 1024))
+    finally:
+        job.close()
+
+
+def test_a_slot_with_another_jobs_tag_is_free(model):
+    """Stale slots of a job that ended without flushing never leak into the next one."""
+    plan = bind(partial_request({"k": "int64", "v": "int64"}, "k", [{"name": "s", "fn": "sum", "expr": "v"}]))
+    slots = JobSlots(job=4, base=4096, size=1024, tag=1001)
+    idx = slots.base | (zlib.crc32((9).to_bytes(8, "little")) & slots.mask)
+    for reg, value in (("occ", 999), ("key_hi", 0), ("key_lo", 12345), ("s0_lo", 500), ("s0_has", 1)):
+        model.write_registers([RegisterWrite(reg, idx, value)])
+    table, *_ = run_job(model, plan, {0: [(9, 1), (9, 2)]}, slots)
+    assert table.to_pylist() == [{"k": 9, "s": 3}]
+
+
+def test_end_notice_counts_what_arrived_and_bad_datagrams_are_reported(model):
+    plan = bind(partial_request({"k": "int64", "v": "int64"}, "k", [{"name": "s", "fn": "sum", "expr": "v"}]))
+    job = ModelJob(model, plan, JobSlots(job=5, base=5120, size=1024, tag=5), None)
+    try:
+        job.send_rows([(1, 1)] * 7, stream=2)
+        job.seq[2] += 3  # the sender says it sent 10: three were "lost"
+        job.end(stream=2)
+        h, data = job.notice()
+        assert (h.stream, h.seq, h.flags) == (2, 10, udp.F_END)
+        assert udp.END_PAYLOAD.unpack_from(data, udp.HEADER_SIZE) == (10, 7)
+        t = job.in_layout.fixed_size
+        job.send_raw(udp.data_datagram(0, 0, [b"\0" * (t + 8)]))  # not the job's tuple length
+        h, _ = job.notice()
+        assert h.flags & udp.F_ERROR
+        job.send_raw(udp.data_datagram(0, 1, [b"\0" * t, b"\0" * t]))  # two tuples: not towards a switch
+        h, _ = job.notice()
+        assert h.flags & udp.F_ERROR
+    finally:
+        job.close()
+
+
+def test_finish_reports_lost_flushes(model):
+    plan = bind(partial_request({"k": "int64", "v": "int64"}, "k", [{"name": "s", "fn": "sum", "expr": "v"}]))
+    dst = udp.UdpReceiver()
+    job = ModelJob(model, plan, JobSlots(job=6, base=6144, size=1024, tag=6), dst)
+    dst.start(1, job.query.layout)
+    try:
+        job.send_raw(udp.pack_header(0, 0, 0, udp.F_FINISH) + udp.FINISH_PAYLOAD.pack(5))  # 5 sent, 0 arrived
+        assert dst.wait(5)
+        assert "loss upstream" in (dst.error or "")
+    finally:
+        dst.close()
+        job.close()

@@ -1,0 +1,264 @@
+"""The switch aggregator plugin: its operator interface (what the switch can and cannot do, with
+reasons), its slot pool and the service's capacity check (a job that finds no free slots goes to
+software NCAs), the golden table entries, and the whole life cycle against the switch model:
+compile, allocate (lease, ingress port), configure (table entries), execute (END notices, loss
+detection, flush, FINISH) and destroy (cleared slots, released port, lease and model)."""
+from __future__ import annotations
+
+import random
+import socket
+import threading
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from jumpgate.client import udp
+from jumpgate.client.testing import encode_tuple
+from jumpgate.compiler.ntf import generate_ntf
+from jumpgate.deploy.resources import BlockPool
+from jumpgate.errors import NoResources
+from jumpgate.nca.interface import NTF, Destination, Endpoint, InstanceContext, NcaError, StreamSpec
+from jumpgate.nca.registry import Registry
+from jumpgate.ncas.software.aggregate import AggregateNca
+from jumpgate.ncas.software.scan_json import JsonScanNca
+from jumpgate.ncas.switch import defs, golden
+from jumpgate.ncas.switch.plugin import SwitchAggregatorNca, SwitchModelNca
+from jumpgate.runtime.service import JumpgateService, Settings
+
+from .fixtures.switch_harness import bind, exact, merge_partials, partial_request
+
+STORE_SALES = ({"ss_item_sk": "int64", "ss_sales_price": "decimal(7,2)"}, "ss_item_sk",
+               [{"name": "cnt", "fn": "count_star"}, {"name": "total", "fn": "sum", "expr": "ss_sales_price"}])
+
+
+@pytest.fixture
+def model_nca(monkeypatch) -> SwitchModelNca:
+    monkeypatch.setenv("JUMPGATE_SWITCH_MODEL", "1")
+    return SwitchModelNca()
+
+
+def udp_in(plan, op: str = "p") -> StreamSpec:
+    return StreamSpec(NTF, "udp", generate_ntf(plan.input_schema(plan.op(op).input)))
+
+
+# ------------------------------------------------------------------ operator interface
+
+
+def test_the_thesis_aggregation_fits(model_nca):
+    plan = bind(partial_request(*STORE_SALES))
+    assert model_nca.match_operations(plan, "p").value == ("p",)
+    assert model_nca.match_input(plan, ("p",), (udp_in(plan),))
+    [out] = model_nca.match_output(plan, ("p",), (udp_in(plan),), (None,)).value
+    assert (out.spec.transport, out.streams, out.spec.layout) == ("udp", 1, generate_ntf(plan.schemas["p"]))
+    res = model_nca.resources(plan, ("p",))
+    assert res.pools == {"switch.model.slots": defs.TABLE_SLOTS} and res.deployment == "switch"
+
+
+@pytest.mark.parametrize("schema,key,aggs,why", [
+    ({"k": "int64", "v": "int64"}, "k", [{"name": "m", "fn": "min", "expr": "v"}], "sum and count only"),
+    ({"k": "int64", "v": "int64"}, "k", [{"name": "a", "fn": "avg", "expr": "v"}], "sum and count only"),
+    ({"k": "string", "v": "int64"}, "k", [{"name": "s", "fn": "sum", "expr": "v"}], "not string"),
+    ({"k": "float64", "v": "int64"}, "k", [{"name": "s", "fn": "sum", "expr": "v"}], "not float64"),
+    ({"k": "int64", "v": "float64"}, "k", [{"name": "s", "fn": "sum", "expr": "v"}], "not float64"),
+    ({"k": "int64", "v": "int64"}, "k", [{"name": f"s{i}", "fn": "sum", "expr": "v"} for i in range(3)],
+     "at most 2 sums"),
+    ({"k": "int64", "v": "int64"}, "k", [{"name": "a", "fn": "count", "expr": "v"},
+                                         {"name": "b", "fn": "count_star"}], "one count"),
+])
+def test_what_the_switch_cannot_do_is_declined_with_a_reason(model_nca, schema, key, aggs, why):
+    plan = bind(partial_request(schema, key, aggs))
+    v = model_nca.match_operations(plan, "p")
+    assert not v and why in v.reason, v.reason
+
+
+def test_complete_mode_expressions_and_layouts_are_declined(model_nca):
+    req = partial_request(*STORE_SALES)
+    req["operations"][1]["mode"] = "complete"
+    assert "partial aggregation only" in model_nca.match_operations(bind(req), "p").reason
+    req = partial_request(*STORE_SALES)
+    req["operations"][1]["group_by"] = [{"name": "g", "expr": "ss_item_sk + 1"}]
+    assert "input column only" in model_nca.match_operations(bind(req), "p").reason
+    wide = bind(partial_request({f"c{i}": "int64" for i in range(9)}, "c0", [{"name": "n", "fn": "count_star"}]))
+    assert "at most 8 fields" in model_nca.match_input(wide, ("p",), (udp_in(wide),)).reason
+    strings = bind(partial_request({"k": "int64", "s": "string"}, "k", [{"name": "n", "fn": "count_star"}]))
+    assert "fixed-size tuples only" in model_nca.match_input(strings, ("p",), (udp_in(strings),)).reason
+    plan = bind(partial_request(*STORE_SALES))
+    tcp = StreamSpec(NTF, "tcp", udp_in(plan).layout)
+    assert "over udp only" in model_nca.match_input(plan, ("p",), (tcp,)).reason
+    assert "udp only" in model_nca.match_output(plan, ("p",), (udp_in(plan),), ("tcp",)).reason
+
+
+def test_without_a_switch_it_says_how_to_configure_one(monkeypatch):
+    monkeypatch.delenv("JUMPGATE_SWITCH", raising=False)
+    monkeypatch.delenv("JUMPGATE_SWITCH_MODEL", raising=False)
+    plan = bind(partial_request(*STORE_SALES))
+    assert "JUMPGATE_SWITCH=" in SwitchAggregatorNca().match_operations(plan, "p").reason
+    assert "JUMPGATE_SWITCH_MODEL=1" in SwitchModelNca().match_operations(plan, "p").reason
+
+
+# ------------------------------------------------------------------ slots: pool, lease, mapping
+
+
+def test_block_pool_leases_aligned_disjoint_blocks():
+    pool = BlockPool("p", 65536, 1024)
+    a = pool.acquire("a", 20000)  # rounded up to 32768, aligned
+    b = pool.acquire("b", 1024)
+    c = pool.acquire("c", 16384)
+    assert (a.start, a.size) == (0, 32768) and (b.start, b.size) == (32768, 1024) and c.start == 49152
+    assert not pool.can_acquire(32768) and pool.can_acquire(8192)
+    with pytest.raises(NoResources):
+        pool.acquire("d", 32768)
+    pool.release("a")
+    assert pool.acquire("d", 32768).start == 0
+    assert pool.free == 65536 - 32768 - 1024 - 16384
+
+
+@pytest.fixture
+def service(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUMPGATE_SWITCH_MODEL", "1")
+    rng = random.Random(3)
+    (tmp_path / "data").mkdir()
+    rows = [f'{{"ss_item_sk": {rng.randrange(500)}, "ss_sales_price": {rng.randrange(10000) / 100}}}'
+            for _ in range(3000)]
+    (tmp_path / "data" / "t.jsonl").write_text("\n".join(rows) + "\n")
+    reg = Registry()
+    for impl in (JsonScanNca(), AggregateNca(), SwitchModelNca()):
+        reg.add(impl)
+    svc = JumpgateService(Settings(data_root=tmp_path / "data", cache_dir=tmp_path / "cache"), registry=reg)
+    yield svc
+    svc.shutdown()
+
+
+def taken(job) -> dict:
+    return {op: d.implementation for op, d in job.pipeline.decisions.items()}
+
+
+def test_mapping_picks_the_switch_and_falls_back_to_software_without_free_slots(service):
+    request = partial_request(*STORE_SALES, final=True, transport="tcp")
+    job = service.submit(request)
+    assert taken(job) == {"r": "software.scan_json", "p": "switch.model", "f": "software.aggregate", "out": None}
+    assert [e.spec.transport for e in job.pipeline.edges] == ["udp", "udp", "tcp"]
+    pool = service.registry.get("switch.model").pool
+    pool.acquire("another-job", defs.TABLE_SLOTS)  # every slot leased
+    job = service.submit(request)
+    assert taken(job)["p"] == "software.scan_json"  # the scan fuses the partial aggregation again
+    verdict = next(v for v in job.pipeline.decisions["p"].verdicts if v.implementation == "switch.model")
+    assert verdict.step == "capacity" and "no free block of 65536" in verdict.reason
+    pool.release("another-job")
+
+
+def switch_instance(service, tmp_path, job_id="j1"):
+    job = service.submit(partial_request(*STORE_SALES, final=True, transport="tcp"))
+    node = next(n for n in job.pipeline.ncas if n.implementation == "switch.model")
+    impl = service.registry.get("switch.model")
+    ctx = InstanceContext(deployer=None, work_dir=str(tmp_path), cache_dir=str(service.cache_dir))
+    return impl, impl.instantiate(job.pipeline.build_spec(node, job_id), ctx)
+
+
+def send_as_scan(ep: Endpoint, rows, layout, claim: int | None = None, stream: int = 0) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for i, row in enumerate(rows):
+            s.sendto(udp.data_datagram(stream, i, [encode_tuple(row, layout)]), (ep.host, ep.port))
+        n = len(rows) if claim is None else claim
+        for _ in range(3):
+            s.sendto(udp.end_datagram(stream, n, n), (ep.host, ep.port))
+
+
+def test_life_cycle_against_the_model(service, tmp_path):
+    impl, inst = switch_instance(service, tmp_path)
+    dst = udp.UdpReceiver()
+    try:
+        inst.compile()
+        [ep] = inst.allocate()
+        assert (ep.transport, ep.max_tuples) == ("udp", 1)
+        assert impl.pool.free == 0 and impl.backend.proc is not None
+        dst.start(1, inst.query.layout)
+        inst.configure([[Destination(Endpoint("127.0.0.1", dst.port, "udp"), 0, 1)]])
+        rng = random.Random(5)
+        rows = [(rng.randrange(700), None if rng.random() < 0.05 else Decimal(rng.randrange(-10**6, 10**6)).scaleb(-2))
+                for _ in range(5000)]
+        send_as_scan(ep, rows, inst.spec.inputs[0].spec.layout)
+        stats = inst.execute(0)
+        assert dst.wait(10), dst.error
+        table = dst.table()
+        assert stats.tuples_in == 5000 and stats.tuples_out == table.num_rows
+        assert stats.extra["switch_slots"] == defs.TABLE_SLOTS
+        got = merge_partials(table, "ss_item_sk", ["cnt", "total"], {"cnt": "count_star", "total": "sum"})
+        assert got == exact(rows, 0, [("cnt", "count_star", None), ("total", "sum", 1)])
+    finally:
+        dst.close()
+        backend = impl.backend
+        inst.destroy()
+    assert impl.pool.free == defs.TABLE_SLOTS and backend.proc is None  # lease released, model stopped
+
+
+def test_loss_before_the_switch_fails_the_job_and_destroy_clears_the_slots(service, tmp_path):
+    impl, inst = switch_instance(service, tmp_path)
+    inst.compile()
+    [ep] = inst.allocate()
+    impl.backend.open(Path(service.cache_dir))  # keep the model running after destroy, to look at it
+    try:
+        inst.configure([[Destination(Endpoint("127.0.0.1", 9, "udp"), 0, 1)]])
+        send_as_scan(ep, [(k, 1.0) for k in range(100)], inst.spec.inputs[0].spec.layout, claim=104)
+        with pytest.raises(NcaError, match="UDP loss between the sender of stream 0 and the switch: it sent 104"):
+            inst.execute(0)
+        slots = inst.slots
+        assert sum(impl.backend.read_register("occ", slots.base, slots.size)) > 0
+        inst.destroy()
+        for reg in defs.SLOT_REGISTERS:
+            assert not any(impl.backend.read_register(reg, slots.base, slots.size)), reg
+        assert impl.backend.read_register("received", slots.job * defs.MAX_STREAMS) == [0]
+    finally:
+        inst.destroy()
+        impl.backend.close()
+    assert impl.backend.proc is None
+
+
+def test_destroy_wakes_a_waiting_execute(service, tmp_path):
+    impl, inst = switch_instance(service, tmp_path)
+    inst.compile()
+    inst.allocate()
+    inst.configure([[Destination(Endpoint("127.0.0.1", 9, "udp"), 0, 1)]])
+    errors = []
+
+    def run():
+        try:
+            inst.execute(0)
+        except NcaError as e:
+            errors.append(e.message)
+
+    t = threading.Thread(target=run)
+    t.start()
+    inst.destroy()
+    t.join(5)
+    assert not t.is_alive() and errors == ["cancelled"]
+
+
+def test_two_jobs_never_share_slots(service, tmp_path, monkeypatch):
+    monkeypatch.setenv("JUMPGATE_SWITCH_SLOTS", "32768")
+    service.registry.implementations["switch.model"] = SwitchModelNca()
+    service.pools = {n: p for i in service.registry.all() for n, p in i.resource_pools().items()}
+    insts = [switch_instance(service, tmp_path, f"job{i}")[1] for i in range(3)]
+    for inst in insts:
+        inst.compile()
+    try:
+        insts[0].allocate()
+        insts[1].allocate()
+        assert {(i.lease.start, i.lease.size) for i in insts[:2]} == {(0, 32768), (32768, 32768)}
+        assert insts[0].slots.job != insts[1].slots.job and insts[0].slots.tag != insts[1].slots.tag
+        with pytest.raises(NcaError, match="no free block of 32768.*resubmit"):
+            insts[2].allocate()
+    finally:
+        for inst in insts:
+            inst.destroy()
+
+
+# ------------------------------------------------------------------ golden table entries
+
+
+@pytest.mark.parametrize("name", sorted(golden.CASES))
+def test_golden_table_entries(name):
+    path = golden.GOLDEN_DIR / f"{name}.json"
+    assert path.read_text() == golden.render_case(name), \
+        "stale golden file; run: python -m jumpgate.ncas.switch.golden --update"

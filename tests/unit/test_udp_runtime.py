@@ -1,0 +1,174 @@
+"""The C runtime's UDP transport (docs/udp-transport.md) over loopback: the NTF relay with the copy
+fixture (which re-encodes exactly the layout it decodes) receiving UDP (--udp-inputs) and sending
+UDP (`dest ... udp`), checked byte for byte by the Python client's UdpReceiver; and every way a
+stream can go wrong failing the phase with a message that names the stream."""
+from __future__ import annotations
+
+import json
+import random
+import socket
+
+import pytest
+
+from jumpgate.client import udp
+from jumpgate.compiler.ntf import NtfLayout
+from jumpgate.ncas.software.build import build_nca
+from jumpgate.ncas.software.codegen import generate_scan_query
+from jumpgate.ncas.software.codegen.golden import scan_chain
+
+from .fixtures.runtime_harness import (
+    COPY_FIELDS,
+    COPY_FIXED,
+    FIXTURES,
+    NcaProcess,
+    decode_tuple,
+    encode_tuple,
+)
+
+COPY_LAYOUT = NtfLayout.from_json({"null_bytes": 8, "fixed_size": COPY_FIXED, "variable": True, "fields": [
+    {"name": n, "type": "decimal(10,2)" if t == "decimal" else t, "offset": o,
+     "size": 1 if t == "boolean" else 4 if t in ("int32", "date") else 8, "null_bit": i}
+    for i, (n, t, o) in enumerate(COPY_FIELDS)]})
+
+
+@pytest.fixture(scope="module")
+def relay(tmp_path_factory):
+    cache = tmp_path_factory.getbasetemp() / "nca-cache"
+    return build_nca((FIXTURES / "copy_query.c").read_text(), "ntf_relay", cache).path
+
+
+def tuples(seed: int, n: int) -> list[bytes]:
+    rng = random.Random(seed)
+    return [encode_tuple({"i": k, "l": rng.randint(-2**63, 2**63 - 1), "s": "é" * rng.choice([0, 3, 40]),
+                          "d": None if rng.random() < 0.2 else rng.randint(-10**9, 10**9)}) for k in range(n)]
+
+
+def datagrams(stream: int, ts: list[bytes], per: int) -> list[bytes]:
+    out = [udp.data_datagram(stream, i, ts[a:a + per]) for i, a in enumerate(range(0, len(ts), per))]
+    return out + [udp.end_datagram(stream, len(out), len(ts))] * 3
+
+
+def start_relay(relay, expected: int, dest: tuple[int, int, int] | None, threads: int = 1,
+                params: dict | None = None) -> NcaProcess:
+    """A relay receiving UDP on input port 0; `dest` = (udp port, max bytes, max tuples)."""
+    nca = NcaProcess(relay, inputs=1, extra_args=("--udp-inputs", "0"))
+    lines = [f"threads {threads}", f"expect 0 {expected}"]
+    lines += [f"param {k} {v}" for k, v in (params or {}).items()]
+    if dest:
+        lines.append(f"dest 0 127.0.0.1 {dest[0]} 0 {threads} udp {dest[1]} {dest[2]}")
+    nca.send(*lines, "execute 0")
+    return nca
+
+
+def send(port: int, dgrams: list[bytes]) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for d in dgrams:
+            s.sendto(d, ("127.0.0.1", port))
+
+
+@pytest.mark.parametrize("threads,streams,per,max_bytes,max_tuples", [
+    (1, 1, 10, 0, 0), (2, 3, 1, 0, 1), (2, 4, 25, 700, 0), (1, 2, 7, 65507, 3)])
+def test_udp_in_and_out_pass_tuples_through(relay, threads, streams, per, max_bytes, max_tuples):
+    inputs = {s: tuples(s, 2000 + 300 * s) for s in range(streams)}
+    out = udp.UdpReceiver()
+    out.start(threads, COPY_LAYOUT)
+    nca = start_relay(relay, streams, (out.port, max_bytes, max_tuples), threads)
+    try:
+        for s, ts in inputs.items():
+            send(nca.ports[0], datagrams(s, ts, per))
+        done = nca.event("done")
+        assert out.wait(10), out.error
+        assert done["stats"]["tuples_in"] == done["stats"]["tuples_out"] == sum(map(len, inputs.values()))
+        got = out.table()
+        key = ("i", "l", "s", "d")
+        sent = sorted(tuple(decode_tuple(t)[k] for k in key) for ts in inputs.values() for t in ts)
+        rows = sorted(zip(*(got.column(k).to_pylist() for k in key), strict=True))
+        assert [(i, v, s, d if d is None else int(d.scaleb(2))) for i, v, s, d in rows] == sent
+        if max_tuples == 1:
+            assert out.datagrams == got.num_rows  # one tuple per datagram, as towards a switch
+        if max_bytes:
+            assert out.datagrams >= sum(len(t) + 4 for ts in inputs.values() for t in ts) / (max_bytes - 24)
+    finally:
+        out.close()
+        nca.kill()
+
+
+def test_duplicates_are_dropped(relay):
+    ts = tuples(1, 500)
+    out = udp.UdpReceiver()
+    out.start(1, COPY_LAYOUT)
+    nca = start_relay(relay, 1, (out.port, 0, 0))
+    try:
+        dg = datagrams(0, ts, 5)
+        send(nca.ports[0], dg[:50] + dg[:50] + dg[50:])
+        done = nca.event("done")
+        assert done["stats"]["tuples_in"] == 500
+        assert out.wait(10) and out.table().num_rows == 500
+    finally:
+        out.close()
+        nca.kill()
+
+
+@pytest.mark.parametrize("mangle,message", [
+    (lambda dg: dg[:5] + dg[6:], "UDP loss: 99 of 100 datagrams arrived (first missing: 5)"),
+    (lambda dg: dg[:100] + [udp.end_datagram(0, 100, 999)], "END counts 999 tuples, received 500"),
+    (lambda dg: dg[:100] + [udp.end_datagram(0, 100, 500, flags=udp.F_LOSS)], "reports UDP loss upstream"),
+    (lambda dg: [b"XXXX" + dg[0][4:]] + dg[1:], "that is not NTU1"),
+    (lambda dg: [udp.data_datagram(7, 0, [b"x" * 64])] + dg, "UDP stream id 7, but 1 streams are expected"),
+    (lambda dg: [dg[0][:-3]] + dg[1:], "datagram 0 is malformed"),
+    (lambda dg: dg[:100] + [udp.data_datagram(0, 100, [b"y" * 64])] + dg[100:], "101 data datagrams arrived, but END says 100"),
+])
+def test_broken_streams_fail_the_phase(relay, mangle, message):
+    nca = start_relay(relay, 1, None, params={"udp.grace_ms": 200})
+    try:
+        send(nca.ports[0], mangle(datagrams(0, tuples(2, 500), 5)))
+        ev = nca.event()
+        assert ev["event"] == "error" and message in ev["message"], ev
+        assert ev["message"].startswith("input port 0")
+    finally:
+        nca.kill()
+
+
+def test_a_tuple_larger_than_a_datagram_fails_the_sender(tmp_path, relay):
+    ops, layout = scan_chain({"s": "string"}, [])
+    scan = build_nca(generate_scan_query(ops, layout), "scan_json", tmp_path.parent / "nca-cache").path
+    (tmp_path / "t.jsonl").write_text(json.dumps({"s": "x" * 3000}) + "\n")
+    out = udp.UdpReceiver()
+    nca = NcaProcess(scan)
+    try:
+        nca.send(f"file {tmp_path / 't.jsonl'}", f"dest 0 127.0.0.1 {out.port} 0 1 udp 1472 0", "execute 0")
+        ev = nca.event()
+        assert ev["event"] == "error" and "does not fit a UDP datagram of 1472 bytes" in ev["message"]
+    finally:
+        out.close()
+        nca.kill()
+
+
+def test_scan_sends_one_tuple_per_datagram_towards_a_switch(tmp_path):
+    ops, layout = scan_chain({"k": "int64", "v": "decimal(7,2)"}, [])
+    scan = build_nca(generate_scan_query(ops, layout), "scan_json", tmp_path.parent / "nca-cache").path
+    rows = [{"k": i % 97, "v": f"{i}.25"} for i in range(3000)]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = udp.UdpReceiver()
+    out.start(2, layout)
+    nca = NcaProcess(scan)
+    try:
+        nca.send("threads 2", f"file {tmp_path / 't.jsonl'}", f"dest 0 127.0.0.1 {out.port} 0 2 udp 0 1", "execute 0")
+        done = nca.event("done")
+        assert out.wait(10), out.error
+        t = out.table()
+        assert t.num_rows == out.datagrams == done["stats"]["tuples_out"] == 3000
+        assert sorted(t.column("k").to_pylist()) == sorted(r["k"] for r in rows)
+    finally:
+        out.close()
+        nca.kill()
+
+
+def test_without_dpdk_in_the_binary_the_param_is_an_error(relay):
+    nca = NcaProcess(relay, inputs=1, extra_args=("--udp-inputs", "0"))
+    try:
+        nca.send("param udp.dpdk -l%200", "expect 0 1", "execute 0")
+        ev = nca.event()
+        assert ev["event"] == "error" and "built without DPDK" in ev["message"]
+    finally:
+        nca.kill()
