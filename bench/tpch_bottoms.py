@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jumpgate.client import Jumpgate  # noqa: E402
-from jumpgate.client.errors import RequestRejected  # noqa: E402
+from jumpgate.client.errors import ClientError, RequestRejected  # noqa: E402
 from jumpgate.local_server import LocalServer  # noqa: E402
 
 REQUESTS = ROOT / "jumpgate" / "conformance" / "requests"
@@ -375,6 +375,7 @@ class Run:
 class Results:
     first: dict[str, float] = field(default_factory=dict)
     runs: dict[str, list[Run]] = field(default_factory=dict)
+    failures: dict[str, list[str]] = field(default_factory=dict)  # engine -> errors of failed runs
 
     def median(self, engine: str) -> float:
         return statistics.median(r.seconds for r in self.runs[engine])
@@ -434,7 +435,7 @@ class Bench:
             req = request_for(q, self.fmt)
             s0 = server_cpu(pid)
             t0 = time.perf_counter()
-            out = jg.run(req, timeout=1800)["out"]
+            out = jg.run(req, timeout=self.args.job_timeout)["out"]
             answer = q.top(out)
             seconds = time.perf_counter() - t0
             cpu = self_cpu() - c0 + server_cpu(pid) - s0
@@ -451,11 +452,25 @@ class Bench:
         answer = result.to_arrow_table() if hasattr(result, "to_arrow_table") else result.fetch_arrow_table()
         return Run(time.perf_counter() - t0, self_cpu() - c0, answer)
 
+    def run_retrying(self, engine: str, q: Query, res: Results) -> Run:
+        """A Jumpgate job that fails or hangs (a timeout cancels it) is reported and run again,
+        up to --retries times per query and engine."""
+        while True:
+            try:
+                return self.run(engine, q)
+            except RequestRejected:
+                raise
+            except ClientError as e:
+                res.failures.setdefault(engine, []).append(f"{type(e).__name__}: {str(e)[:300]}")
+                print(f"  {q.name} {engine}: FAILED ({type(e).__name__}: {str(e)[:300]})", flush=True)
+                if engine not in self.servers or len(res.failures[engine]) > self.args.retries:
+                    raise
+
     def query(self, q: Query) -> Results:
         res = Results()
         first: dict[str, Run] = {}
         for e in self.engines():
-            first[e] = self.run(e, q)
+            first[e] = self.run_retrying(e, q, res)
             res.first[e] = first[e].seconds
         problems = compare(q, {e: r.answer for e, r in first.items()})
         if problems:
@@ -463,7 +478,7 @@ class Bench:
         res.runs = {e: [] for e in self.engines()}
         for _ in range(self.args.runs):
             for e in self.engines():  # interleaved: load changes on a shared machine hit every engine alike
-                res.runs[e].append(self.run(e, q))
+                res.runs[e].append(self.run_retrying(e, q, res))
         return res
 
 
@@ -611,6 +626,8 @@ def run_format(fmt: str, args, wanted: list[Query], summary: list[str]) -> None:
         for q in wanted:
             if q.name in results:
                 line = verdict(q, {e: results[q.name].median(e) for e in engines if e in ENGINES})
+                for e, errors in results[q.name].failures.items():
+                    line += f"; {e} FAILED {len(errors)} run(s) (re-run): {' | '.join(errors)}"
                 print("  " + line)
                 summary.append(f"{fmt} {line}")
         for q in wanted:
@@ -638,6 +655,9 @@ def main() -> int:
     ap.add_argument("--jg-cores", type=int, help="the server's --cores (default: this machine's)")
     ap.add_argument("--alt-cores", type=int, help="also run a second server with this --cores, as engine "
                     "jg-coresN, to measure the thread assignment")
+    ap.add_argument("--job-timeout", type=float, default=300, help="seconds before a Jumpgate job counts as "
+                    "hung and is cancelled (default 300)")
+    ap.add_argument("--retries", type=int, default=2, help="failed or hung Jumpgate runs re-run per query")
     ap.add_argument("--timelines", action="store_true", help="print every query's Jumpgate timeline "
                     "(default: only where Jumpgate does not beat both DuckDB runs)")
     args = ap.parse_args()

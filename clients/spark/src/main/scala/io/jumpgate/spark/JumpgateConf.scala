@@ -40,6 +40,10 @@ final case class JumpgateConf(get: String => Option[String]) {
   def validateAtPlanning: Boolean = bool(VALIDATE, default = true)
   /** Jumpgate destinations (Spark partitions) per job; 0 means the default parallelism. */
   def maxStreams: Int = int(MAX_STREAMS, 0)
+  /** A single-file job spreads its output over several Spark partitions (a shuffle NCA) from this input size. */
+  def spreadMinBytes: Long = bytes(SPREAD_MIN_BYTES, "16m")
+  /** Start the jobs of all the query stages adaptive execution creates at once (not one by one). */
+  def prefetch: Boolean = bool(PREFETCH, default = true)
   def jobTimeoutMs: Long = (dbl(JOB_TIMEOUT_S, 600.0) * 1000).toLong
   def httpTimeoutMs: Long = (dbl(HTTP_TIMEOUT_S, 60.0) * 1000).toLong
   def maxBufferBytes: Long = bytes(RECEIVER_MAX_BYTES, "4g")
@@ -60,6 +64,8 @@ object JumpgateConf {
   val ALLOW_INCOMPATIBLE = "spark.jumpgate.allowIncompatible"
   val VALIDATE = "spark.jumpgate.validateAtPlanning"
   val MAX_STREAMS = "spark.jumpgate.maxStreams"
+  val SPREAD_MIN_BYTES = "spark.jumpgate.shuffle.spreadMinBytes"
+  val PREFETCH = "spark.jumpgate.prefetch"
   val JOB_TIMEOUT_S = "spark.jumpgate.jobTimeout"
   val HTTP_TIMEOUT_S = "spark.jumpgate.httpTimeout"
   val RECEIVER_MAX_BYTES = "spark.jumpgate.receiver.maxBufferBytes"

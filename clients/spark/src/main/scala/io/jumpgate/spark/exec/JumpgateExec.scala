@@ -34,7 +34,9 @@ case class JumpgateExec(output: Seq[Attribute], @transient frag: Frag, @transien
     "jgJobs" -> SQLMetrics.createMetric(sparkContext, "Jumpgate jobs"),
     "fallbacks" -> SQLMetrics.createMetric(sparkContext, "fallbacks to Spark"))
 
-  def conf: JumpgateConf = JumpgateConf(settings.get)
+  def jgConf: JumpgateConf = JumpgateConf(settings.get)
+
+  def sc: org.apache.spark.SparkContext = sparkContext
 
   /** The Spark operators this node runs on Jumpgate, bottom-up. */
   def offloaded: Seq[SparkPlan] = if (frag == null) Nil else frag.allFrags.map(_.node)
@@ -54,8 +56,33 @@ case class JumpgateExec(output: Seq[Attribute], @transient frag: Frag, @transien
 
   override def outputPartitioning: Partitioning = UnknownPartitioning(0)
 
+  /** A job started ahead of execution (see [[prefetch]]), consumed by the next [[doExecute]]. */
+  @transient private lazy val started =
+    new java.util.concurrent.atomic.AtomicReference[scala.concurrent.Promise[RDD[InternalRow]]]()
+
+  /**
+   * Start this node's job now, in the background. Adaptive execution creates every stage of a
+   * wave before it materializes them one after another, each stage's `doExecute` blocking on its
+   * job; starting them all at stage creation lets their jobs run side by side. The outcome, a
+   * buffered result or a failure, waits for `doExecute`, which still decides about the fallback.
+   */
+  def prefetch(): Unit = {
+    val p = scala.concurrent.Promise[RDD[InternalRow]]()
+    if (frag != null && started.compareAndSet(null, p)) {
+      val t = new Thread(() => {
+        try p.success(JumpgateRunner.run(this, jgConf)) catch { case e: Throwable => p.failure(e) }
+      }, s"jumpgate-job-$id")
+      t.setDaemon(true)
+      t.start() // a new thread inherits the SQL execution id (Spark's local properties)
+    }
+  }
+
   override protected def doExecute(): RDD[InternalRow] = {
-    try JumpgateRunner.run(this, conf) catch {
+    val ahead = started.getAndSet(null)
+    def outcome: RDD[InternalRow] =
+      if (ahead != null) scala.concurrent.Await.result(ahead.future, scala.concurrent.duration.Duration.Inf)
+      else JumpgateRunner.run(this, jgConf)
+    try outcome catch {
       case NonFatal(e) =>
         metrics("fallbacks") += 1
         JumpgateStats.fallback(s"$describe: ${e.getMessage}")
@@ -65,9 +92,10 @@ case class JumpgateExec(output: Seq[Attribute], @transient frag: Frag, @transien
     }
   }
 
+  /** Two nodes that replace equal Spark subtrees are equal (so AQE reuses their exchanges). */
   override protected def doCanonicalize(): SparkPlan =
-    JumpgateExec(output.map(org.apache.spark.sql.catalyst.expressions.QueryPlan.normalizeExpressions(_, output)
-      .asInstanceOf[Attribute]), frag, if (original == null) null else original.canonicalized, Map.empty)
+    JumpgateExec(output.map(org.apache.spark.sql.catalyst.plans.QueryPlan.normalizeExpressions(_, output)
+      .asInstanceOf[Attribute]), null, if (original == null) null else original.canonicalized, Map.empty)
 }
 
 object JumpgateExec {
@@ -81,8 +109,13 @@ object JumpgateExec {
    * The contract request for a candidate: one copy of its operations per destination group
    * (suffix `_g<k>`), the driving scan of copy k reading the files of group k, each copy ending in
    * a projection to Spark's output types (`c0`, `c1`, ...) and a `send` to destination k.
+   *
+   * With `spread` > 1 (one group only), a `shuffle` NCA spreads the single copy's output over
+   * `spread` destinations instead (contract section 1, `shuffle`; keys: the first output columns).
    */
-  def buildRequest(frag: Frag, groups: Seq[Seq[FileRef]], sends: Seq[(String, Int)], name: String): Request = {
+  def buildRequest(frag: Frag, groups: Seq[Seq[FileRef]], sends: Seq[(String, Int)], name: String,
+                   spread: Int = 1): Request = {
+    require(spread == 1 || (groups.size == 1 && sends.size == spread), "spread needs one group, one send per output")
     val base = frag.allOps
     val drivingRead = frag.drivingScan.top
     val resultCols = frag.output.zipWithIndex.map { case (a, i) =>
@@ -90,13 +123,18 @@ object JumpgateExec {
       JsonObject("name" -> s"c$i", "expr" -> s"CAST(${frag.cols(a.exprId)} AS $t)")
     }
     val result = Op("project", "result", Seq("input" -> frag.top), Seq("columns" -> resultCols))
-    val ops = groups.indices.flatMap { k =>
-      val send = Op("send", "out", Seq("input" -> "result"),
-        Seq("transport" -> "tcp", "host" -> sends(k)._1, "port" -> sends(k)._2))
-      (base :+ result :+ send).map { op =>
-        val r = op.renamed(n => s"${n}_g$k")
-        if (op.name == drivingRead) r.withBody("path", groups(k).map(_.path)) else r
-      }
+    def send(k: Int, input: String) = Op("send", s"out_g$k", Seq("input" -> input),
+      Seq("transport" -> "tcp", "host" -> sends(k)._1, "port" -> sends(k)._2))
+    def copyOf(k: Int, ops: Seq[Op]) = ops.map { op =>
+      val r = op.renamed(n => s"${n}_g$k")
+      if (op.name == drivingRead) r.withBody("path", groups(k).map(_.path)) else r
+    }
+    val ops = if (spread > 1) {
+      val keys = frag.output.indices.take(2).map(i => s"\"c$i\"")
+      val shuffle = Op("shuffle", "spread_g0", Seq("input" -> "result_g0"), Seq("keys" -> keys, "partitions" -> spread))
+      copyOf(0, base :+ result) ++ Seq(shuffle) ++ (0 until spread).map(k => send(k, s"spread_g0[$k]"))
+    } else {
+      groups.indices.flatMap(k => copyOf(k, base :+ result) :+ send(k, s"result_g$k"))
     }
     Request(name, ops)
   }

@@ -19,7 +19,7 @@ import org.apache.spark.scheduler.{SparkListener, SparkListenerEvent}
 import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.execution.SQLExecution
 import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
-import org.apache.spark.sql.execution.ui.SQLListenerEventsBridge
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd
 
 /** A Jumpgate job failed (the server's error, a broken stream, a timeout): run the subtree in Spark. */
 final class JumpgateJobFailed(message: String) extends IOException(message)
@@ -44,13 +44,16 @@ object JumpgateRunner extends Logging {
   private val LongPollS = 0.25
 
   def run(exec: JumpgateExec, conf: JumpgateConf): RDD[InternalRow] = {
-    val sc = exec.sparkContext
+    val sc = exec.sc
     if (!sc.isLocal) throw new JumpgateJobFailed("receivers run only in local mode in this version (see docs/spark.md)")
     val frag = exec.frag
     val client = JumpgateClient(conf.url, conf.httpTimeoutMs)
     val files = frag.drivingScan.scan.get.files
     val parallelism = if (conf.maxStreams > 0) conf.maxStreams else sc.defaultParallelism
     val groups = JumpgateExec.balance(files, parallelism)
+    val spread = if (groups.size == 1 && parallelism > 1 && conf.operatorEnabled("shuffle") &&
+      files.map(_.bytes).sum >= conf.spreadMinBytes &&
+      io.jumpgate.spark.planner.Capabilities.of(client).operations.contains("shuffle")) parallelism else 1
     val key = UUID.randomUUID().toString
     val service = ReceiverService.get
     val started = System.nanoTime()
@@ -58,11 +61,21 @@ object JumpgateRunner extends Logging {
     Cleanup.register(sc, key)
     try {
       val host = conf.listenAddress
-      val ports = service.open(key, groups.size, host, conf.maxBufferBytes, 1)
-      val request = JumpgateExec.buildRequest(frag, groups, ports.map(p => (host, p)), s"spark-${exec.id}")
-      val compiled = client.submit(request.toJson)
+      val destinations = math.max(groups.size, spread)
+      val ports = service.open(key, destinations, host, conf.maxBufferBytes)
+      def submit(spreadTo: Int) = {
+        val sends = ports.take(math.max(groups.size, spreadTo)).map(p => (host, p))
+        val request = JumpgateExec.buildRequest(frag, groups, sends, s"spark-${exec.id}", spreadTo)
+        retryOn503(conf.jobTimeoutMs)(client.submit(request.toJson))
+      }
+      val (compiled, used) = try (submit(spread), destinations) catch {
+        case r: io.jumpgate.spark.client.RequestRejected if spread > 1 =>
+          logInfo(s"Jumpgate: spreading the output with a shuffle was rejected (${r.message}); one destination")
+          (1 until destinations).foreach(i => service.release(key, i))
+          (submit(1), 1)
+      }
       job = Some(compiled)
-      val outputs = groups.indices.map { k =>
+      val outputs = (0 until used).map { k =>
         compiled.outputs.getOrElse(s"out_g$k", throw new JumpgateJobFailed(s"the server's answer has no output out_g$k"))
       }
       val layouts = outputs.map(o => NtfLayout.fromJson(o.layout))
@@ -70,8 +83,8 @@ object JumpgateRunner extends Logging {
         case e: IllegalArgumentException => throw new JumpgateJobFailed(s"unexpected NTF layout: ${e.getMessage}")
       }
       layouts.foreach(NtfDecoders.decoder) // compile now, once, on the driver
-      service.expect(key, outputs.map(_.expectedStreams))
-      client.execute(compiled.jobId)
+      service.expect(key, outputs.map(_.expectedStreams), layouts.map(_.fixedSize))
+      retryOn503(conf.jobTimeoutMs)(client.execute(compiled.jobId))
       await(client, compiled.jobId, service, key, conf.jobTimeoutMs)
       if (!service.await(key, StreamGraceMs))
         throw new JumpgateJobFailed(service.failure(key).getOrElse("the job succeeded but its streams did not end"))
@@ -85,7 +98,7 @@ object JumpgateRunner extends Logging {
       val executorId = SparkEnv.get.executorId
       val hostName = SparkEnv.get.blockManager.blockManagerId.host
       new JumpgateRDD(sc, key, outputs.head.layoutJson, exec.output.size,
-        groups.indices.map(_ => JumpgateRDD.executorLocation(hostName, executorId)), exec.metrics("numOutputRows"))
+        (0 until used).map(_ => JumpgateRDD.executorLocation(hostName, executorId)), exec.metrics("numOutputRows"))
         .asInstanceOf[RDD[InternalRow]]
     } catch {
       case e: Throwable =>
@@ -93,6 +106,21 @@ object JumpgateRunner extends Logging {
         service.release(key)
         throw e
     }
+  }
+
+  /** A 503 (no free NCA resources: other jobs are running) is retried, as the contract asks, with a
+   *  growing pause, until the job timeout. */
+  private def retryOn503[T](timeoutMs: Long)(call: => T): T = {
+    val deadline = System.currentTimeMillis() + timeoutMs
+    var pause = 20L
+    while (true) {
+      try return call catch {
+        case r: io.jumpgate.spark.client.RequestRejected if r.status == 503 && System.currentTimeMillis() + pause < deadline =>
+          Thread.sleep(pause)
+          pause = math.min(500L, pause * 2)
+      }
+    }
+    throw new IllegalStateException("unreachable")
   }
 
   private def await(client: JumpgateClient, jobId: String, service: ReceiverService, key: String, timeoutMs: Long): Unit = {
@@ -126,7 +154,8 @@ object JumpgateRunner extends Logging {
 
     def register(sc: SparkContext, key: String): Unit = {
       ensureListener(sc)
-      val id = Option(sc.getLocalProperty(SQLExecution.EXECUTION_ID_KEY)).getOrElse("none")
+      val id = sc.getLocalProperty(SQLExecution.EXECUTION_ID_KEY)
+      if (id == null) return // no SQL execution: partitions are released as tasks read them
       val keys = byExecution.computeIfAbsent(id, _ => ArrayBuffer[String]())
       keys.synchronized(keys += key)
     }
@@ -134,10 +163,12 @@ object JumpgateRunner extends Logging {
     private def ensureListener(sc: SparkContext): Unit = synchronized {
       if (listening ne sc) {
         sc.addSparkListener(new SparkListener {
-          override def onOtherEvent(event: SparkListenerEvent): Unit = SQLListenerEventsBridge.executionEnd(event)
-            .foreach { id =>
-              Option(byExecution.remove(id.toString)).foreach(keys => keys.synchronized(keys.foreach(ReceiverService.get.release)))
-            }
+          override def onOtherEvent(event: SparkListenerEvent): Unit = event match {
+            case e: SparkListenerSQLExecutionEnd =>
+              Option(byExecution.remove(e.executionId.toString))
+                .foreach(keys => keys.synchronized(keys.foreach(k => ReceiverService.get.release(k))))
+            case _ =>
+          }
         })
         listening = sc
       }

@@ -9,6 +9,7 @@ import io.jumpgate.spark.JumpgateConf
 import io.jumpgate.spark.JumpgateConf.OperatorKeys
 
 import org.apache.spark.sql.catalyst.expressions._
+import scala.util.{Left, Right}
 import org.apache.spark.sql.catalyst.expressions.aggregate._
 import org.apache.spark.sql.catalyst.optimizer.{BuildLeft, BuildRight}
 import org.apache.spark.sql.catalyst.plans._

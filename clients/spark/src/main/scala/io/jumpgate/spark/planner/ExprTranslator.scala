@@ -3,6 +3,7 @@ package io.jumpgate.spark.planner
 import java.time.LocalDate
 
 import org.apache.spark.sql.catalyst.expressions._
+import scala.util.{Left, Right}
 import org.apache.spark.sql.types._
 import org.apache.spark.unsafe.types.UTF8String
 
@@ -133,7 +134,6 @@ final class ExprTranslator(cols: Map[ExprId, String], allowIncompatible: Boolean
       case d: DayOfMonth if d.child.dataType == DateType => translate(d.child).map(s => s"day($s)")
 
       case k: KnownFloatingPointNormalized => incompatible("NaN/-0.0 normalization of a float key", translate(k.child))
-      case n: NormalizeNaNAndZero => incompatible("NaN/-0.0 normalization of a float key", translate(n.child))
       case s: SubqueryExpression => fail(s"${name(s)}: references the result of a subquery")
       case p: PlanExpression[_] => fail(s"${name(p)}: references the result of a subquery")
       case other => fail(s"expression ${name(other)} is not supported")

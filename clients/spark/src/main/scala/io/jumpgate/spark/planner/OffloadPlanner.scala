@@ -22,6 +22,8 @@ object JumpgateTags {
   val Reason: TreeNodeTag[String] = TreeNodeTag[String]("jumpgate.reason")
   /** The planner has looked at this node (so later passes over the same nodes leave them alone). */
   val Visited: TreeNodeTag[Boolean] = TreeNodeTag[Boolean]("jumpgate.visited")
+  /** A JumpgateExec planned inside adaptive execution (its job may start when its stage is created). */
+  val Adaptive: TreeNodeTag[Boolean] = TreeNodeTag[Boolean]("jumpgate.adaptive")
 }
 
 /** An offload candidate: a maximal subtree of supported operators, and how it was judged. */
@@ -46,7 +48,8 @@ final class OffloadPlanner(session: SparkSession, conf: JumpgateConf) extends Lo
   private lazy val cores = math.max(1, session.sparkContext.defaultParallelism)
 
   def apply(plan: SparkPlan): SparkPlan = {
-    val caps = Capabilities.of(client)
+    // Without validation the planner asks the server nothing: any rejection is a fallback at run time.
+    val caps = if (conf.validateAtPlanning) Capabilities.of(client) else Capabilities.assumeAll
     var accepted: Seq[Candidate] = Nil
     var results: IdentityHashMap[SparkPlan, Either[Why, Frag]] = null
     var regions: IdentityHashMap[SparkPlan, Integer] = null
@@ -134,6 +137,8 @@ final class OffloadPlanner(session: SparkSession, conf: JumpgateConf) extends Lo
   /** The threshold heuristic (thesis 3.5.2) and the boundary score; None means worth offloading. */
   private def judge(c: Candidate): Option[Why] = {
     val f = c.frag
+    if (!session.sparkContext.isLocal)
+      return Some(Why("receivers run in the driver's JVM only in this version (local master); see docs/spark.md, Limits"))
     if (conf.thresholdEnabled) {
       val need = conf.thresholdBytesPerCore * cores
       if (f.largestInput < need)
@@ -202,8 +207,9 @@ final class OffloadPlanner(session: SparkSession, conf: JumpgateConf) extends Lo
   private def replace(plan: SparkPlan, byNode: IdentityHashMap[SparkPlan, Candidate]): SparkPlan = {
     val c = byNode.get(plan)
     if (c != null) {
-      val exec = JumpgateExec(c.frag.output, c.frag, plan, conf.get)
+      val exec = JumpgateExec(c.frag.output, c.frag, plan, io.jumpgate.spark.JumpgateExtensions.snapshot(session))
       exec.setTagValue(JumpgateTags.Visited, true)
+      plan.logicalLink.foreach(exec.setLogicalLink) // adaptive execution links every stage to its logical plan
       exec
     } else if (plan.children.isEmpty) plan
     else {

@@ -21,7 +21,7 @@ object Types {
     case DateType => Right("date")
     case d: DecimalType if d.precision <= MaxDecimalPrecision => Right(s"decimal(${d.precision},${d.scale})")
     case d: DecimalType => Left(Why(s"type ${d.simpleString}: NTF decimals have at most $MaxDecimalPrecision digits"))
-    case s: StringType if s.isUTF8BinaryCollation => Right("string")
+    case s: StringType if s.collationId == 0 => Right("string")
     case s: StringType => Left(Why(s"type ${s.typeName}: only the binary (UTF8_BINARY) string collation"))
     case other => Left(Why(s"type ${other.simpleString} has no contract type"))
   }

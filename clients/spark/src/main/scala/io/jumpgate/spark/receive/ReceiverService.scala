@@ -43,7 +43,7 @@ final class ReceiverService extends Logging {
   private val threadIds = new AtomicInteger()
 
   /** Open `n` listening sockets for job `key` on `host`; their ports, in destination order. */
-  def open(key: String, n: Int, host: String, maxBytes: Long, fixedSize: Int): Seq[Int] = {
+  def open(key: String, n: Int, host: String, maxBytes: Long): Seq[Int] = {
     val opened = ArrayBuffer[Destination]()
     try {
       for (i <- 0 until n) {
@@ -53,7 +53,7 @@ final class ReceiverService extends Logging {
           server.setReceiveBufferSize(4 << 20)
           server.bind(new InetSocketAddress(InetAddress.getByName(host), 0), 64)
         } catch { case e: IOException => server.close(); throw e }
-        val d = new Destination(this, key, i, server, maxBytes, fixedSize)
+        val d = new Destination(this, key, i, server, maxBytes)
         destinations.put((key, i), d)
         opened += d
         d.startAccepting()
@@ -66,9 +66,10 @@ final class ReceiverService extends Logging {
 
   def destination(key: String, i: Int): Option[Destination] = Option(destinations.get((key, i)))
 
-  /** Tell destinations how many streams to expect (known once the job is compiled). */
-  def expect(key: String, expected: Seq[Int]): Unit =
-    expected.zipWithIndex.foreach { case (n, i) => destination(key, i).foreach(_.expect(n)) }
+  /** Tell destinations how many streams to expect and their tuples' fixed size (known once the job
+   *  is compiled; a shorter tuple breaks its stream). */
+  def expect(key: String, expected: Seq[Int], fixedSizes: Seq[Int]): Unit =
+    expected.zip(fixedSizes).zipWithIndex.foreach { case ((n, fs), i) => destination(key, i).foreach(_.expect(n, fs)) }
 
   /** The first failure among the job's destinations. */
   def failure(key: String): Option[String] =
@@ -116,11 +117,12 @@ object ReceiverService {
 
 /** One `send` destination: a listening socket, its streams, their buffers. */
 final class Destination(service: ReceiverService, val key: String, val index: Int, server: ServerSocket,
-                        maxBytes: Long, fixedSize: Int) extends Logging {
+                        maxBytes: Long) extends Logging {
   import ReceiverService._
 
   val port: Int = server.getLocalPort
   @volatile private var expected = -1
+  @volatile private var fixedSize = 1
   private val expectedSet = new CountDownLatch(1)
   private val done = new CountDownLatch(1)
   private val error = new AtomicReference[String](null)
@@ -134,7 +136,8 @@ final class Destination(service: ReceiverService, val key: String, val index: In
   def failure: Option[String] = Option(error.get)
   def isComplete: Boolean = expected >= 0 && streams.size == expected && failure.isEmpty
 
-  def expect(n: Int): Unit = {
+  def expect(n: Int, fixed: Int): Unit = {
+    fixedSize = math.max(1, fixed)
     expected = n
     expectedSet.countDown()
     if (n == 0) done.countDown()

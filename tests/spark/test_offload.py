@@ -1,0 +1,223 @@
+"""The Spark plugin end to end: offloading scan/filter/project, joins and partial aggregation where
+the server runs them (fallback with a reason where it does not), EXPLAIN reasons, the threshold and
+the boundary score, failures (server down before and during a query), and no leaks."""
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+
+from jumpgate.local_server import LocalServer
+
+from .helpers import check_spark_answer_and_operator, jvm, run_query, server_operations
+
+SCAN_FILTER_PROJECT = """
+SELECT ss_item_sk, ss_quantity * 2 AS q2, ss_sales_price, ss_net_profit - ss_coupon_amt AS d
+FROM store_sales
+WHERE ss_quantity BETWEEN 20 AND 40 AND ss_store_sk IN (1, 2, 4) AND ss_sales_price > 10.5
+"""
+
+
+def test_scan_filter_project_offloaded(spark):
+    run = check_spark_answer_and_operator(spark, SCAN_FILTER_PROJECT, {"scan", "filter", "project"})
+    assert run.metrics["jgRows"] == len(run.rows) > 0
+    assert run.metrics["jgBytes"] > 0 and run.metrics["jgTime"] > 0
+
+
+def test_types_nulls_and_expressions(spark):
+    sql = """
+    SELECT c_customer_id, c_first_name, c_birth_year, c_birth_month IS NULL AS no_month,
+           CASE WHEN c_birth_year < 1950 THEN 'old' WHEN c_birth_year IS NULL THEN NULL ELSE 'young' END AS age,
+           coalesce(c_email_address, 'none') AS mail, length(c_last_name) AS ln, substr(c_first_name, 1, 3) AS f3
+    FROM customer
+    WHERE c_first_name LIKE 'J%' OR c_last_name LIKE '%son' OR c_preferred_cust_flag IS NULL
+    """
+    check_spark_answer_and_operator(spark, sql, {"scan", "filter", "project"})
+
+
+def test_dates_and_decimals(spark):
+    sql = """
+    SELECT d_date_sk, d_date, year(d_date) AS y, month(d_date) AS m, day(d_date) AS dd
+    FROM date_dim WHERE d_date BETWEEN DATE '1999-02-01' AND DATE '1999-05-01' AND d_dow <> 3
+    """
+    check_spark_answer_and_operator(spark, sql, {"scan", "filter", "project"})
+    sql2 = """
+    SELECT ws_order_number, ws_ext_sales_price * ws_quantity AS amount, ws_net_paid / 2 AS half
+    FROM web_sales WHERE ws_ext_sales_price > 100.00 AND ws_net_profit < 0
+    """
+    check_spark_answer_and_operator(spark, sql2, {"scan", "filter"})
+
+
+def test_unsupported_expression_stays_in_spark_with_reason(spark):
+    sql = "SELECT i_item_id, upper(i_brand) AS b FROM item WHERE i_current_price > 50"
+    run = check_spark_answer_and_operator(spark, sql, {"scan", "filter"})
+    assert "project" not in run.kinds
+    assert "Project: incompatible: upper" in run.report, run.report
+    sql = "SELECT i_item_id FROM item WHERE regexp_like(i_brand, 'amalg.*') AND i_current_price > 50"
+    run = check_spark_answer_and_operator(spark, sql, {"scan"})
+    assert "expression regexp_like is not supported" in run.report, run.report
+
+
+def test_explain_extended_shows_offload_and_reasons(spark):
+    df = spark.sql("SELECT i_item_id, upper(i_brand) FROM item WHERE i_current_price > 50")
+    text = spark._jvm.PythonSQLUtils.explainString(df._jdf.queryExecution(), "extended")
+    assert "JumpgateExec [Scan json item -> Filter]" in text, text
+    assert "== Extended Information (Jumpgate) ==" in text and "Kept in Spark:" in text, text
+
+
+def test_operator_switches(spark):
+    run = check_spark_answer_and_operator(spark, SCAN_FILTER_PROJECT, {"scan"},
+                                          **{"spark.jumpgate.filter.enabled": "false"})
+    assert run.kinds == {"scan"}
+    assert "spark.jumpgate.filter.enabled is false" in run.report
+    run = check_spark_answer_and_operator(spark, SCAN_FILTER_PROJECT, None,
+                                          **{"spark.jumpgate.scan.json.enabled": "false"})
+    assert not run.offloaded and "spark.jumpgate.scan.json.enabled is false" in run.report
+
+
+def test_threshold_heuristic(spark):
+    run = check_spark_answer_and_operator(spark, SCAN_FILTER_PROJECT, None, **{
+        "spark.jumpgate.threshold.enabled": "true", "spark.jumpgate.threshold": "10g"})
+    assert not run.offloaded and "below the offload threshold" in run.report, run.report
+    run = check_spark_answer_and_operator(spark, SCAN_FILTER_PROJECT, {"scan", "filter", "project"}, **{
+        "spark.jumpgate.threshold.enabled": "true", "spark.jumpgate.threshold": "1m"})
+
+
+def test_score_rejects_candidates_that_reduce_little(spark):
+    sql = "SELECT * FROM store_returns"
+    run = check_spark_answer_and_operator(spark, sql, None, **{"spark.jumpgate.scoring.enabled": "true"})
+    assert not run.offloaded and "not worth it" in run.report, run.report
+    run = check_spark_answer_and_operator(spark, SCAN_FILTER_PROJECT, {"scan", "filter", "project"},
+                                          **{"spark.jumpgate.scoring.enabled": "true"})
+
+
+def _offloads_or_explains(spark, url, sql, kind):
+    """Offloaded where GET /v1/ncas says the server runs `kind`; else kept in Spark with the reason."""
+    run = check_spark_answer_and_operator(spark, sql, {"scan"})
+    if kind in server_operations(url):
+        assert kind in run.kinds, run.report
+    else:
+        assert kind not in run.kinds
+        assert f"no NCA on the server runs '{kind}'" in run.report, run.report
+    return run
+
+
+def test_broadcast_join(spark, jg_server):
+    sql = """
+    SELECT ss_item_sk, ss_sales_price, d_date FROM store_sales JOIN date_dim ON ss_sold_date_sk = d_date_sk
+    WHERE d_year = 2000 AND d_moy = 3 AND ss_quantity > 50
+    """
+    _offloads_or_explains(spark, jg_server.url, sql, "join")
+
+
+def test_partial_aggregation(spark, jg_server):
+    sql = """
+    SELECT ss_store_sk, count(*) AS n, sum(ss_quantity) AS q, sum(ss_net_paid) AS paid,
+           avg(ss_sales_price) AS avgp, min(ss_list_price) AS lo, max(ss_list_price) AS hi, count(ss_customer_sk) AS c
+    FROM store_sales WHERE ss_quantity > 10 GROUP BY ss_store_sk
+    """
+    _offloads_or_explains(spark, jg_server.url, sql, "aggregate")
+
+
+def test_server_unreachable_at_planning(spark):
+    dead = "http://127.0.0.1:9"
+    run = check_spark_answer_and_operator(spark, SCAN_FILTER_PROJECT, None, **{"spark.jumpgate.url": dead})
+    assert not run.offloaded and "unreachable" in run.report, run.report
+
+
+def test_server_unreachable_at_run_time_falls_back(spark):
+    """Planning does not ask the server (no dry run), so the job fails at run time: the subtree runs
+    in Spark, a warning is logged, the fallback is counted, and the answer is right."""
+    before = jvm(spark).JumpgateStats.fallbacks()
+    run = check_spark_answer_and_operator(spark, SCAN_FILTER_PROJECT, None, allow_fallback=True, **{
+        "spark.jumpgate.url": "http://127.0.0.1:9", "spark.jumpgate.validateAtPlanning": "false"})
+    assert run.offloaded  # planned for Jumpgate ...
+    assert run.metrics["fallbacks"] == 1 and run.metrics["jgJobs"] == 0  # ... but ran in Spark
+    assert jvm(spark).JumpgateStats.fallbacks() == before + 1
+
+
+def test_jumpgate_down_mid_query(spark, data_root, tmp_path):
+    """Kill the server (and its NCAs) while the query's first Jumpgate job is running: every
+    subtree that had not finished on Jumpgate runs in Spark and the answer is still right."""
+    sql = """
+    SELECT count(*), sum(x) FROM (
+      SELECT ss_quantity AS x FROM store_sales WHERE ss_quantity > 5
+      UNION ALL SELECT cs_quantity AS x FROM catalog_sales WHERE cs_quantity > 5
+      UNION ALL SELECT ws_quantity AS x FROM web_sales WHERE ws_quantity > 5) t
+    """
+    expected = run_query(spark, sql, enabled=False).rows
+    srv = LocalServer(data_root, tmp_path / "cache", tmp_path / "server.log")
+    killed = threading.Event()
+
+    def killer():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not killed.is_set():
+            try:
+                jobs = httpx.get(srv.url + "/v1/jobs", timeout=2).json()
+                if any(j["state"] == "running" for j in jobs):
+                    srv.proc.kill()  # SIGKILL the server; its NCAs lose their parent mid-stream
+                    killed.set()
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.005)
+
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    try:
+        run = run_query(spark, sql, enabled=True, **{"spark.jumpgate.url": srv.url})
+    finally:
+        killed.set()
+        t.join(5)
+        srv.stop()
+    assert run.rows == expected
+    assert run.metrics["fallbacks_run"] >= 1, run.report
+
+
+def test_no_leaked_sockets_or_threads(spark):
+    check_spark_answer_and_operator(spark, SCAN_FILTER_PROJECT, {"scan", "filter", "project"})
+    stats = jvm(spark).JumpgateStats
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (stats.openDestinations() or stats.receiverThreads()):
+        time.sleep(0.1)
+    assert stats.openDestinations() == 0
+    assert stats.receiverThreads() == 0
+    assert stats.bufferedBytes() == 0
+
+
+def test_one_file_job_spreads_over_tasks_with_a_shuffle(spark, jg_server):
+    """A job over a single file (store_returns) sends its rows to two Spark partitions through a
+    shuffle NCA when the server runs one; otherwise one partition."""
+    sql = "SELECT sr_item_sk, sr_return_amt FROM store_returns WHERE sr_return_quantity > 10"
+    run = check_spark_answer_and_operator(spark, sql, {"scan", "filter", "project"}, **{
+        "spark.jumpgate.shuffle.spreadMinBytes": "1m", "spark.jumpgate.maxStreams": "2"})
+    jobs = httpx.get(jg_server.url + "/v1/jobs").json()
+    last = httpx.get(jg_server.url + f"/v1/jobs/{jobs[-1]['job_id']}").json()
+    ops = {op for nca in last["ncas"] for op in nca["operations"]}
+    if "shuffle" in server_operations(jg_server.url):
+        assert "spread_g0" in ops, last["ncas"]
+    else:
+        assert "spread_g0" not in ops
+    assert run.metrics["jgRows"] == len(run.rows)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "orc"])
+def test_columnar_file_scans(spark, data_root, jg_server, fmt):
+    """ORC and Parquet tables (written by Spark under the data root) offload where the server has a
+    scan NCA for the format, and stay in Spark with the server's reason where it has none."""
+    path = data_root / "spark-small" / fmt
+    if not (path / "_SUCCESS").exists():
+        spark.conf.set("spark.jumpgate.enabled", "false")
+        try:
+            spark.sql("SELECT ss_item_sk, ss_quantity, ss_sales_price, ss_store_sk, ss_net_profit FROM store_sales "
+                      "WHERE ss_store_sk < 5").repartition(2).write.mode("overwrite").format(fmt).save(str(path))
+        finally:
+            spark.conf.set("spark.jumpgate.enabled", "true")
+    spark.sql(f"CREATE OR REPLACE TEMP VIEW small_{fmt} AS SELECT * FROM {fmt}.`{path}`")
+    sql = f"SELECT ss_item_sk, ss_quantity * 2 AS q, ss_sales_price FROM small_{fmt} WHERE ss_quantity > 50"
+    has_nca = any(n["name"].endswith(f"scan_{fmt}") for n in httpx.get(jg_server.url + "/v1/ncas").json())
+    run = check_spark_answer_and_operator(spark, sql, {"scan", "filter", "project"} if has_nca else None)
+    if not has_nca:
+        assert not run.offloaded and "rejected by Jumpgate" in run.report, run.report
