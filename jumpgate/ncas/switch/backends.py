@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ...nca.interface import NcaError
 from . import defs
-from .controller import CONTROLS, RegisterWrite, TableEntry, owner
+from .controller import RegisterWrite, TableEntry, owner
 
 MODEL_READY_S = 10.0
 
@@ -434,10 +434,6 @@ def backend_from_url(url: str) -> SwitchBackend:
     if scheme == "tofino":
         return BfRuntimeBackend(url)
     raise ValueError(f"switch URL {url!r}: the scheme is bmv2 or tofino")
-
-
-def all_table_names() -> list[str]:
-    return [t for c in CONTROLS for t in getattr(c, "tables", ())]
 
 
 def resolve_ipv4(host: str) -> int:
