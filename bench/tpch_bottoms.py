@@ -17,9 +17,14 @@ engine first runs each query once (that run is Jumpgate's cold compile: the serv
 empty NCA cache with the NCA runtime prebuilt, so it compiles each query's NCAs then; it also puts
 the files in the page cache for everyone), then the three answers are compared (floats to a
 relative 1e-9), then `--runs` rounds run the engines in turn, and medians are reported with the
-ratios engine/Jumpgate (> 1: Jumpgate is faster). For every query the timeline of Jumpgate's median
-run (GET /v1/jobs/{id}) is printed: per NCA and stage its threads, wall, busy and waits per thread,
-tuples in and out.
+ratios engine/Jumpgate (> 1: Jumpgate is faster). CPU seconds are reported next to wall time (for
+Jumpgate: the server, its reaped NCA processes and the client), because on a loaded machine an
+engine's threads do not get the cores its wall time assumes. Where Jumpgate does not beat DuckDB
+(or with --timelines, everywhere) the timeline of Jumpgate's median run (GET /v1/jobs/{id}) is
+printed: per NCA its setup, and per stage its threads, wall, busy and waits per thread, tuples in
+and out. A Jumpgate job that fails or outlives --job-timeout is reported and re-run (--retries).
+`--alt-cores N` adds a second server with `--cores N` as another engine, to measure the thread
+assignment in the same run.
 
 Formats: `--format json` (JSON Lines), `orc`, `parquet`; several may be given. ORC and Parquet run
 DuckDB on the Parquet copy (DuckDB reads no ORC) and pyarrow on the format itself. A format whose
