@@ -518,14 +518,12 @@ def print_timeline(run: Run) -> None:
     print(f"    setup per NCA, compile/allocate/configure ms: {', '.join(steps)}")
     for nid in sorted(ncas, key=lambda n: int(n[3:]) if n[3:].isdigit() else 0):
         name, ops = impl.get(nid, ("?", []))
-        n = threads.get(nid, 1)
         for st in ncas[nid].get("stages", []):
-            # wall is the phase's, waits are summed over the workers (the timeline's busy_ms is wall
-            # minus the sums, wrong for several threads): per thread, busy = wall - waits / threads.
-            # Busy includes time the worker was runnable but not running (a loaded machine).
-            wall = st["wall_ms"]
-            win, wout = st["wait_input_ms"] / n, st["wait_output_ms"] / n
-            busy = max(0.0, wall - win - wout)
+            # The timeline gives busy and waits per thread (averaged over the NCA's threads). Busy
+            # includes time the worker was runnable but not running (a loaded machine).
+            n = st.get("threads", threads.get(nid, 1))
+            wall, busy = st["wall_ms"], st["busy_ms"]
+            win, wout = st["wait_input_ms"], st["wait_output_ms"]
             rate = st["tuples_in"] / wall * 1e3 / 1e6 if wall > 0 else 0
             mb = st["bytes_in"] / wall * 1e3 / 1e6 if wall > 0 else 0
             extra = {k: v for k, v in st.items() if k.startswith(("agg_", "build_", "skipped"))}

@@ -19,7 +19,8 @@ def _serve(args: argparse.Namespace) -> int:
     if not data_root.is_dir():
         print(f"jumpgate: --data-root {data_root} is not a directory", file=sys.stderr)
         return 2
-    settings = Settings(data_root=data_root, bind_host=args.nca_host, cores=args.cores)
+    settings = Settings(data_root=data_root, bind_host=args.nca_host, cores=args.cores,
+                        stall_timeout_s=args.stall_timeout)
     if args.cache_dir:
         settings.cache_dir = Path(args.cache_dir)
     if args.ncas is not None:
@@ -86,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--nca-host", default="127.0.0.1", help="address NCA processes listen on")
     serve.add_argument("--cores", type=int, default=None, help="cores NCAs may use (default: all)")
     serve.add_argument("--cache-dir", default=None, help="where compiled NCAs are cached")
+    serve.add_argument("--stall-timeout", type=float, default=300.0, metavar="SECONDS",
+                       help="fail a job whose running NCAs neither move data nor compute for this long "
+                            "(a lost stream, a client that stopped reading); 0 = never (default 300)")
     serve.add_argument("--log-level", default="warning")
     serve.add_argument("--ncas", default=None, metavar="NAME,NAME",
                        help="use only these registered NCA implementations (default: all)")

@@ -37,4 +37,4 @@ def compile_plan(plan: LogicalPlan,
                       budget=budget)
     op_stages = compute_stages(plan, op_paths)
     mapped = assign_threads(mapped, op_stages, thread_budget)
-    return build_pipeline(mapped, op_stages)
+    return build_pipeline(mapped, op_stages, keyed={impl.name for impl in impls if impl.keyed_streams})

@@ -62,12 +62,14 @@ class Edge:
     spec: StreamSpec
     streams: int = 1
     first_stream: int = 0
+    # keyed streams (docs/contract.md): a TCP edge between two NCAs that both declare them
+    keyed: bool = False
 
     def to_json(self) -> dict:
         return {"from": self.producer, "from_port": self.producer_port, "to": self.consumer,
                 "to_port": self.consumer_port, "client": self.to_client, "edge": str(self.ref),
                 "format": self.spec.format, "transport": self.spec.transport,
-                "streams": self.streams, "first_stream": self.first_stream}
+                "streams": self.streams, "first_stream": self.first_stream, "keyed": self.keyed}
 
 
 @dataclass(frozen=True)
@@ -214,10 +216,13 @@ class _Builder:
         return tuple(sorted({s for op in d.ops for s in self.op_stages[op]}))
 
 
-def build_pipeline(mapped: MappedGraph, op_stages: dict[str, tuple[int, ...]]) -> StagedPipeline:
+def build_pipeline(mapped: MappedGraph, op_stages: dict[str, tuple[int, ...]],
+                   keyed: frozenset[str] | set[str] = frozenset()) -> StagedPipeline:
     """Assign NCA ids (`nca0`, ... in the mapper's topological search order, which finishes the
     build side of a join before its probe side; a converter comes just before its consumer, or
-    just after the NCA feeding its client), edges, stream ids and stages."""
+    just after the NCA feeding its client), edges, stream ids and stages. `keyed` names the
+    implementations that speak keyed streams: an input port whose edges all join two of them
+    (over TCP) is keyed."""
     b = _Builder(mapped, op_stages)
     for p in mapped.placements:
         b.placement(p)
@@ -234,6 +239,14 @@ def build_pipeline(mapped: MappedGraph, op_stages: dict[str, tuple[int, ...]]) -
              consumer=dst if isinstance(dst, str) else ids[dst.index], consumer_port=dport,
              to_client=isinstance(dst, str), spec=src.outputs[port].spec, streams=src.outputs[port].streams)
         for ref, src, port, dst, dport in b.links], [ids[d.index] for d in b.drafts])
+
+    impl_of = {ids[d.index]: d.implementation for d in b.drafts}
+    port_keyed: dict[tuple[str, int], bool] = {}
+    for e in edges:
+        if not e.to_client:
+            both = impl_of[e.producer] in keyed and impl_of[e.consumer] in keyed and e.spec.transport == "tcp"
+            port_keyed[(e.consumer, e.consumer_port)] = port_keyed.get((e.consumer, e.consumer_port), True) and both
+    edges = [replace(e, keyed=not e.to_client and port_keyed[(e.consumer, e.consumer_port)]) for e in edges]
 
     expected: dict[tuple[str, int, bool], int] = {}
     for e in edges:

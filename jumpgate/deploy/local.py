@@ -77,6 +77,21 @@ class LocalDeployer:
         with self._lock:
             self._procs.pop(p.pid, None)
 
+    def activity(self, proc: NcaProcess) -> tuple[int, ...] | None:
+        """A reading that changes whenever the process (any of its threads) moves bytes through
+        a system call or uses CPU: /proc's rchar, wchar and utime+stime. None when it cannot be
+        read (the process is gone, or no /proc). The executor's stall watchdog compares them."""
+        try:
+            with open(f"/proc/{proc.pid}/io") as f:
+                io = dict(line.split(": ", 1) for line in f.read().splitlines() if ": " in line)
+            with open(f"/proc/{proc.pid}/stat") as f:
+                stat = f.read()
+            # fields after the command name (which may hold spaces): utime and stime are 14 and 15
+            fields = stat[stat.rindex(")") + 2:].split()
+            return int(io["rchar"]), int(io["wchar"]), int(fields[11]) + int(fields[12])
+        except (OSError, KeyError, ValueError, IndexError):
+            return None
+
     def running(self) -> list[NcaProcess]:
         with self._lock:
             return [p for p in self._procs.values() if p.popen.poll() is None]

@@ -100,6 +100,10 @@ class InputPort:
     source: InputRef  # the logical edge this port carries
     expected_streams: int = 1
     files: tuple[str, ...] = ()  # for `file` inputs
+    # Keyed streams (docs/contract.md): nonzero when every stream arriving here opens with the
+    # keyed header carrying this 64-bit key. The executor sets it only for TCP ports whose
+    # receiver and senders all declare `keyed_streams`; the receiver ignores other connections.
+    key: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +125,7 @@ class Destination:
     endpoint: Endpoint
     first_stream: int
     streams: int = 1
+    key: int = 0  # nonzero: open every stream with the keyed header and this key (docs/contract.md)
 
 
 @dataclass(frozen=True)
@@ -153,15 +158,24 @@ class PhaseStats:
     bytes_in: int = 0
     tuples_out: int = 0
     bytes_out: int = 0
+    threads: int = 1  # worker threads; the waits are summed over them
+    cpu_ns: int | None = None  # CPU time the NCA used in the phase, when it can tell
     extra: dict = field(default_factory=dict)
 
     @property
     def busy_ns(self) -> int:
-        return max(0, self.wall_ns - self.wait_in_ns - self.wait_out_ns)
+        """Per thread, on average: the wall time less that thread's share of the waits (the
+        waits are sums over all threads, so subtracting them whole from one wall clock would
+        make a busy multi-threaded NCA look idle)."""
+        threads = max(1, self.threads)
+        return max(0, self.wall_ns - (self.wait_in_ns + self.wait_out_ns) // threads)
 
     def to_json(self) -> dict:
-        return {"wall_ms": self.wall_ns / 1e6, "busy_ms": self.busy_ns / 1e6,
-                "wait_input_ms": self.wait_in_ns / 1e6, "wait_output_ms": self.wait_out_ns / 1e6,
+        threads = max(1, self.threads)
+        cpu = {} if self.cpu_ns is None else {"cpu_ms": self.cpu_ns / 1e6}
+        return {"wall_ms": self.wall_ns / 1e6, "busy_ms": self.busy_ns / 1e6, "threads": threads, **cpu,
+                "wait_input_ms": self.wait_in_ns / 1e6 / threads,
+                "wait_output_ms": self.wait_out_ns / 1e6 / threads,
                 "tuples_in": self.tuples_in, "bytes_in": self.bytes_in,
                 "tuples_out": self.tuples_out, "bytes_out": self.bytes_out, **self.extra}
 
@@ -219,6 +233,12 @@ class NcaInstance(ABC):
         """Run the instance's `phase`-th stage (0-based among `spec.stages`) and block until it
         is done. Raises `NcaError` when the NCA fails."""
 
+    def activity(self) -> object | None:
+        """Optional: a reading that changes while the instance makes progress (moves bytes, uses
+        CPU), for the executor's stall watchdog; None (the default) when it cannot tell, and such
+        an instance is never taken for stalled."""
+        return None
+
     @abstractmethod
     def destroy(self) -> None:
         """Stop and clean up; idempotent."""
@@ -247,6 +267,10 @@ class NcaImplementation(ABC):
     description: ClassVar[str] = ""
     operation_kinds: ClassVar[tuple[str, ...]] = ()
     converter: ClassVar[bool] = False  # implements no operation; only converts format/transport
+    # Its instances send and receive keyed TCP streams (docs/contract.md, "Keyed streams between
+    # NCAs"): they honour InputPort.key and Destination.key. Between two such NCAs a stray
+    # connection to a reused port number can then never pass for one of the job's streams.
+    keyed_streams: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kw) -> None:
         super().__init_subclass__(**kw)
@@ -289,7 +313,8 @@ class NcaImplementation(ABC):
     def capabilities(self) -> dict:
         """What `GET /v1/ncas` shows for this implementation."""
         return {"name": self.name, "description": self.description,
-                "operations": list(self.operation_kinds), "converter": self.converter}
+                "operations": list(self.operation_kinds), "converter": self.converter,
+                "keyed_streams": self.keyed_streams}
 
     # -- life-cycle factory --------------------------------------------------------------
 

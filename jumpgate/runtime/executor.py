@@ -12,13 +12,16 @@ The first failure is the one reported: when one NCA fails, its neighbours usuall
 from __future__ import annotations
 
 import logging
+import secrets
 import shutil
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, as_completed, wait
+from dataclasses import replace
 from pathlib import Path
 
+from ..compiler.pipeline import StagedPipeline
 from ..errors import NcaFailure
 from ..nca.interface import FILE, Destination, Endpoint, InstanceContext, NcaError, NcaInstance
 from ..nca.registry import Registry
@@ -38,9 +41,40 @@ def _is_consequence(failure: NcaFailure) -> bool:
     return failure.message.startswith("input port ")
 
 
+def stream_keys(pipeline: StagedPipeline) -> dict[tuple[str, int], int]:
+    """A fresh random key per keyed input port (the compiler marks the edges; docs/contract.md).
+    Ports are numbers the kernel hands out again as soon as they are free, so a sender left over
+    from another job can connect to one of ours; with a key it can never be counted as one of
+    this job's streams."""
+    ports = {(e.consumer, e.consumer_port) for e in pipeline.edges if e.keyed}
+    return {port: secrets.randbits(64) or 1 for port in sorted(ports)}
+
+
+class StallWatchdog:
+    """Notices a stage that has stopped making progress: every NCA still running reports the same
+    activity reading (bytes moved, CPU used; NcaInstance.activity) for `timeout` seconds. A stage
+    with an NCA that cannot report its activity is never taken for stalled. Without this, a lost
+    stream or a client that stopped reading would leave the job running forever."""
+
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = timeout or 0.0
+        self.interval = min(1.0, self.timeout / 4) if self.timeout > 0 else None
+        self._last: dict[str, object] = {}
+        self._since = time.monotonic()
+
+    def stalled(self, readings: dict[str, object | None]) -> bool:
+        if self.timeout <= 0:
+            return False
+        now = time.monotonic()
+        if any(r is None for r in readings.values()) or readings != self._last:
+            self._last, self._since = readings, now
+            return False
+        return now - self._since >= self.timeout
+
+
 class JobRunner:
     def __init__(self, job: Job, store: JobStore, registry: Registry, deployer, cache_dir: Path,
-                 work_root: Path, on_finish: Callable[[Job], None]) -> None:
+                 work_root: Path, on_finish: Callable[[Job], None], stall_timeout: float | None = None) -> None:
         self.job = job
         self.store = store
         self.registry = registry
@@ -48,7 +82,9 @@ class JobRunner:
         self.cache_dir = cache_dir
         self.work_dir = work_root / job.id
         self.on_finish = on_finish
+        self.stall_timeout = stall_timeout  # seconds without progress in a stage; None = never
         self.instances: dict[str, NcaInstance] = {}
+        self._keys: dict[tuple[str, int], int] = {}
         self._cancel = threading.Event()
         self._destroy_lock = threading.Lock()
         self._destroyed = False
@@ -79,9 +115,13 @@ class JobRunner:
             self.work_dir.mkdir(parents=True, exist_ok=True)
             context = InstanceContext(deployer=self.deployer, work_dir=str(self.work_dir),
                                       cache_dir=str(self.cache_dir))
+            self._keys = stream_keys(job.pipeline)
             for node in job.pipeline.ncas:
                 impl = self.registry.get(node.implementation)
-                self.instances[node.id] = impl.instantiate(job.pipeline.build_spec(node, job.id), context)
+                spec = job.pipeline.build_spec(node, job.id)
+                spec = replace(spec, inputs=tuple(replace(port, key=self._keys.get((node.id, i), 0))
+                                                  for i, port in enumerate(spec.inputs)))
+                self.instances[node.id] = impl.instantiate(spec, context)
             setup = tl.begin("setup")
             self._lockstep("compile", lambda nid, inst: self._compile(nid, inst))
             endpoints = self._lockstep("allocate", lambda nid, inst: inst.allocate())
@@ -152,13 +192,26 @@ class JobRunner:
         for nid in nca_ids:
             phase = self.job.pipeline.node(nid).stages.index(stage)
             futures[self._pool.submit(self._execute_one, stage, phase, nid)] = nid
-        for fut in as_completed(futures):
-            try:
-                fut.result()
-            except Exception as e:
-                self._fail(self._failure_from(e, futures[fut], stage, "execute"))
-                # Tear everything down now: NCAs blocked on the failed one's streams (and the
-                # client's receivers) are released at once instead of waiting for timeouts.
+        pending = set(futures)
+        watchdog = StallWatchdog(self.stall_timeout)
+        while pending:
+            done, pending = wait(pending, timeout=watchdog.interval, return_when=FIRST_COMPLETED)
+            for fut in done:
+                try:
+                    fut.result()
+                except Exception as e:
+                    self._fail(self._failure_from(e, futures[fut], stage, "execute"))
+                    # Tear everything down now: NCAs blocked on the failed one's streams (and the
+                    # client's receivers) are released at once instead of waiting for timeouts.
+                    self._destroy_all()
+            running = sorted(futures[f] for f in pending)
+            if running and not self._destroyed and watchdog.stalled(
+                    {nid: self.instances[nid].activity() for nid in running}):
+                names = ", ".join(f"{nid} ({self.job.pipeline.node(nid).implementation})" for nid in running)
+                self._fail(NcaFailure(nca=running[0], stage=stage, message=(
+                    f"stage {stage} made no progress for {watchdog.timeout:.0f} s: {names} still running, "
+                    "none of them moving data or computing (a stream that never comes, or a client "
+                    "that stopped reading)"), extra={"step": "execute", "stalled": running}))
                 self._destroy_all()
         if self._failure is not None or self._cancel.is_set():
             raise Cancelled()
@@ -190,7 +243,8 @@ class JobRunner:
                         consumer = pipeline.node(e.consumer)
                         net_index = sum(1 for p in consumer.inputs[: e.consumer_port] if p.spec.transport != FILE)
                         ep = endpoints[e.consumer][net_index]
-                    dests.append(Destination(ep, e.first_stream, e.streams))
+                    key = 0 if e.to_client else self._keys.get((e.consumer, e.consumer_port), 0)
+                    dests.append(Destination(ep, e.first_stream, e.streams, key))
                 ports.append(dests)
             routes[node.id] = ports
         return routes

@@ -44,6 +44,9 @@ class Settings:
     cache_dir: Path = field(default_factory=default_cache_dir)
     work_root: Path | None = None
     plugins: list[str] | None = None  # restrict to these registered NCA names
+    # A stage whose running NCAs neither move data nor compute for this long fails its job
+    # (runtime/executor.py StallWatchdog); 0 = wait forever.
+    stall_timeout_s: float = 300.0
 
 
 class JumpgateService:
@@ -89,7 +92,7 @@ class JumpgateService:
             self.cores.release(job.id)
             raise
         runner = JobRunner(job, self.store, self.registry, self.deployer, self.cache_dir, self.work_root,
-                           on_finish=self._finished)
+                           on_finish=self._finished, stall_timeout=self.settings.stall_timeout_s)
         job.runner = runner
         runner.start()
         return job

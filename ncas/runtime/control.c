@@ -16,13 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "jgrt.h"
 
 #define EXIT_PHASE_FAILED 1
 #define EXIT_BAD_COMMAND 2
-#define MAX_TOKENS 10
+#define MAX_TOKENS 16
 #define UDP_RCVBUF_BYTES (64 << 20) /* UDP has no flow control: room for bursts (docs/udp-transport.md) */
 
 static pthread_mutex_t event_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -105,6 +106,21 @@ static int parse_u32(const char *s, uint32_t max, uint32_t *out) {
   return 0;
 }
 
+/* A stream key: exactly 16 hex digits, not all zero (zero means "no key"). */
+static int parse_key(const char *s, uint64_t *out) {
+  uint64_t v = 0;
+  int n = 0;
+  for (; *s; s++, n++) {
+    int d = *s >= '0' && *s <= '9' ? *s - '0' : *s >= 'a' && *s <= 'f' ? *s - 'a' + 10
+          : *s >= 'A' && *s <= 'F' ? *s - 'A' + 10 : -1;
+    if (d < 0 || n >= 16) return -1;
+    v = v << 4 | (uint64_t)d;
+  }
+  if (n != 16 || v == 0) return -1;
+  *out = v;
+  return 0;
+}
+
 static void bind_inputs(jgr_proc *p, const char *host) {
   for (int i = 0; i < p->ninputs; i++) {
     struct addrinfo hints = {0}, *res = NULL;
@@ -157,11 +173,17 @@ static struct {
   const jgr_driver *drv;
   jgr_proc *proc;
   int phase, running, nfinished, failed_worker;
-  uint64_t t0;
+  uint64_t t0, cpu0; /* wall and process CPU clocks when the phase started */
   worker_t *workers;
   int done_pipe[2];
   pthread_mutex_t mu;
 } ph = {.mu = PTHREAD_MUTEX_INITIALIZER, .failed_worker = -1};
+
+static uint64_t cpu_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static void *worker_main(void *arg) {
   worker_t *w = arg;
@@ -201,6 +223,7 @@ static void start_phase(jgr_proc *p, int phase) {
   }
   ph.phase = phase;
   ph.t0 = jgr_now_ns();
+  ph.cpu0 = cpu_now_ns();
   if (ph.drv->prepare && ph.drv->prepare(p, phase, &err) != 0) fail_exit(phase, &err, EXIT_PHASE_FAILED);
   ph.running = 1;
   ph.nfinished = 0;
@@ -234,17 +257,18 @@ static void check_phase(jgr_proc *p) {
   free(ph.workers);
   ph.workers = NULL;
   s.wall_ns = jgr_now_ns() - ph.t0;
+  uint64_t cpu_ns = cpu_now_ns() - ph.cpu0;
   char extra[512] = "";
   if (jgr_extra_stats) jgr_extra_stats(p, ph.phase, extra, sizeof extra);
   char line[1024];
   snprintf(line, sizeof line,
            "{\"event\":\"done\",\"phase\":%d,\"stats\":{\"wall_ns\":%llu,\"wait_in_ns\":%llu,"
            "\"wait_out_ns\":%llu,\"tuples_in\":%llu,\"bytes_in\":%llu,\"tuples_out\":%llu,"
-           "\"bytes_out\":%llu%s}}",
+           "\"bytes_out\":%llu,\"threads\":%d,\"cpu_ns\":%llu%s}}",
            ph.phase, (unsigned long long)s.wall_ns, (unsigned long long)s.wait_in_ns,
            (unsigned long long)s.wait_out_ns, (unsigned long long)s.tuples_in,
            (unsigned long long)s.bytes_in, (unsigned long long)s.tuples_out,
-           (unsigned long long)s.bytes_out, extra);
+           (unsigned long long)s.bytes_out, p->threads, (unsigned long long)cpu_ns, extra);
   ph.running = 0;
   jgr_event(line);
 }
@@ -261,6 +285,7 @@ static void handle_command(jgr_proc *p, char *line) {
     if (sp) *sp = 0;
     if (jgr_percent_decode(s) != 0) bad_command("malformed percent-encoding in command");
     tok[nt++] = s;
+    if (nt == MAX_TOKENS && sp) bad_command("more than %d tokens in a command", MAX_TOKENS);
   }
   const char *cmd = tok[0];
   uint32_t a, b, c, d;
@@ -280,21 +305,38 @@ static void handle_command(jgr_proc *p, char *line) {
     if (parse_u32(tok[1], 1u << 30, &a) || (int)a >= p->ninputs) bad_command("expect: no input port %s", tok[1]);
     if (parse_u32(tok[2], 1u << 20, &b)) bad_command("expect: bad stream count %s", tok[2]);
     p->inputs[a].expected = b;
-  } else if (strcmp(cmd, "dest") == 0 && (nt == 6 || (nt == 7 && strcmp(tok[6], "tcp") == 0) ||
-                                          (nt == 9 && strcmp(tok[6], "udp") == 0))) {
+  } else if (strcmp(cmd, "key") == 0 && nt == 3) {
+    /* keyed streams (docs/contract.md): only streams opening with this key are taken */
+    uint64_t key;
+    if (parse_u32(tok[1], 1u << 30, &a) || (int)a >= p->ninputs) bad_command("key: no input port %s", tok[1]);
+    if (p->inputs[a].udp) bad_command("key: input port %s receives UDP; keys are for TCP streams", tok[1]);
+    if (parse_key(tok[2], &key)) bad_command("key: expected 16 hex digits, not zero: %.32s", tok[2]);
+    p->inputs[a].key = key;
+  } else if (strcmp(cmd, "dest") == 0 && nt >= 6) {
+    /* dest PORT HOST TCPPORT FIRST STREAMS [tcp | udp MAX_BYTES MAX_TUPLES] [key HEX] */
     if (parse_u32(tok[1], 1u << 30, &a) || a >= p->noutputs) bad_command("dest: no output port %s", tok[1]);
     if (parse_u32(tok[3], 65535, &b) || b == 0) bad_command("dest: bad TCP port %s", tok[3]);
     if (parse_u32(tok[4], 1u << 30, &c) || parse_u32(tok[5], 1u << 20, &d) || d == 0)
       bad_command("dest: bad stream ids %s %s", tok[4], tok[5]);
+    jgr_dest dst = {strdup(tok[2]), strdup(tok[3]), c, d, 0, 0, 0, 0};
+    int i = 6;
+    if (i < nt && strcmp(tok[i], "tcp") == 0) {
+      i++;
+    } else if (i < nt && strcmp(tok[i], "udp") == 0) { /* docs/udp-transport.md; 0 = the defaults */
+      uint32_t mb, mt;
+      if (i + 2 >= nt || parse_u32(tok[i + 1], 65507, &mb) || parse_u32(tok[i + 2], 65535, &mt))
+        bad_command("dest: bad UDP limits");
+      dst.udp = 1, dst.max_bytes = mb, dst.max_tuples = mt;
+      i += 3;
+    }
+    if (i + 1 < nt && strcmp(tok[i], "key") == 0) {
+      if (dst.udp) bad_command("dest: keys are for TCP streams");
+      if (parse_key(tok[i + 1], &dst.key)) bad_command("dest: expected 16 hex digits, not zero: %.32s", tok[i + 1]);
+      i += 2;
+    }
+    if (i != nt) bad_command("dest: unexpected %.32s", tok[i]);
     jgr_out_cfg *o = &p->outputs[a];
     GROW(o->dests, o->ndests);
-    jgr_dest dst = {strdup(tok[2]), strdup(tok[3]), c, d, 0, 0, 0};
-    if (nt == 9) { /* `udp MAX_BYTES MAX_TUPLES` (docs/udp-transport.md); 0 = the defaults */
-      uint32_t mb, mt;
-      if (parse_u32(tok[7], 65507, &mb) || parse_u32(tok[8], 65535, &mt))
-        bad_command("dest: bad UDP limits %s %s", tok[7], tok[8]);
-      dst.udp = 1, dst.max_bytes = mb, dst.max_tuples = mt;
-    }
     o->dests[o->ndests++] = dst;
   } else if (strcmp(cmd, "execute") == 0 && nt == 2) {
     if (parse_u32(tok[1], 1000, &a)) bad_command("execute: bad phase %s", tok[1]);

@@ -1,14 +1,16 @@
 /* TCP input (contract §3): receive the `expected` streams of one input port.
  *
- * An acceptor thread accepts connections, reads and checks each 8-byte header (magic, stream id
- * in range, not seen before) and deals the connection to worker (k % nworkers) for the k-th
- * accepted stream, so every worker knows in advance how many streams it owns. A worker polls all
+ * An acceptor thread accepts connections, reads and checks each header (magic, stream id in
+ * range, not seen before; on a keyed port also the key, docs/contract.md) and deals the connection
+ * to worker (k % nworkers) for the k-th accepted stream, so every worker knows in advance how
+ * many streams it owns. When all streams are in, it closes the listening socket. A worker polls all
  * its connections at once, because reading them one after another can deadlock a DAG in which
  * one upstream sender feeds us and another of our senders. Complete tuples are handed to the
  * callback in batches straight from the receive buffer; the end marker's count is checked.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -39,7 +41,9 @@ typedef struct {
 
 struct jgr_in {
   int listen_fd, port, nworkers;
+  int *listen_fd_slot; /* the process' copy of listen_fd, set to -1 once it is closed */
   uint32_t expected;
+  uint64_t key; /* keyed streams (docs/contract.md); 0 = plain NTF1 */
   worker_slot *slots;
   pthread_t acceptor;
   int acceptor_started;
@@ -90,34 +94,64 @@ static void acceptor_fail(jgr_in *in, const char *fmt, ...) {
   wake_all(in);
 }
 
+/* Read and check a stream's header. Returns 0 and the stream id when the header is good, 1 when a
+ * keyed port got a connection that is not one of its streams (ignore it), -1 after acceptor_fail. */
+static int read_header(jgr_in *in, int fd, uint32_t *stream, const char **why) {
+  uint8_t hdr[16];
+  int r = read_exact_timeout(fd, hdr, 8, HEADER_TIMEOUT_MS);
+  if (r == 0 && in->key && memcmp(hdr, "NTFK", 4) == 0) r = read_exact_timeout(fd, hdr + 8, 8, HEADER_TIMEOUT_MS);
+  const char *err = r == -2 ? "timed out" : r == -3 ? "connection closed" : r ? strerror(errno) : NULL;
+  if (in->key) {
+    /* A keyed port takes only streams that open with its key. Anything else is a connection that
+     * is not part of this job (a stale sender reusing a port number, say): it must neither count
+     * as one of our streams nor fail the job, so it is closed and the port keeps accepting. */
+    uint64_t key;
+    memcpy(&key, hdr + 8, 8);
+    if (err) *why = err;
+    else if (memcmp(hdr, "NTFK", 4) != 0) *why = "no keyed stream header";
+    else if (key != in->key) *why = "wrong stream key";
+    else *why = NULL;
+    if (*why) return 1;
+  } else if (err) {
+    acceptor_fail(in, "input port %d: stream header not received: %s", in->port, err);
+    return -1;
+  } else if (memcmp(hdr, "NTF1", 4) != 0) {
+    acceptor_fail(in, "input port %d: stream header is not NTF1", in->port);
+    return -1;
+  }
+  memcpy(stream, hdr + 4, 4);
+  return 0;
+}
+
 static void *acceptor_main(void *arg) {
   jgr_in *in = arg;
   uint8_t *seen = calloc(in->expected, 1);
-  for (uint32_t k = 0; k < in->expected; k++) {
-    int fd = accept4(in->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+  for (uint32_t k = 0; k < in->expected;) {
+    struct sockaddr_storage peer;
+    socklen_t plen = sizeof peer;
+    int fd = accept4(in->listen_fd, (struct sockaddr *)&peer, &plen, SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) {
-        k--;
-        continue;
-      }
+      if (errno == EINTR || errno == ECONNABORTED) continue;
       acceptor_fail(in, "input port %d: accept failed: %s", in->port, strerror(errno));
       break;
     }
     int rcvbuf = RCVBUF_BYTES;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    uint8_t hdr[8];
-    int r = read_exact_timeout(fd, hdr, 8, HEADER_TIMEOUT_MS);
-    uint32_t stream;
-    memcpy(&stream, hdr + 4, 4);
-    if (r != 0) {
-      acceptor_fail(in, "input port %d: stream header not received: %s", in->port,
-                    r == -2 ? "timed out" : r == -3 ? "connection closed" : strerror(errno));
-    } else if (memcmp(hdr, "NTF1", 4) != 0) {
-      acceptor_fail(in, "input port %d: stream header is not NTF1", in->port);
-    } else if (stream >= in->expected) {
+    uint32_t stream = 0;
+    const char *why = NULL;
+    int h = read_header(in, fd, &stream, &why);
+    if (h == 1) {
+      char host[NI_MAXHOST] = "?", serv[NI_MAXSERV] = "?";
+      getnameinfo((struct sockaddr *)&peer, plen, host, sizeof host, serv, sizeof serv,
+                  NI_NUMERICHOST | NI_NUMERICSERV);
+      jgr_log("input port %d: ignored a connection from %s:%s (%s)", in->port, host, serv, why);
+      close(fd);
+      continue;
+    }
+    if (h == 0 && stream >= in->expected) {
       acceptor_fail(in, "input port %d: stream id %u, but %u streams are expected", in->port, stream,
                     in->expected);
-    } else if (seen[stream]) {
+    } else if (h == 0 && seen[stream]) {
       acceptor_fail(in, "input port %d: stream id %u received twice", in->port, stream);
     }
     if (__atomic_load_n(&in->failed, __ATOMIC_ACQUIRE)) {
@@ -132,7 +166,13 @@ static void *acceptor_main(void *arg) {
     char b = 1;
     ssize_t wr = write(s->wake[1], &b, 1);
     (void)wr;
+    k++;
   }
+  /* Every expected stream is here (or the port failed): stop listening, so that a connection
+   * still queued behind them is refused at once instead of waiting for a reader that will never
+   * come. Its sender then fails with a clear error rather than hanging the job. */
+  close(in->listen_fd);
+  *in->listen_fd_slot = -1;
   free(seen);
   return NULL;
 }
@@ -152,7 +192,14 @@ jgr_in *jgr_in_start(jgr_proc *p, int port, int nworkers, jgr_error *err) {
     }
     return in;
   }
+  if (p->inputs[port].listen_fd < 0) {
+    jgr_error_set(err, "input port %d was already received in an earlier phase", port);
+    free(in);
+    return NULL;
+  }
   in->listen_fd = p->inputs[port].listen_fd;
+  in->listen_fd_slot = &p->inputs[port].listen_fd;
+  in->key = p->inputs[port].key;
   in->port = port;
   in->nworkers = nworkers;
   in->expected = p->inputs[port].expected;
@@ -278,7 +325,7 @@ int jgr_in_run(jgr_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *arg, jgr_error *
       c->stream = s->queue[taken].stream;
       c->cap = RECV_BUFFER;
       c->buf = malloc(c->cap);
-      ctx->stats.bytes_in += 8;
+      ctx->stats.bytes_in += in->key ? 16 : 8; /* the header */
     }
     pthread_mutex_unlock(&s->mu);
     if (__atomic_load_n(&in->failed, __ATOMIC_ACQUIRE)) {

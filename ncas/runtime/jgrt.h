@@ -62,6 +62,9 @@ typedef struct {
   /* UDP transport (docs/udp-transport.md): `dest ... udp MAX_BYTES MAX_TUPLES`; 0 = TCP */
   uint8_t udp;
   uint32_t max_bytes, max_tuples; /* 0 = the defaults */
+  /* Keyed TCP stream (docs/contract.md, "Keyed streams between NCAs"): `dest ... key HEX`;
+   * 0 = a plain NTF1 stream. */
+  uint64_t key;
 } jgr_dest;
 
 typedef struct {
@@ -74,6 +77,9 @@ typedef struct {
   int port;          /* the kernel-chosen TCP port, printed in `ready` */
   uint32_t expected; /* from `expect`; 0 = not configured */
   uint8_t udp;       /* --udp-inputs: listen_fd is a bound UDP socket and `port` its UDP port */
+  /* from `key PORT HEX`: every stream must open with the keyed header carrying this key, and
+   * connections that do not are closed and ignored; 0 = plain NTF1 streams */
+  uint64_t key;
 } jgr_in_cfg;
 
 typedef struct jgr_proc {

@@ -191,13 +191,21 @@ int jgr_outputs_open(jg_ctx *c, jgr_error *err) {
                       dst->host, dst->port, (unsigned long long)timeout_ms, strerror(e));
         return -1;
       }
-      uint8_t hdr[8] = {'N', 'T', 'F', '1'};
+      /* contract §3 header, or the keyed header of docs/contract.md when the receiver asked for
+       * one: `NTFK`, the stream id, then the receiver's 64-bit key */
+      uint8_t hdr[16] = {'N', 'T', 'F', '1'};
+      size_t hlen = 8;
       memcpy(hdr + 4, &stream, 4);
-      if (jgr_send_all(o->fds[d], hdr, 8) != 0) {
+      if (dst->key) {
+        hdr[3] = 'K';
+        memcpy(hdr + 8, &dst->key, 8);
+        hlen = 16;
+      }
+      if (jgr_send_all(o->fds[d], hdr, hlen) != 0) {
         jgr_error_set(err, "output port %u: sending to %s: %s", port, o->names[d], strerror(errno));
         return -1;
       }
-      c->stats.bytes_out += 8;
+      c->stats.bytes_out += hlen;
     }
   }
   return 0;

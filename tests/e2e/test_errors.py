@@ -144,3 +144,39 @@ def test_hostile_text_never_reaches_generated_source(server, data_root, tmp_path
     assert out.to_pylist() == [{"v": "x", "w": "\"; */ #include <stdio.h>\\n"}]
     assert not marker.exists()
     os.remove(data_root / name)
+
+
+def test_client_that_stops_reading_fails_the_job_after_the_stall_timeout(data_root, tmp_path):
+    """A client that accepts the stream and then never reads: once the socket buffers are full the
+    scan NCA can neither send nor compute, and after the server's stall timeout the job fails,
+    naming the stage and the NCA, and leaves nothing running (instead of running forever)."""
+    import socket
+
+    from jumpgate.local_server import LocalServer
+
+    name = "stall.jsonl"
+    (data_root / name).write_text(('{"a": 1, "s": "' + "x" * 2000 + '"}\n') * 20000)  # 40 MB out
+    srv = LocalServer(data_root, tmp_path / "cache", tmp_path / "server.log", extra_args=["--stall-timeout", "3"])
+    listener = socket.create_server(("127.0.0.1", 0))
+    try:
+        body = {"operations": [
+            {"kind": "read", "name": "r", "path": name, "format": "json",
+             "schema": [{"name": "a", "type": "int32"}, {"name": "s", "type": "string"}]},
+            {**SEND, "input": "r", "port": listener.getsockname()[1]}]}
+        with Jumpgate(srv.url) as jg:
+            job = jg.submit(body)
+            job.execute()
+            conn, _ = listener.accept()  # and never read from it
+            status = job.status(wait=60)
+            while status["state"] == "running":
+                status = job.status(wait=60)
+            conn.close()
+        assert status["state"] == "failed", status
+        err = status["error"]
+        assert err["nca"] == "nca0" and err["stage"] == 0 and err["stalled"] == ["nca0"], err
+        assert "made no progress for 3 s" in err["message"], err
+        assert wait_no_children(srv) == []
+    finally:
+        listener.close()
+        srv.stop()
+        os.remove(data_root / name)

@@ -198,6 +198,10 @@ def test_chained_joins_run_in_three_stages(server, jduck):
     assert len(job.stages) == 3
     stages = {tuple(n["operations"]): n["stages"] for n in job.ncas}
     assert stages[("j",)] == [0, 1] and stages[("j2",)] == [1, 2]
+    # every edge between the NCAs carried keyed streams (docs/contract.md), the client's did not:
+    # had a receiver and its sender disagreed on a key, the job could not have finished
+    edges = job.answer["edges"]
+    assert [e["keyed"] for e in edges] == [not e["client"] for e in edges] and len(edges) == 5
     assert_same_rows(jduck, got, "SELECT c.*, j.* FROM jc c LEFT JOIN "
                                  "(SELECT p.pk AS k, p.p_id, b.bs FROM jp p JOIN jb b ON p.pk = b.bk) j "
                                  "ON c.ck = j.k AND j.bs <> c.cs")

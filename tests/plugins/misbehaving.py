@@ -31,7 +31,7 @@ from jumpgate.nca.interface import (
     Verdict,
 )
 
-BEHAVIOURS = ("ok", "slow", "never_ready", "fail_compile", "fail_midstream")
+BEHAVIOURS = ("ok", "slow", "never_ready", "fail_compile", "fail_midstream", "stuck")
 
 
 def behaviour_of(read: Read) -> str:
@@ -40,7 +40,9 @@ def behaviour_of(read: Read) -> str:
 
 
 class MisbehavingSource(NcaImplementation):
-    """Emits `tuples` all-NULL rows of the read's schema, misbehaving as its file name says."""
+    """Emits `tuples` all-NULL rows of the read's schema, misbehaving as its file name says: `slow`
+    (2 ms a tuple), `never_ready`, `fail_compile`, `fail_midstream`, `stuck` (opens its stream,
+    then neither sends nor ends it)."""
 
     name = "testing.misbehaving_source"
     description = "test NCA: a source that is slow, never ready, or fails (chosen by file name)"
@@ -74,6 +76,10 @@ class MisbehavingInstance(NcaInstance):
         self.destinations: list[list[Destination]] = []
         self.destroyed = threading.Event()
         self.sockets: list[socket.socket] = []
+        self.sent = 0
+
+    def activity(self) -> object | None:
+        return self.sent  # what a stalled NCA stops changing (executor's stall watchdog)
 
     def compile(self) -> CompileResult:
         if self.behaviour == "fail_compile":
@@ -99,6 +105,9 @@ class MisbehavingInstance(NcaInstance):
             s = socket.create_connection((dest.endpoint.host, dest.endpoint.port), timeout=10)
             self.sockets.append(s)
             s.sendall(b"NTF1" + struct.pack("<I", dest.first_stream))
+        if self.behaviour == "stuck":  # connected, then neither sends nor ends, like a lost stream
+            self.destroyed.wait()
+            raise NcaError("cancelled")
         sent = 0
         for i in range(self.tuples):
             if self.destroyed.is_set():
@@ -113,6 +122,7 @@ class MisbehavingInstance(NcaInstance):
             for s in self.sockets:
                 s.sendall(frame)
             sent += 1
+            self.sent = sent
         for s in self.sockets:
             s.sendall(struct.pack("<IQ", 0, sent))
             s.close()

@@ -22,7 +22,8 @@ def service(tmp_path):
         (data / f"{b}.jsonl").write_text("{}\n")
     reg = Registry()
     reg.add(MisbehavingSource())
-    svc = JumpgateService(Settings(data_root=data, cores=2, cache_dir=tmp_path / "cache"), registry=reg)
+    svc = JumpgateService(Settings(data_root=data, cores=2, cache_dir=tmp_path / "cache", stall_timeout_s=1.5),
+                          registry=reg)
     yield svc
     svc.shutdown()
 
@@ -123,3 +124,31 @@ def test_no_resources_is_503_and_retry_works(tmp_path, service):
         service.execute(other.id)
         wait_terminal(other)
         assert other.state is JobState.SUCCEEDED, other.error
+
+
+def test_a_stalled_stage_fails_its_job_and_cleans_up(service):
+    """The NCA opened its stream and then went quiet: after the stall timeout (1.5 s here) the
+    job fails, naming the stage and the NCAs that made no progress, instead of running forever."""
+    with Receiver() as rx:
+        job = submit(service, "stuck", rx)
+        t0 = time.monotonic()
+        service.execute(job.id)
+        wait_terminal(job, 15)
+        took = time.monotonic() - t0
+        assert rx.wait(10) and rx.error is not None  # its stream never ended
+    assert job.state is JobState.FAILED
+    assert job.error["nca"] == "nca0" and job.error["stage"] == 0 and job.error["stalled"] == ["nca0"]
+    assert "made no progress for 2 s" in job.error["message"]
+    assert 1.5 <= took < 8
+    assert service.cores.free == 2
+
+
+def test_a_slow_stage_that_moves_is_not_stalled(service):
+    """2 ms a tuple for 1000 tuples takes longer than the 1.5 s timeout, but moves all along."""
+    with Receiver() as rx:
+        job = submit(service, "slow", rx)
+        service.execute(job.id)
+        wait_terminal(job, 30)
+        assert rx.wait(10)
+    assert job.state is JobState.SUCCEEDED, job.error
+    assert job.timeline.to_json()["phases"]["stage:0"]["duration_ms"] > 1500

@@ -90,6 +90,7 @@ def test_relay_passes_tuples_through(relay, threads, nstreams, pieces):
         assert sorted(t for s in streams for t in s.tuples) == sent
         assert ev["stats"]["tuples_in"] == ev["stats"]["tuples_out"] == len(sent)
         assert ev["stats"]["bytes_in"] == sum(len(p) for p in payloads)
+        assert ev["stats"]["threads"] == threads and 0 < ev["stats"]["cpu_ns"]
         assert nca.close() == 0
     finally:
         nca.kill()

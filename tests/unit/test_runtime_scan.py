@@ -89,7 +89,8 @@ def test_every_type_exact_bytes(scan, tmp_path):
     assert stats["tuples_in"] == 16 and stats["tuples_out"] == 16
     assert stats["bytes_in"] == len(text.encode())
     assert stats["bytes_out"] == len(st.raw)
-    assert set(stats) == {"wall_ns", "wait_in_ns", "wait_out_ns", "tuples_in", "bytes_in", "tuples_out", "bytes_out"}
+    assert set(stats) == {"wall_ns", "wait_in_ns", "wait_out_ns", "tuples_in", "bytes_in", "tuples_out", "bytes_out",
+                          "threads", "cpu_ns"}
 
 
 def test_empty_file(scan, tmp_path):

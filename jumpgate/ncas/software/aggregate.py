@@ -71,6 +71,7 @@ def aggregation_params(ops: list[Operation], context: InstanceContext) -> dict[s
 
 class AggregateNca(NcaImplementation):
     name = "software.aggregate"
+    keyed_streams = True  # its process runtime speaks keyed streams (ncas/runtime/in_tcp.c)
     description = ("Hash aggregation, complete, partial (bounded table, evicting when full) or final, over NTF "
                    "input, with filters and projections of its groups fused in (generated C)")
     operation_kinds = ("aggregate", "filter", "project")

@@ -41,6 +41,7 @@ def _structure(layout: NtfLayout) -> tuple:
 
 class HashJoinNca(NcaImplementation):
     name = "software.hash_join"
+    keyed_streams = True  # its process runtime speaks keyed streams (ncas/runtime/in_tcp.c)
     description = ("Hash join (build stage, then probe stage): inner, left semi/anti/outer, any key types, "
                    "extra condition, output columns and following filters and projections fused in "
                    "(generated C)")

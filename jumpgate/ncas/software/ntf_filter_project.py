@@ -78,6 +78,7 @@ def relay_resources(plan: LogicalPlan, ops: tuple[str, ...]) -> ResourceRequest:
 
 class NtfFilterProjectNca(NcaImplementation):
     name = "software.ntf_filter_project"
+    keyed_streams = True  # its process runtime speaks keyed streams (ncas/runtime/in_tcp.c)
     description = ("Filters and projections over NTF input from another NCA (after a fan-out, an aggregate, "
                    "a join), optionally ending in a shuffle (generated C on the NTF relay)")
     operation_kinds = ("filter", "project", "shuffle")

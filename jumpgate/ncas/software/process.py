@@ -6,6 +6,7 @@ for every software NCA alike.
 from __future__ import annotations
 
 import json
+import logging
 import queue
 import threading
 import time
@@ -27,6 +28,8 @@ from ...nca.interface import (
 from .build import build_nca
 
 READY_TIMEOUT_S = 30.0
+
+log = logging.getLogger(__name__)
 
 
 def _token(text: str) -> str:
@@ -100,12 +103,16 @@ class ProcessNca(NcaInstance):
                 lines += [f"file {_token(f)}" for f in port.files]
             else:
                 lines.append(f"expect {net_index} {port.expected_streams}")
+                if port.key:  # docs/contract.md, keyed streams
+                    lines.append(f"key {net_index} {port.key:016x}")
                 net_index += 1
         for out_port, dests in enumerate(destinations):
             for d in dests:
                 line = f"dest {out_port} {_token(d.endpoint.host)} {d.endpoint.port} {d.first_stream} {d.streams}"
                 if d.endpoint.transport == "udp":  # docs/udp-transport.md
                     line += f" udp {d.endpoint.max_datagram} {d.endpoint.max_tuples}"
+                if d.key:
+                    line += f" key {d.key:016x}"
                 lines.append(line)
         self._send(lines)
 
@@ -114,8 +121,14 @@ class ProcessNca(NcaInstance):
         event = self._next_event(None, "done")
         stats = event.get("stats", {})
         known = ("wall_ns", "wait_in_ns", "wait_out_ns", "tuples_in", "bytes_in", "tuples_out", "bytes_out")
-        return PhaseStats(**{k: int(stats.get(k, 0)) for k in known},
-                          extra={k: v for k, v in stats.items() if k not in known})
+        return PhaseStats(**{k: int(stats.get(k, 0)) for k in known}, threads=int(stats.get("threads", 1)),
+                          cpu_ns=int(stats["cpu_ns"]) if "cpu_ns" in stats else None,
+                          extra={k: v for k, v in stats.items() if k not in (*known, "threads", "cpu_ns")})
+
+    def activity(self) -> object | None:
+        proc, deployer = self.proc, self.context.deployer
+        reading = getattr(deployer, "activity", None)
+        return reading(proc) if proc is not None and reading is not None else None
 
     def destroy(self) -> None:
         with self._lock:
@@ -171,7 +184,9 @@ class ProcessNca(NcaInstance):
             if kind == "error":
                 raise NcaError(str(event.get("message", "NCA failed")), file=event.get("file"),
                                record=event.get("record"))
-            # 'log' and unknown events are informational
+            if kind == "log":  # information worth keeping: an ignored stray connection, say
+                log.info("job %s %s: %s", self.spec.job_id, self.spec.id, event.get("message"))
+            # unknown events are informational
 
     def _stderr_tail(self, limit: int = 2000) -> str:
         path = Path(self.context.work_dir) / f"{self.spec.id}.stderr"

@@ -51,6 +51,7 @@ class ColumnarScanNca(NcaImplementation):
     driver: ClassVar[str] = ""
     unit: ClassVar[str] = ""  # what the work is split by, for descriptions
     operation_kinds = ("read", "filter", "project", "aggregate", "shuffle")
+    keyed_streams = True  # its process runtime speaks keyed streams (ncas/runtime/in_tcp.c)
 
     def match_operations(self, plan: LogicalPlan, anchor: str) -> Verdict[tuple[str, ...]]:
         if not anchor:

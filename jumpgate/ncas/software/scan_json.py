@@ -38,6 +38,7 @@ MIN_BYTES_PER_THREAD = 16 << 20
 
 class JsonScanNca(NcaImplementation):
     name = "software.scan_json"
+    keyed_streams = True  # its process runtime speaks keyed streams (ncas/runtime/in_tcp.c)
     description = ("JSON Lines scan on simdjson, with filters, projections and a final shuffle or aggregate "
                    "fused in (generated C)")
     operation_kinds = ("read", "filter", "project", "shuffle", "aggregate")

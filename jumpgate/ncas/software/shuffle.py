@@ -27,6 +27,7 @@ from .ntf_filter_project import RelayInstance, ntf_input_verdict, relay_resource
 
 class ShuffleNca(NcaImplementation):
     name = "software.shuffle"
+    keyed_streams = True  # its process runtime speaks keyed streams (ncas/runtime/in_tcp.c)
     description = ("Hash partitioning of NTF tuples to P outputs by jg_hash v1 of the key expressions "
                    "(docs/hashing.md); tuples are forwarded unchanged")
     operation_kinds = ("shuffle",)
