@@ -8,7 +8,9 @@
  * --vdev=net_af_packet0,iface=veth1"); `--no-pci` is added unless the arguments name PCI devices
  * (-a/--allow/-b), so a test never takes the machine's own NIC. `udp.dpdk.ip` this side's IPv4
  * address; `udp.dpdk.peer_mac` the next hop's MAC (there is no ARP); `udp.dpdk.port` the DPDK port
- * id (default 0). Each worker sends on its own TX queue; worker 0 receives on RX queue 0.
+ * id (default 0). Each worker sends on its own TX queue; worker 0 receives on RX queue 0. A device
+ * with fewer TX queues than workers (af_packet has one unless given qpairs=N) is shared: workers on
+ * the same queue take turns under that queue's mutex, since a DPDK queue is not thread-safe.
  *
  * Frames: Ethernet, IPv4 (no options, checksum computed here), UDP (checksum 0, allowed in IPv4),
  * then the datagram. Sending copies each datagram into an mbuf (the records stay in the port's
@@ -45,6 +47,8 @@ static uint16_t port_id;
 static struct rte_mempool *pool;
 static struct rte_ether_addr own_mac, peer_mac;
 static uint32_t own_ip; /* network order */
+static int tx_shared;   /* more workers than TX queues: queues are locked */
+static pthread_mutex_t tx_mu[RTE_MAX_QUEUES_PER_PORT];
 
 static int parse_mac(const char *s, struct rte_ether_addr *m) {
   unsigned b[6];
@@ -68,7 +72,14 @@ static int init_locked(jgr_proc *p) {
   if (!pci) argv[argc++] = "--no-pci"; /* never the machine's own NIC unless asked for by name */
   argv[argc] = NULL;
   rte_openlog_stream(stderr); /* EAL logs to stdout by default: that is the NCA's event channel */
-  if (rte_eal_init(argc, argv) < 0) {
+  /* ... and prints its usage there on bad arguments: point fd 1 at stderr while it parses them */
+  fflush(stdout);
+  int saved_stdout = dup(1);
+  if (saved_stdout >= 0) dup2(2, 1);
+  int eal = rte_eal_init(argc, argv);
+  fflush(stdout);
+  if (saved_stdout >= 0) dup2(saved_stdout, 1), close(saved_stdout);
+  if (eal < 0) {
     snprintf(init_error, sizeof init_error, "DPDK EAL init failed (%s): %s", args, rte_strerror(rte_errno));
     return -1;
   }
@@ -100,6 +111,8 @@ static int init_locked(jgr_proc *p) {
   struct rte_eth_dev_info info;
   rte_eth_dev_info_get(port_id, &info);
   if (ntx > info.max_tx_queues) ntx = info.max_tx_queues;
+  tx_shared = p->threads > (int)ntx;
+  for (int q = 0; q < RTE_MAX_QUEUES_PER_PORT; q++) pthread_mutex_init(&tx_mu[q], NULL);
   int rc = rte_eth_dev_configure(port_id, 1, ntx, &conf);
   uint16_t nrx = RING_SIZE, ntxd = RING_SIZE;
   if (rc == 0) rc = rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &nrx, &ntxd);
@@ -181,7 +194,9 @@ static int tx_send(void *tx, const uint8_t *const *hdrs, const uint8_t *const *b
       memcpy(d + FRAME_HDR + JG_UDP_HEADER, bodies[at + i], lens[at + i]);
     }
     unsigned sent = 0;
+    if (tx_shared) pthread_mutex_lock(&tx_mu[t->queue]);
     while (sent < k) sent += rte_eth_tx_burst(port_id, t->queue, m + sent, (uint16_t)(k - sent));
+    if (tx_shared) pthread_mutex_unlock(&tx_mu[t->queue]);
     at += k;
   }
   return 0;

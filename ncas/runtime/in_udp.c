@@ -8,8 +8,15 @@
  * END has arrived and exactly the datagrams 0 .. END.seq-1 and END.tuples tuples did; the port is
  * complete when all of its streams are. Missing datagrams after an END are waited for
  * `param udp.grace_ms` (default 2000: reordering is rare, loss is not), then the phase fails
- * naming the stream and the first missing sequence number. With `param udp.dpdk` worker 0 polls
- * the DPDK port instead (dpdk_io.c) and the other workers only wait.
+ * naming the stream and the first missing sequence number. A stream whose END never comes (every
+ * copy lost, or a sender that died) would leave the phase waiting for ever: after `param
+ * udp.idle_ms` (default 60000, 0 = wait for ever) without a datagram of a stream that has no END
+ * yet, the phase fails naming the port, the stream and the last datagram seen. The clock of a stream
+ * starts with its first datagram, so a sender that has not started yet (a switch before its flush, a
+ * scan whose filter passes nothing for a while) is not taken for a lost one; a stream of which
+ * nothing at all arrived is failed the same way once all the port's other streams are complete and
+ * the port has been quiet for as long. With `param udp.dpdk` worker 0 polls the DPDK port instead
+ * (dpdk_io.c) and the other workers only wait.
  */
 #include <errno.h>
 #include <poll.h>
@@ -35,12 +42,14 @@ typedef struct {
   uint64_t datagrams, tuples, duplicates;
   int ended;
   uint64_t end_seq, end_tuples, end_ns;
+  uint64_t last_ns, last_seq; /* when its latest datagram arrived (0: none yet), and its number */
 } stream_state;
 
 struct jgr_udp_in {
   int fd, port, udp_port, nworkers, dpdk;
   uint32_t expected, complete;
-  uint64_t grace_ns;
+  uint64_t grace_ns, idle_ns; /* idle_ns 0: no idle timeout */
+  uint64_t last_ns;           /* the port's latest datagram of any stream */
   stream_state *streams;
   pthread_mutex_t mu;
   int failed; /* atomic */
@@ -60,8 +69,10 @@ static void in_fail(struct jgr_udp_in *in, const char *fmt, ...) {
 }
 
 struct jgr_udp_in *jgr_udp_in_start(jgr_proc *p, int port, int nworkers, jgr_error *err) {
-  uint64_t grace_ms;
-  if (jgr_param_u64(p, "udp.grace_ms", 2000, 0, 3600000, &grace_ms, err)) return NULL;
+  uint64_t grace_ms, idle_ms;
+  if (jgr_param_u64(p, "udp.grace_ms", 2000, 0, 3600000, &grace_ms, err) ||
+      jgr_param_u64(p, "udp.idle_ms", 60000, 0, 86400000, &idle_ms, err))
+    return NULL;
   struct jgr_udp_in *in = calloc(1, sizeof *in);
   in->fd = p->inputs[port].listen_fd;
   in->port = port;
@@ -69,6 +80,7 @@ struct jgr_udp_in *jgr_udp_in_start(jgr_proc *p, int port, int nworkers, jgr_err
   in->nworkers = nworkers;
   in->expected = p->inputs[port].expected;
   in->grace_ns = grace_ms * 1000000u;
+  in->idle_ns = idle_ms * 1000000u;
   in->streams = calloc(in->expected ? in->expected : 1, sizeof *in->streams);
   pthread_mutex_init(&in->mu, NULL);
   if (jgr_param(p, "udp.dpdk")) {
@@ -158,10 +170,13 @@ static void check_stream(struct jgr_udp_in *in, uint32_t id, stream_state *s) {
 /* Bookkeeping of one batch (with in->mu held): mark data datagrams seen (use = 1 unless a
  * duplicate), record ENDs. Returns -1 after in_fail. */
 static int account(struct jgr_udp_in *in, dgram *g, int n, jg_ctx *ctx) {
+  uint64_t now = n ? jgr_now_ns() : 0; /* once a batch: the idle clock needs no finer time */
   for (int i = 0; i < n; i++) {
     stream_state *s = &in->streams[g[i].h.stream];
     uint32_t id = g[i].h.stream;
     g[i].use = 0;
+    s->last_ns = in->last_ns = now;
+    s->last_seq = g[i].h.seq;
     if (g[i].h.flags & JG_UDP_F_END) {
       uint64_t tuples;
       memcpy(&tuples, g[i].data + JG_UDP_HEADER, 8);
@@ -211,19 +226,41 @@ static int account(struct jgr_udp_in *in, dgram *g, int n, jg_ctx *ctx) {
   return in->failed ? -1 : 0;
 }
 
-/* With in->mu held: fail a stream whose END arrived more than the grace period ago. */
+/* With in->mu held: fail a stream whose END arrived more than the grace period ago, and one
+ * without END that has been quiet for the idle timeout. */
 static void check_grace(struct jgr_udp_in *in) {
   uint64_t now = jgr_now_ns();
+  uint32_t silent = in->expected; /* the first stream of which nothing arrived */
+  int others_done = 1;
   for (uint32_t i = 0; i < in->expected; i++) {
     stream_state *s = &in->streams[i];
-    if (s->ended != 1 || now - s->end_ns < in->grace_ns) continue;
-    uint64_t miss = 0;
-    first_missing(s, &miss);
-    in_fail(in, "input port %d stream %u: UDP loss: %llu of %llu datagrams arrived (first missing: %llu)",
-            in->port, i, (unsigned long long)s->datagrams, (unsigned long long)s->end_seq,
-            (unsigned long long)miss);
-    return;
+    if (s->ended == 1 && now - s->end_ns >= in->grace_ns) {
+      uint64_t miss = 0;
+      first_missing(s, &miss);
+      in_fail(in, "input port %d stream %u: UDP loss: %llu of %llu datagrams arrived (first missing: %llu)",
+              in->port, i, (unsigned long long)s->datagrams, (unsigned long long)s->end_seq,
+              (unsigned long long)miss);
+      return;
+    }
+    if (s->ended) continue;
+    if (!s->last_ns) {
+      if (silent == in->expected) silent = i;
+      continue;
+    }
+    others_done = 0;
+    if (in->idle_ns && now - s->last_ns >= in->idle_ns) {
+      in_fail(in, "input port %d stream %u: no END datagram: nothing arrived for %llu ms after datagram %llu "
+              "(%llu data datagrams, %llu tuples received); the END was lost or the sender stopped "
+              "(param udp.idle_ms)", in->port, i, (unsigned long long)((now - s->last_ns) / 1000000u),
+              (unsigned long long)s->last_seq, (unsigned long long)s->datagrams, (unsigned long long)s->tuples);
+      return;
+    }
   }
+  /* Nothing at all of `silent`, while every stream that sent something is complete. */
+  if (silent < in->expected && others_done && in->last_ns && in->idle_ns && now - in->last_ns >= in->idle_ns)
+    in_fail(in, "input port %d stream %u: no datagram arrived (not even END) in the %llu ms since the port's "
+            "other streams ended; the END was lost or the sender stopped (param udp.idle_ms)", in->port, silent,
+            (unsigned long long)((now - in->last_ns) / 1000000u));
 }
 
 /* Hand the tuples of the usable datagrams to fn in batches. */

@@ -106,8 +106,8 @@ def _compile(cmd: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
 
 
-@pytest.mark.skipif(shutil.which("p4c") is None, reason="p4c is not installed (Debian has no package for it; "
-                    "see p4/README.md to build it or use the p4lang container)")
+@pytest.mark.skipif(shutil.which("p4c") is None, reason="p4c is not installed (neither Debian 12 nor PyPI packages it; "
+                    "docs/switch.md says where to get it)")
 def test_v1model_program_compiles_with_p4c(tmp_path):
     info = tmp_path / "jumpgate_agg.p4info.txt"
     proc = _compile(["p4c", "--target", "bmv2", "--arch", "v1model", "--p4runtime-files", str(info),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import socket
+import time
 
 import pytest
 
@@ -170,5 +171,52 @@ def test_without_dpdk_in_the_binary_the_param_is_an_error(relay):
         nca.send("param udp.dpdk -l%200", "expect 0 1", "execute 0")
         ev = nca.event()
         assert ev["event"] == "error" and "built without DPDK" in ev["message"]
+    finally:
+        nca.kill()
+
+
+def test_a_stream_whose_end_was_lost_fails_after_the_idle_timeout(relay):
+    """Every copy of stream 1's END dropped on purpose: the phase fails `udp.idle_ms` after the
+    stream's last datagram, naming the port and the stream, instead of waiting for ever."""
+    nca = start_relay(relay, 2, None, params={"udp.idle_ms": 400})
+    try:
+        d0, d1 = datagrams(0, tuples(3, 200), 5), datagrams(1, tuples(4, 300), 5)
+        send(nca.ports[0], d0 + d1[:-3])  # stream 0 complete; stream 1 without its END
+        t0 = time.monotonic()
+        ev = nca.event(timeout=30)
+        waited = time.monotonic() - t0
+        assert ev["event"] == "error", ev
+        assert ev["message"].startswith("input port 0 stream 1: no END datagram: nothing arrived for "), ev
+        assert "after datagram 59 (60 data datagrams, 300 tuples received)" in ev["message"]
+        assert 0.3 <= waited < 10
+    finally:
+        nca.kill()
+
+
+def test_a_stream_of_which_nothing_arrived_fails_once_the_others_are_done(relay):
+    nca = start_relay(relay, 3, None, params={"udp.idle_ms": 300})
+    try:
+        send(nca.ports[0], datagrams(0, tuples(5, 50), 5) + datagrams(2, tuples(6, 50), 5))
+        ev = nca.event(timeout=30)
+        assert ev["event"] == "error", ev
+        assert ev["message"].startswith("input port 0 stream 1: no datagram arrived (not even END)"), ev
+    finally:
+        nca.kill()
+
+
+def test_quiet_senders_within_the_idle_timeout_are_not_taken_for_lost_ones(relay):
+    """The clock starts with a stream's first datagram (a sender may be slow to start: a switch
+    sends nothing before its flush) and restarts with each one."""
+    ts = tuples(7, 100)
+    nca = start_relay(relay, 1, None, params={"udp.idle_ms": 500})
+    try:
+        time.sleep(1.0)  # twice the idle timeout before the first datagram
+        dg = datagrams(0, ts, 10)
+        for d in dg[:-3]:
+            send(nca.ports[0], [d])
+            time.sleep(0.15)  # 10 gaps of 150 ms: 1.5 s in all, each well within the timeout
+        send(nca.ports[0], dg[-3:])
+        done = nca.event("done", timeout=30)
+        assert done["stats"]["tuples_in"] == 100
     finally:
         nca.kill()

@@ -26,6 +26,7 @@ from ...nca.interface import (
     PhaseStats,
 )
 from .build import build_nca
+from .udp_transport import UdpEdges
 
 READY_TIMEOUT_S = 30.0
 
@@ -51,6 +52,7 @@ class ProcessNca(NcaInstance):
         self._events: queue.Queue[dict | None] = queue.Queue()
         self._destroyed = threading.Event()
         self._lock = threading.Lock()
+        self.udp: UdpEdges | None = None  # DPDK and receiver settings of its UDP edges (compile on)
 
     # -- what subclasses provide ----------------------------------------------------------
 
@@ -69,12 +71,13 @@ class ProcessNca(NcaInstance):
 
     def compile(self) -> CompileResult:
         source = self.generate_source()
-        result = build_nca(source, self.driver, Path(self.context.cache_dir))
+        self.udp = UdpEdges(self.spec, self.context)  # docs/udp-transport.md, "DPDK"
+        result = build_nca(source, self.driver, Path(self.context.cache_dir), dpdk=self.udp.dpdk)
         self.binary = Path(result.path)
         return CompileResult(cached=result.cached, artifact=str(result.path))
 
     def allocate(self) -> list[Endpoint]:
-        if self.binary is None:
+        if self.binary is None or self.udp is None:
             raise NcaError("allocate called before compile")
         net_inputs = [p for p in self.spec.inputs if p.spec.transport != FILE]
         deployer = self.context.deployer
@@ -85,17 +88,19 @@ class ProcessNca(NcaInstance):
         with self._lock:
             if self._destroyed.is_set():
                 raise NcaError("cancelled")
+            self.udp.acquire()
             self.proc = deployer.start(argv, Path(self.context.work_dir), self.spec.id)
         threading.Thread(target=self._read_events, name=f"{self.spec.id}-events", daemon=True).start()
         ready = self._next_event(READY_TIMEOUT_S, "ready")
         ports = ready.get("ports", [])
         if len(ports) != len(net_inputs):
             raise NcaError(f"NCA process reported {len(ports)} ports, expected {len(net_inputs)}")
-        return [Endpoint(deployer.bind_host, int(p), port.spec.transport) for p, port in zip(ports, net_inputs)]
+        return [Endpoint(self.udp.input_host(deployer.bind_host) if port.spec.transport == "udp" else deployer.bind_host,
+                         int(p), port.spec.transport) for p, port in zip(ports, net_inputs)]
 
     def configure(self, destinations: list[list[Destination]]) -> None:
         lines = [f"threads {self.threads()}"]
-        for key, value in self.params().items():
+        for key, value in {**self.params(), **(self.udp.params() if self.udp else {})}.items():
             lines.append(f"param {_token(key)} {_token(value)}")
         net_index = 0
         for port in self.spec.inputs:
@@ -136,6 +141,8 @@ class ProcessNca(NcaInstance):
             proc, self.proc = self.proc, None
         if proc is not None:
             self.context.deployer.stop(proc)
+        if self.udp is not None:
+            self.udp.release()  # after the process is gone: its DPDK port is free again
         self._events.put(None)  # wake a blocked execute
 
     # -- plumbing -------------------------------------------------------------------------
