@@ -5,9 +5,13 @@ An implementation says how far one instance can scale (`ResourceRequest.cores` a
 minimum needs leave over are handed out one at a time, round robin, starting with the NCAs that do
 the most work per input byte (parsers first: the thesis found format conversion to be the
 bottleneck of most queries). An NCA running in several stages gets the smallest of its stages'
-shares. Output ports whose `streams` is None open one stream per thread, so the thread count also
-fixes every destination's `expected_streams`. An NCA reading the network gets no more threads than
-the streams arriving on its busiest input port (its workers take whole streams).
+shares. In a stage that reads files, an NCA fed by other NCAs (a join, an aggregation after a scan)
+is not charged its minimum against the budget, and spare cores go to the file readers until they
+have what they can use: such an NCA mostly waits for its producers (a few percent busy in the
+TPC-H bottoms); threads it gets beyond its minimum are charged. Output ports whose `streams` is
+None open one stream per thread, so the thread count also fixes every destination's
+`expected_streams`. An NCA reading the network gets no more threads than the streams arriving on
+its busiest input port (its workers take whole streams).
 """
 from __future__ import annotations
 
@@ -31,20 +35,25 @@ def assign_threads(mapped: MappedGraph, op_stages: dict[str, tuple[int, ...]], b
     stages_of = [sorted({s for o in p.ops for s in op_stages[o]}) for p in mapped.placements]
     threads = [max(1, p.resources.cores) for p in mapped.placements]
     allowed = [max(t, p.resources.max_cores) for t, p in zip(threads, mapped.placements)]
+    fed = [any(e.ref is not None for e in p.inputs) for p in mapped.placements]
     for stage in sorted({s for ss in stages_of for s in ss}):
         members = [i for i, ss in enumerate(stages_of) if stage in ss]
-        spare = budget - sum(threads[i] for i in members)
+        reads_files = any(not fed[i] for i in members)
+        spare = budget - sum(threads[i] for i in members if not (reads_files and fed[i]))
         members.sort(key=lambda i: (_priority(plan, mapped.placements[i]), i))
         share = {i: threads[i] for i in members}
-        while spare > 0:
-            grown = False
-            for i in members:
-                if spare > 0 and share[i] < allowed[i]:
-                    share[i] += 1
-                    spare -= 1
-                    grown = True
-            if not grown:
-                break
+        # the file readers first, up to what they can use, when the others mostly wait for them
+        rounds = [[i for i in members if not fed[i]], members] if reads_files else [members]
+        for group in rounds:
+            while spare > 0:
+                grown = False
+                for i in group:
+                    if spare > 0 and share[i] < allowed[i]:
+                        share[i] += 1
+                        spare -= 1
+                        grown = True
+                if not grown:
+                    break
         for i in members:  # an NCA spanning stages keeps the smallest share it got
             allowed[i] = share[i]
     placements = []

@@ -26,8 +26,15 @@ log = logging.getLogger(__name__)
 
 
 def stage_cores(pipeline) -> list[int]:
-    """Cores each stage needs: its NCAs run together, those of other stages sit idle."""
-    return [sum(pipeline.node(nid).resources.cores for nid in stage) for stage in pipeline.stages]
+    """Cores each stage needs: its NCAs run together, those of other stages sit idle. As in the
+    thread assignment (compiler/scaling.py), in a stage that reads files the first thread of an NCA
+    fed by other NCAs is not counted: it mostly waits for them."""
+    fed = {e.consumer for e in pipeline.edges if not e.to_client}
+    out = []
+    for stage in pipeline.stages:
+        free = 1 if any(nid not in fed for nid in stage) else 0
+        out.append(sum(pipeline.node(nid).resources.cores - (free if nid in fed else 0) for nid in stage))
+    return out
 
 
 def default_cache_dir() -> Path:

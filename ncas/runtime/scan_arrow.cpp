@@ -8,7 +8,9 @@
 // evaluated on the Arrow arrays (the row prefilter); then for every tile of up to 1024 remaining
 // rows fill a row-major jg_val matrix column by column — one tight loop per column, the Arrow type
 // decided once per column and tile, strings pointing into Arrow's buffers — and call the row
-// function per row (or the query's batch function once per tile).
+// function per row (or the query's batch function once per tile). A fixed-width column may also
+// arrive as an int32 dictionary array (Parquet's dictionary-encoded pages): the prefilter then
+// tests each dictionary entry once per dictionary, and the fill looks values up by index.
 //
 // Errors name the file; a bad value or a failing row also gets its 1-based row number in the file.
 #include "scan_arrow.h"
@@ -16,6 +18,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cinttypes>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -25,6 +28,7 @@
 #include <arrow/array/data.h>
 #include <arrow/buffer.h>
 #include <arrow/io/file.h>
+#include <arrow/memory_pool.h>
 #include <arrow/type.h>
 #include <arrow/util/bit_util.h>
 
@@ -32,6 +36,25 @@ namespace jgscan {
 namespace {
 
 using arrow::Status;
+
+// ------------------------------------------------------------------ memory
+
+}  // namespace
+
+// jemalloc when the wheel has it (it keeps freed pages for a while), unless the user chose a pool
+// with ARROW_DEFAULT_MEMORY_POOL. With the default mimalloc, the decompression buffers that every
+// row group's column readers allocate anew came back as fresh pages each time, and zeroing those
+// cost up to a sixth of a Parquet scan.
+arrow::MemoryPool *pool() {
+  static arrow::MemoryPool *p = [] {
+    arrow::MemoryPool *j = nullptr;
+    if (!getenv("ARROW_DEFAULT_MEMORY_POOL") && arrow::jemalloc_memory_pool(&j).ok() && j) return j;
+    return arrow::default_memory_pool();
+  }();
+  return p;
+}
+
+namespace {
 
 // ------------------------------------------------------------------ input accounting
 
@@ -75,8 +98,22 @@ class TimedFile final : public arrow::io::RandomAccessFile {
   jgr_stats *s_;
 };
 
+// Files are memory-mapped: a read is then a slice of the mapping, not a copy through the kernel
+// into a fresh buffer, and Parquet's decompressor reads the page cache directly (about a tenth of
+// a Q6 scan's time went to the copies and to faulting in the buffers): the default for Parquet
+// (Format::map_files). `scan.mmap 0` reads with pread instead, e.g. for files that may shrink
+// while read (a mapping then faults); `scan.mmap 1` maps ORC files too.
+bool g_mmap = true;
+
 arrow::Result<std::unique_ptr<ColumnarFile>> open_file(const Format *fmt, const std::string &path, jgr_stats *s) {
-  ARROW_ASSIGN_OR_RAISE(auto f, arrow::io::ReadableFile::Open(path));
+  std::shared_ptr<arrow::io::RandomAccessFile> f;
+  if (g_mmap) {  // a file that cannot be mapped (some special file systems) is read with pread
+    auto mapped = arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ);
+    if (mapped.ok()) f = std::move(*mapped);
+  }
+  if (!f) {
+    ARROW_ASSIGN_OR_RAISE(f, arrow::io::ReadableFile::Open(path, pool()));
+  }
   std::shared_ptr<arrow::io::RandomAccessFile> in = std::make_shared<TimedFile>(std::move(f), s);
   arrow::Result<std::unique_ptr<ColumnarFile>> r;
   Status st = guard([&] {
@@ -450,10 +487,22 @@ inline void fill(const arrow::ArrayData &a, R rows, int n, jg_val *out, size_t s
   }
 }
 
-template <typename T, typename R>
-inline void fill_int(const arrow::ArrayData &a, R rows, int n, jg_val *out, size_t stride) {
-  const T *v = a.GetValues<T>(1);
-  fill(a, rows, n, out, stride, [v](jg_val &o, int64_t i) { o.v.i = (int64_t)v[i]; });
+// Where a row's value is: at its own index (M = Same), or at its index in the dictionary of a
+// fixed-width dictionary array (M = ByIndex; Parquet's dictionary-encoded pages, see
+// scan_parquet.cpp).
+struct Same {
+  int64_t operator()(int64_t i) const { return i; }
+};
+struct ByIndex {
+  const int32_t *idx;
+  int64_t operator()(int64_t i) const { return idx[i]; }
+};
+
+template <typename T, typename R, typename M>
+inline void fill_int(const arrow::ArrayData &a, const arrow::ArrayData &vals, M m, R rows, int n, jg_val *out,
+                     size_t stride) {
+  const T *v = vals.GetValues<T>(1);
+  fill(a, rows, n, out, stride, [v, m](jg_val &o, int64_t i) { o.v.i = (int64_t)v[m(i)]; });
 }
 
 template <typename O, typename R>
@@ -555,53 +604,76 @@ Dec128Get dec128_of(const arrow::ArrayData &a) {
   return {reinterpret_cast<const uint64_t *>(a.buffers[1]->data()) + 2 * a.offset};
 }
 
+// An int32-indexed dictionary array of fixed-width values without NULL entries: what the
+// Parquet reader hands out for dictionary-encoded numeric pages.
+bool fixed_dict(const arrow::ArrayData &a) {
+  if (a.type->id() != arrow::Type::DICTIONARY || !a.dictionary) return false;
+  const auto &t = static_cast<const arrow::DictionaryType &>(*a.type);
+  return t.index_type()->id() == arrow::Type::INT32 && !a.dictionary->MayHaveNulls() &&
+         !is_string_like(a.dictionary->type->id());
+}
+
+bool is_string_conv(Conv c) { return c == Conv::kStr32 || c == Conv::kStr64 || c == Conv::kDict; }
+
+// Fill fixed-width column `c` of the tile (rows[0..n) of array `a`, values in `vals` at m(row));
+// returns as fill_column.
+template <typename R, typename M>
+int fill_fixed(const arrow::ArrayData &a, const arrow::ArrayData &vals, M m, const ColumnPlan &pl,
+               const jg_column &c, R rows, int n, jg_val *out, size_t stride, __int128 *bad_value) {
+  switch (pl.conv) {
+    case Conv::kBool: {
+      const uint8_t *v = vals.buffers[1]->data();
+      int64_t off = vals.offset;
+      fill(a, rows, n, out, stride, [v, off, m](jg_val &o, int64_t i) { o.v.i = arrow::bit_util::GetBit(v, off + m(i)); });
+      return -1;
+    }
+    case Conv::kI8: fill_int<int8_t>(a, vals, m, rows, n, out, stride); return -1;
+    case Conv::kI16: fill_int<int16_t>(a, vals, m, rows, n, out, stride); return -1;
+    case Conv::kI32:
+    case Conv::kDate32: fill_int<int32_t>(a, vals, m, rows, n, out, stride); return -1;
+    case Conv::kI64: fill_int<int64_t>(a, vals, m, rows, n, out, stride); return -1;
+    case Conv::kU8: fill_int<uint8_t>(a, vals, m, rows, n, out, stride); return -1;
+    case Conv::kU16: fill_int<uint16_t>(a, vals, m, rows, n, out, stride); return -1;
+    case Conv::kU32: fill_int<uint32_t>(a, vals, m, rows, n, out, stride); return -1;
+    case Conv::kF32: {
+      const float *v = vals.GetValues<float>(1);
+      fill(a, rows, n, out, stride, [v, m](jg_val &o, int64_t i) { o.v.f = (double)v[m(i)]; });
+      return -1;
+    }
+    case Conv::kF64: {
+      const double *v = vals.GetValues<double>(1);
+      fill(a, rows, n, out, stride, [v, m](jg_val &o, int64_t i) { o.v.f = v[m(i)]; });
+      return -1;
+    }
+    case Conv::kDec32:
+    case Conv::kDec64:
+    case Conv::kDec128: {
+      auto run = [&](auto get) {
+        auto at = [get, m](int64_t i) { return get(m(i)); };
+        int bad = fill_dec(a, pl, c, rows, n, out, stride, at);
+        if (bad >= 0) *bad_value = at(rows[bad]);
+        return bad;
+      };
+      if (pl.conv == Conv::kDec32) return run(Dec32Get{vals.GetValues<int32_t>(1)});
+      if (pl.conv == Conv::kDec64) return run(Dec64Get{vals.GetValues<int64_t>(1)});
+      return run(dec128_of(vals));
+    }
+    default: return -2;
+  }
+}
+
 // Fill column `c` of the tile (rows[0..n) of array `a`); returns -1, or the tile row whose value
 // does not fit the column (decimals), with *bad_value set, or -2 when the array is not of the type
 // planned for the file.
 template <typename R>
 int fill_column(const arrow::ArrayData &a, const ColumnPlan &pl, const jg_column &c, R rows, int n,
                 jg_val *out, size_t stride, __int128 *bad_value) {
+  if (!is_string_conv(pl.conv)) {
+    if (a.type->id() != arrow::Type::DICTIONARY) return fill_fixed(a, a, Same{}, pl, c, rows, n, out, stride, bad_value);
+    if (!fixed_dict(a)) return -2;
+    return fill_fixed(a, *a.dictionary, ByIndex{a.GetValues<int32_t>(1)}, pl, c, rows, n, out, stride, bad_value);
+  }
   switch (pl.conv) {
-    case Conv::kBool: {
-      const uint8_t *v = a.buffers[1]->data();
-      int64_t off = a.offset;
-      fill(a, rows, n, out, stride, [v, off](jg_val &o, int64_t i) { o.v.i = arrow::bit_util::GetBit(v, off + i); });
-      return -1;
-    }
-    case Conv::kI8: fill_int<int8_t>(a, rows, n, out, stride); return -1;
-    case Conv::kI16: fill_int<int16_t>(a, rows, n, out, stride); return -1;
-    case Conv::kI32:
-    case Conv::kDate32: fill_int<int32_t>(a, rows, n, out, stride); return -1;
-    case Conv::kI64: fill_int<int64_t>(a, rows, n, out, stride); return -1;
-    case Conv::kU8: fill_int<uint8_t>(a, rows, n, out, stride); return -1;
-    case Conv::kU16: fill_int<uint16_t>(a, rows, n, out, stride); return -1;
-    case Conv::kU32: fill_int<uint32_t>(a, rows, n, out, stride); return -1;
-    case Conv::kF32: {
-      const float *v = a.GetValues<float>(1);
-      fill(a, rows, n, out, stride, [v](jg_val &o, int64_t i) { o.v.f = (double)v[i]; });
-      return -1;
-    }
-    case Conv::kF64: {
-      const double *v = a.GetValues<double>(1);
-      fill(a, rows, n, out, stride, [v](jg_val &o, int64_t i) { o.v.f = v[i]; });
-      return -1;
-    }
-    case Conv::kDec32:
-    case Conv::kDec64:
-    case Conv::kDec128: {
-      int bad;
-      if (pl.conv == Conv::kDec32) {
-        Dec32Get get{a.GetValues<int32_t>(1)};
-        if ((bad = fill_dec(a, pl, c, rows, n, out, stride, get)) >= 0) *bad_value = get(rows[bad]);
-      } else if (pl.conv == Conv::kDec64) {
-        Dec64Get get{a.GetValues<int64_t>(1)};
-        if ((bad = fill_dec(a, pl, c, rows, n, out, stride, get)) >= 0) *bad_value = get(rows[bad]);
-      } else {
-        Dec128Get get = dec128_of(a);
-        if ((bad = fill_dec(a, pl, c, rows, n, out, stride, get)) >= 0) *bad_value = get(rows[bad]);
-      }
-      return bad;
-    }
     case Conv::kStr32:
     case Conv::kStr64:
     case Conv::kDict:  // by the array's own type: a format may hand out dictionaries (Parquet)
@@ -616,8 +688,8 @@ int fill_column(const arrow::ArrayData &a, const ColumnPlan &pl, const jg_column
           return -1;
         default: return -2;
       }
+    default: return -2;
   }
-  return -2;
 }
 
 // ------------------------------------------------------------------ row prefilter
@@ -820,8 +892,17 @@ bool bytes_test(const RowPred &rp, std::string_view s) {
 
 // Narrow sel[0..n) by one predicate on column array `a`; returns the new count, or (size_t)-1 when
 // the array's type is not one this prefilter knows (then it is skipped).
+// The prefilter's verdict on each entry of a fixed-width dictionary, kept while the batches bring
+// the same dictionary (a Parquet column chunk's): the predicate runs once per entry, then each row
+// is one lookup by its index, as for dictionary-encoded strings.
+struct DictMatch {
+  std::shared_ptr<arrow::ArrayData> dict;  // held: the cache key cannot be reused by another
+  std::vector<uint8_t> match;
+  std::vector<uint32_t> sel;
+};
+
 size_t apply_row_pred(const RowPred &rp, const ColumnPlan &pl, const arrow::ArrayData &a, uint32_t *sel, size_t n,
-                      bool dense) {
+                      bool dense, DictMatch *cache) {
   if (rp.never) return 0;
   if (rp.op == Pred::kIsNull || rp.op == Pred::kNotNull) {
     bool want_null = rp.op == Pred::kIsNull;
@@ -834,6 +915,22 @@ size_t apply_row_pred(const RowPred &rp, const ColumnPlan &pl, const arrow::Arra
       k += arrow::bit_util::GetBit(valid, a.offset + r) != want_null ? 1 : 0;
     }
     return k;
+  }
+  if (!is_string_conv(pl.conv) && a.type->id() == arrow::Type::DICTIONARY) {
+    if (!fixed_dict(a) || !cache) return (size_t)-1;
+    if (cache->dict != a.dictionary) {
+      const arrow::ArrayData &d = *a.dictionary;
+      cache->dict.reset();
+      cache->sel.resize((size_t)d.length);
+      for (size_t e = 0; e < cache->sel.size(); e++) cache->sel[e] = (uint32_t)e;
+      size_t k = apply_row_pred(rp, pl, d, cache->sel.data(), cache->sel.size(), true, nullptr);
+      if (k == (size_t)-1) return k;
+      cache->match.assign((size_t)d.length, 0);
+      for (size_t j = 0; j < k; j++) cache->match[cache->sel[j]] = 1;
+      cache->dict = a.dictionary;
+    }
+    const uint8_t *m = cache->match.data();
+    return keep_if(a, sel, n, ByIndex{a.GetValues<int32_t>(1)}, [m](int64_t e) { return m[e] != 0; }, dense);
   }
   switch (pl.conv) {
     case Conv::kBool: {
@@ -1010,9 +1107,11 @@ class Worker {
     sel_.resize((size_t)rows);
     for (int64_t i = 0; i < rows; i++) sel_[(size_t)i] = (uint32_t)i;
     size_t n = (size_t)rows;
+    if (dict_match_.size() < fs.row_preds.size()) dict_match_.resize(fs.row_preds.size());
+    size_t p = 0;
     for (const RowPred &rp : fs.row_preds) {
       const ColumnPlan &pl = fs.plans[rp.col];
-      size_t k = apply_row_pred(rp, pl, *b.column_data(rp.pos), sel_.data(), n, n == (size_t)rows);
+      size_t k = apply_row_pred(rp, pl, *b.column_data(rp.pos), sel_.data(), n, n == (size_t)rows, &dict_match_[p++]);
       if (k != (size_t)-1) n = k;
       if (n == 0) return 0;
     }
@@ -1093,6 +1192,7 @@ class Worker {
   int tile_rows_;
   std::vector<jg_val> tile_;
   std::vector<uint32_t> sel_;  // the batch's rows left by the prefilter
+  std::vector<DictMatch> dict_match_;  // per row predicate
   std::unique_ptr<ColumnarFile> file_;
   uint32_t file_index_ = 0;
 };
@@ -1120,6 +1220,8 @@ int scan_prepare(jgr_proc *p, int phase, jgr_error *err) {
   uint64_t batch_rows;
   if (jgr_param_u64(p, "scan.batch_rows", kDefaultBatchRows, 1, 1u << 24, &batch_rows, err)) return -1;
   st->batch_rows = (int64_t)batch_rows;
+  const char *mm = jgr_param(p, "scan.mmap");  // "0": read with pread, "1": map (see g_mmap)
+  g_mmap = mm ? strcmp(mm, "0") != 0 : st->fmt->map_files;
   const char *pf = jgr_param(p, "scan.prefilter");  // "0": the row function alone filters (for tests)
   bool no_prefilter = pf && strcmp(pf, "0") == 0;
 

@@ -70,10 +70,15 @@ struct Format {
   const char *name;       // "ORC", "Parquet": in messages
   const char *unit;       // "stripe", "row group": in messages
   const char *stats_key;  // "stripes", "row_groups": `done` stats keys <key>_total, <key>_skipped
+  bool map_files;         // memory-map the files by default (Parquet: pages are decompressed
+                          // straight from the mapping; ORC's reader copies every read anyway)
   // Open `path` read through `input`; a bad file is an error Status with the reason.
   arrow::Result<std::unique_ptr<ColumnarFile>> (*open)(const std::string &path,
                                                       std::shared_ptr<arrow::io::RandomAccessFile> input);
 };
+
+// The memory pool for everything a format allocates (readers, decompression buffers, arrays).
+arrow::MemoryPool *pool();
 
 // The process `main` of a columnar scan NCA.
 int run(int argc, char **argv, const Format *format);

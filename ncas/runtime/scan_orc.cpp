@@ -370,7 +370,7 @@ class OrcFile final : public jgscan::ColumnarFile {
     (void)path;
     auto f = std::make_unique<OrcFile>();
     f->in_ = in;
-    ARROW_ASSIGN_OR_RAISE(f->reader_, arrow::adapters::orc::ORCFileReader::Open(in, arrow::default_memory_pool()));
+    ARROW_ASSIGN_OR_RAISE(f->reader_, arrow::adapters::orc::ORCFileReader::Open(in, jgscan::pool()));
     ARROW_ASSIGN_OR_RAISE(f->schema_, f->reader_->ReadSchema());
     int64_t n = f->reader_->NumberOfStripes();
     for (int64_t i = 0; i < n; i++) {
@@ -426,7 +426,7 @@ class OrcFile final : public jgscan::ColumnarFile {
   bool tail_loaded_ = false, tail_ok_ = false;
 };
 
-const jgscan::Format kOrc = {"scan_orc", "ORC", "stripe", "stripes", OrcFile::open};
+const jgscan::Format kOrc = {"scan_orc", "ORC", "stripe", "stripes", false, OrcFile::open};
 
 }  // namespace
 

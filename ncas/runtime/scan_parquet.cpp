@@ -2,23 +2,30 @@
 // (scan_arrow.h).
 //
 // Rows come from Arrow's Parquet implementation: one row group is one unit, read as batches of
-// `scan.batch_rows` rows with only the needed leaf columns, single-threaded (the NCA's workers are
-// its parallelism). When every needed column is a flat fixed-width one (INT32, INT64, FLOAT,
-// DOUBLE: integers, dates, decimals of up to 18 digits, floats), a row group is decoded straight
-// from parquet's column readers (`ReadBatch`: dense values and definition levels) into Arrow
-// arrays of the types parquet/arrow would give; that skips the record reader's level bitmaps,
-// decimal transfers and allocations, about a quarter of the time of a scan like TPC-H Q6's. Every
-// other row group goes through parquet/arrow's reader (`scan.parquet_direct 0`: always), where
-// string columns whose pages are all dictionary-encoded are read as Arrow dictionaries (indices
-// into the page dictionary; the driver decodes through them), which skips materialising every
-// string. Row-group statistics come from the footer through parquet's own metadata classes,
-// which already drop statistics known to be wrong for old writers.
+// at most `scan.batch_rows` rows with only the needed leaf columns, single-threaded (the NCA's
+// workers are its parallelism). When every needed column is a flat fixed-width one (INT32, INT64,
+// FLOAT, DOUBLE: integers, dates, decimals of up to 18 digits, floats), a row group is read page by
+// page from parquet's page readers (decompressed pages; the levels and values decoded here with
+// parquet's decoders), and a batch ends where the first of the columns' current pages ends, so that
+// it never spans a page: PLAIN values are handed to the driver in place in the page, and
+// dictionary-encoded values as int32 indices into the chunk's dictionary (an Arrow dictionary
+// array), so that the row prefilter tests each dictionary entry once and only the rows that pass
+// are ever looked up; definition levels are not decoded where the chunk's statistics count no
+// NULL. Against decoding every value through parquet/arrow's record reader this halves the work
+// besides decompression in a scan like TPC-H Q6's. Every other row group goes through
+// parquet/arrow's reader (`scan.parquet_direct 0`: always), where string columns whose pages are
+// all dictionary-encoded are read as Arrow dictionaries (indices into the page dictionary; the
+// driver decodes through them), which skips materialising every string. Row-group statistics come
+// from the footer through parquet's own metadata classes, which already drop statistics known to
+// be wrong for old writers.
 #include <arrow/array/data.h>
 #include <arrow/buffer.h>
 #include <arrow/memory_pool.h>
 #include <arrow/util/bit_util.h>
 #include <parquet/arrow/reader.h>
+#include <parquet/column_page.h>
 #include <parquet/column_reader.h>
+#include <parquet/encoding.h>
 #include <parquet/arrow/schema.h>
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
@@ -46,6 +53,9 @@ bool be_decimal(const uint8_t *p, uint32_t n, __int128 *out) {
   return true;
 }
 
+// Decompression buffers and page reads from the scan's pool.
+parquet::ReaderProperties reader_props() { return parquet::ReaderProperties(jgscan::pool()); }
+
 class ParquetFile final : public jgscan::ColumnarFile {
  public:
   static arrow::Result<std::unique_ptr<jgscan::ColumnarFile>> open(const std::string &path,
@@ -53,12 +63,12 @@ class ParquetFile final : public jgscan::ColumnarFile {
     (void)path;
     auto f = std::make_unique<ParquetFile>();
     f->in_ = in;
-    std::unique_ptr<parquet::ParquetFileReader> pfr = parquet::ParquetFileReader::Open(in);
+    std::unique_ptr<parquet::ParquetFileReader> pfr = parquet::ParquetFileReader::Open(in, reader_props());
     f->md_ = pfr->metadata();
     parquet::ArrowReaderProperties props(false);
     props.set_smallest_decimal_enabled(true);  // decimal(p <= 18) as decimal32/64: no 128-bit copies
     ARROW_ASSIGN_OR_RAISE(f->reader_,
-                          parquet::arrow::FileReader::Make(arrow::default_memory_pool(), std::move(pfr), props));
+                          parquet::arrow::FileReader::Make(jgscan::pool(), std::move(pfr), props));
     ARROW_RETURN_NOT_OK(f->reader_->GetSchema(&f->schema_));
     const auto &fields = f->reader_->manifest().schema_fields;
     for (const auto &sf : fields) f->leaves_.push_back(sf.is_leaf() ? sf.column_index : -1);
@@ -185,9 +195,9 @@ class ParquetFile final : public jgscan::ColumnarFile {
     }
     // a reader with these properties, over the metadata already parsed
     std::unique_ptr<parquet::ParquetFileReader> pfr =
-        parquet::ParquetFileReader::Open(in_, parquet::default_reader_properties(), md_);
+        parquet::ParquetFileReader::Open(in_, reader_props(), md_);
     reader_.reset();
-    ARROW_ASSIGN_OR_RAISE(reader_, parquet::arrow::FileReader::Make(arrow::default_memory_pool(), std::move(pfr), props));
+    ARROW_ASSIGN_OR_RAISE(reader_, parquet::arrow::FileReader::Make(jgscan::pool(), std::move(pfr), props));
     return Status::OK();
   }
 
@@ -249,79 +259,267 @@ class ParquetFile final : public jgscan::ColumnarFile {
     }
   }
 
-  // Per column: its reader in the current row group and reusable buffers.
+  // Per column: its pages in the current row group, what is left of the current data page, the
+  // chunk's dictionary and reusable buffers.
   struct Direct {
-    std::shared_ptr<parquet::ColumnReader> reader;
+    std::unique_ptr<parquet::PageReader> pages;
+    const parquet::ColumnDescriptor *descr = nullptr;
+    std::shared_ptr<arrow::DataType> type, dict_type;  // the values' Arrow type; dictionary<int32, type>
+    int width = 0;                                     // bytes per value
     int16_t max_def = 0;
-    int width = 0;
-    std::shared_ptr<arrow::ResizableBuffer> values, validity;
+    bool no_nulls = false;  // the chunk's statistics count no NULL: its levels need no decoding
+    bool levels = false;    // the current page's levels are decoded
+    std::shared_ptr<parquet::Page> page;  // the current data page; its bytes live until the next
+    int64_t left = 0;                     // its rows not yet read
+    parquet::Encoding::type enc = parquet::Encoding::PLAIN;
+    const uint8_t *plain = nullptr, *plain_end = nullptr;  // PLAIN: the values not yet read
+    std::unique_ptr<parquet::LevelDecoder> def_dec = std::make_unique<parquet::LevelDecoder>();  // not movable itself
+    std::unique_ptr<parquet::Decoder> dict_dec;   // DictDecoder<the column's type>, once a dictionary page came
+    std::shared_ptr<arrow::ArrayData> dict;       // the dictionary's values as an Arrow array
+    std::unique_ptr<parquet::Decoder> other_dec;  // any other encoding (DELTA_BINARY_PACKED, BYTE_STREAM_SPLIT)
+    parquet::Encoding::type other_enc = parquet::Encoding::UNKNOWN;
+    std::shared_ptr<arrow::ResizableBuffer> values, indices, validity;
     std::vector<int16_t> def;
   };
 
-  template <typename R>
-  static Status read_values(Direct &c, int64_t n, uint8_t *out, int64_t *nulls) {
-    using T = typename R::T;
-    auto *r = static_cast<R *>(c.reader.get());
-    T *vals = reinterpret_cast<T *>(out);
-    int16_t *def = c.max_def ? c.def.data() : nullptr;
-    for (int64_t got = 0; got < n;) {
-      int64_t nvals = 0;
-      int64_t nlev = r->ReadBatch(n - got, def ? def + got : nullptr, nullptr, vals + got, &nvals);
-      if (nlev <= 0) return Status::Invalid("column ", c.reader->descr()->name(), " ended early");
-      if (def && nvals < nlev) {  // spread the dense values over the non-NULL rows, backwards
-        int64_t v = nvals - 1;
-        for (int64_t j = nlev - 1; j >= 0; j--) vals[got + j] = def[got + j] == c.max_def ? vals[got + v--] : T{};
-        *nulls += nlev - nvals;
-      }
-      got += nlev;
+  template <typename DType>
+  Status set_dictionary(Direct &c, const parquet::DictionaryPage &p) {
+    using T = typename DType::c_type;
+    auto plain = parquet::MakeTypedDecoder<DType>(parquet::Encoding::PLAIN, c.descr, jgscan::pool());
+    plain->SetData(p.num_values(), p.data(), p.size());
+    auto dd = parquet::MakeDictDecoder<DType>(c.descr, jgscan::pool());
+    dd->SetDict(plain.get());
+    const T *vals = nullptr;
+    int32_t n = 0;
+    dd->GetDictionary(&vals, &n);
+    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> buf, arrow::AllocateBuffer((int64_t)n * c.width, jgscan::pool()));
+    if (n) memcpy(buf->mutable_data(), vals, (size_t)n * (size_t)c.width);
+    c.dict = arrow::ArrayData::Make(c.type, n, {nullptr, std::move(buf)}, 0);
+    c.dict_dec = std::move(dd);
+    return Status::OK();
+  }
+
+  template <typename DType>
+  static Status set_other(Direct &c, parquet::Encoding::type enc) {
+    if (c.other_enc != enc) {
+      c.other_dec = parquet::MakeTypedDecoder<DType>(enc, c.descr, jgscan::pool());
+      c.other_enc = enc;
     }
     return Status::OK();
   }
 
+  template <typename F>
+  static Status by_type(const Direct &c, F &&f) {
+    switch (c.descr->physical_type()) {
+      case parquet::Type::INT32: return f(parquet::Int32Type{});
+      case parquet::Type::INT64: return f(parquet::Int64Type{});
+      case parquet::Type::FLOAT: return f(parquet::FloatType{});
+      case parquet::Type::DOUBLE: return f(parquet::DoubleType{});
+      default: return Status::NotImplemented("direct read of ", c.descr->name());
+    }
+  }
+
+  // Move to the column's next data page (taking in a dictionary page on the way).
+  Status next_page(Direct &c) {
+    using E = parquet::Encoding;
+    for (;;) {
+      std::shared_ptr<parquet::Page> p = c.pages->NextPage();
+      if (!p) return Status::Invalid("column ", c.descr->name(), " ended early");
+      if (p->type() == parquet::PageType::DICTIONARY_PAGE) {
+        const auto &dp = static_cast<const parquet::DictionaryPage &>(*p);
+        if (dp.encoding() != E::PLAIN && dp.encoding() != E::PLAIN_DICTIONARY)
+          return Status::NotImplemented("dictionary page encoding ", parquet::EncodingToString(dp.encoding()));
+        ARROW_RETURN_NOT_OK(by_type(c, [&](auto t) { return set_dictionary<decltype(t)>(c, dp); }));
+        continue;
+      }
+      bool v2 = p->type() == parquet::PageType::DATA_PAGE_V2;
+      if (p->type() != parquet::PageType::DATA_PAGE && !v2) continue;  // index pages
+      const auto &dp = static_cast<const parquet::DataPage &>(*p);
+      int32_t nv = dp.num_values();
+      if (nv <= 0) continue;
+      const uint8_t *data = dp.data();
+      int64_t size = dp.size();
+      c.enc = dp.encoding();
+      c.levels = c.max_def > 0;
+      if (!v2) {
+        if (c.max_def > 0) {
+          const auto &v1 = static_cast<const parquet::DataPageV1 &>(dp);
+          int used = c.def_dec->SetData(v1.definition_level_encoding(), c.max_def, nv, data, (int32_t)size);
+          if (used < 0 || used > size) return Status::Invalid("bad definition levels in ", c.descr->name());
+          data += used, size -= used;
+          // no NULL by the statistics, and for PLAIN a value for every level: the levels can only
+          // say "present" and are not read (about a tenth of the decoding)
+          c.levels = !(c.no_nulls && (c.enc != E::PLAIN || size == (int64_t)nv * c.width));
+        }
+      } else {
+        const auto &v2p = static_cast<const parquet::DataPageV2 &>(dp);
+        int64_t rl = v2p.repetition_levels_byte_length(), dl = v2p.definition_levels_byte_length();
+        if (rl < 0 || dl < 0 || rl + dl > size) return Status::Invalid("bad level sizes in ", c.descr->name());
+        if (c.max_def > 0) c.def_dec->SetDataV2((int32_t)dl, c.max_def, nv, data + rl);
+        data += rl + dl, size -= rl + dl;
+        c.levels = c.max_def > 0 && v2p.num_nulls() != 0;  // V2 pages count their NULLs
+      }
+      if (c.enc == E::PLAIN) {
+        c.plain = data, c.plain_end = data + size;
+      } else if (c.enc == E::PLAIN_DICTIONARY || c.enc == E::RLE_DICTIONARY) {
+        if (!c.dict_dec) return Status::Invalid("column ", c.descr->name(), ": dictionary-encoded page without a dictionary");
+        c.dict_dec->SetData(nv, data, (int)size);
+      } else {
+        ARROW_RETURN_NOT_OK(by_type(c, [&](auto t) { return set_other<decltype(t)>(c, c.enc); }));
+        c.other_dec->SetData(nv, data, (int)size);
+      }
+      c.page = std::move(p);
+      c.left = nv;
+      return Status::OK();
+    }
+  }
+
+  // Written in blocks of a fixed count so that the compiler vectorizes them at -O2.
+  static int64_t count_eq(const int16_t *v, int64_t n, int16_t x) {
+    int64_t total = 0, j = 0;
+    for (; j + 64 <= n; j += 64) {
+      int block = 0;
+      for (int k = 0; k < 64; k++) block += v[j + k] == x;
+      total += block;
+    }
+    for (; j < n; j++) total += v[j] == x;
+    return total;
+  }
+  static bool all_below(const int32_t *v, int64_t n, uint32_t limit) {
+    uint32_t bad = 0;
+    int64_t j = 0;
+    for (; j + 64 <= n; j += 64)
+      for (int k = 0; k < 64; k++) bad |= (uint32_t)v[j + k] >= limit;
+    for (; j < n; j++) bad |= (uint32_t)v[j] >= limit;
+    return !bad;
+  }
+
+  // Spread `dense` values at the front of `v` over the non-NULL rows of def[0..n), backwards.
+  template <typename T>
+  static void spread(T *v, const int16_t *def, int16_t max_def, int64_t n, int64_t dense) {
+    int64_t k = dense - 1;
+    for (int64_t j = n - 1; j >= 0; j--) v[j] = def[j] == max_def ? v[k--] : T{};
+  }
+
+  // The next n rows of column c (all in its current page) as an Arrow array: PLAIN values in
+  // place in the page, dictionary-encoded ones as indices into the chunk's dictionary.
+  Status read_rows(Direct &c, int64_t n, std::shared_ptr<arrow::ArrayData> *out) {
+    using E = parquet::Encoding;
+    int64_t nulls = 0;
+    std::shared_ptr<arrow::Buffer> valid;
+    const int16_t *def = nullptr;
+    if (c.levels) {
+      if (c.def_dec->Decode((int)n, c.def.data()) != n) return Status::Invalid("column ", c.descr->name(), ": levels ended early");
+      def = c.def.data();
+      nulls = n - count_eq(def, n, c.max_def);
+      if (nulls) {
+        uint8_t *bits = c.validity->mutable_data();
+        memset(bits, 0, (size_t)arrow::bit_util::BytesForBits(n));
+        for (int64_t j = 0; j < n; j++)
+          if (def[j] == c.max_def) arrow::bit_util::SetBit(bits, j);
+        valid = c.validity;
+      }
+    }
+    const int64_t dense = n - nulls;
+    c.left -= n;
+    if (c.enc == E::PLAIN_DICTIONARY || c.enc == E::RLE_DICTIONARY) {
+      auto *idx = reinterpret_cast<int32_t *>(c.indices->mutable_data());
+      Status st = by_type(c, [&](auto t) {
+        auto *dd = dynamic_cast<parquet::DictDecoder<decltype(t)> *>(c.dict_dec.get());
+        if (!dd || dd->DecodeIndices((int)dense, idx) != dense)
+          return Status::Invalid("column ", c.descr->name(), ": dictionary indices ended early");
+        return Status::OK();
+      });
+      ARROW_RETURN_NOT_OK(st);
+      // the driver reads dict[idx]: an index out of the dictionary is a bad file, never a read
+      if (!all_below(idx, dense, (uint32_t)c.dict->length)) return Status::Invalid("column ", c.descr->name(), ": dictionary index out of range");
+      if (nulls) spread(idx, def, c.max_def, n, dense);
+      *out = arrow::ArrayData::Make(c.dict_type, n, {valid, c.indices}, nulls);
+      (*out)->dictionary = c.dict;
+      return Status::OK();
+    }
+    std::shared_ptr<arrow::Buffer> values;
+    if (c.enc == E::PLAIN) {
+      int64_t bytes = dense * c.width;
+      if (c.plain_end - c.plain < bytes) return Status::Invalid("column ", c.descr->name(), ": page ended early");
+      if (!nulls) {
+        values = std::make_shared<arrow::Buffer>(c.plain, bytes);  // in place: no copy
+      } else {
+        memcpy(c.values->mutable_data(), c.plain, (size_t)bytes);
+        values = c.values;
+      }
+      c.plain += bytes;
+    } else {
+      Status st = by_type(c, [&](auto t) {
+        using DType = decltype(t);
+        auto *d = dynamic_cast<parquet::TypedDecoder<DType> *>(c.other_dec.get());
+        auto *v = reinterpret_cast<typename DType::c_type *>(c.values->mutable_data());
+        if (!d || d->Decode(v, (int)dense) != dense) return Status::Invalid("column ", c.descr->name(), ": values ended early");
+        return Status::OK();
+      });
+      ARROW_RETURN_NOT_OK(st);
+      values = c.values;
+    }
+    if (nulls) {
+      uint8_t *v = c.values->mutable_data();
+      if (c.width == 8) spread(reinterpret_cast<int64_t *>(v), def, c.max_def, n, dense);
+      else spread(reinterpret_cast<int32_t *>(v), def, c.max_def, n, dense);
+    }
+    *out = arrow::ArrayData::Make(c.type, n, {valid, values}, nulls);
+    return Status::OK();
+  }
+
+  // A row group read page by page: a batch never spans a page of any column (it ends where the
+  // first of the columns' current pages ends), so PLAIN values are handed out in place and
+  // dictionary-encoded ones as indices, with the row prefilter testing each dictionary entry once.
   Status read_direct(int64_t i, const std::function<Status(const arrow::RecordBatch &)> &on_batch) {
     std::shared_ptr<parquet::RowGroupReader> rg = reader_->parquet_reader()->RowGroup((int)i);
     direct_cols_.resize(columns_.size());
     for (size_t k = 0; k < columns_.size(); k++) {
       Direct &c = direct_cols_[k];
-      c.reader = rg->Column(columns_[k]);
-      c.max_def = c.reader->descr()->max_definition_level();
-      parquet::Type::type pt = c.reader->descr()->physical_type();
+      c.pages = rg->GetColumnPageReader(columns_[k]);
+      c.descr = md_->schema()->Column(columns_[k]);
+      c.max_def = c.descr->max_definition_level();
+      std::shared_ptr<parquet::Statistics> st = md_->RowGroup((int)i)->ColumnChunk(columns_[k])->statistics();
+      c.no_nulls = st && st->HasNullCount() && st->null_count() == 0;
+      c.type = batch_schema_->field((int)k)->type();
+      c.dict_type = arrow::dictionary(arrow::int32(), c.type);
+      parquet::Type::type pt = c.descr->physical_type();
       c.width = pt == parquet::Type::INT64 || pt == parquet::Type::DOUBLE ? 8 : 4;
+      c.page.reset();
+      c.left = 0;
+      c.dict.reset();
+      c.dict_dec.reset();
       if (!c.values) {
-        ARROW_ASSIGN_OR_RAISE(c.values, arrow::AllocateResizableBuffer(batch_rows_ * 8));
-        ARROW_ASSIGN_OR_RAISE(c.validity, arrow::AllocateResizableBuffer(arrow::bit_util::BytesForBits(batch_rows_)));
+        ARROW_ASSIGN_OR_RAISE(c.values, arrow::AllocateResizableBuffer(batch_rows_ * 8, jgscan::pool()));
+        ARROW_ASSIGN_OR_RAISE(c.indices, arrow::AllocateResizableBuffer(batch_rows_ * 4, jgscan::pool()));
+        ARROW_ASSIGN_OR_RAISE(c.validity, arrow::AllocateResizableBuffer(arrow::bit_util::BytesForBits(batch_rows_), jgscan::pool()));
         c.def.resize((size_t)batch_rows_);
       }
     }
     const int64_t rows = units_[(size_t)i].rows;
     std::vector<std::shared_ptr<arrow::ArrayData>> arrays(columns_.size());
+    std::vector<std::shared_ptr<arrow::Field>> fields(columns_.size());
+    std::shared_ptr<arrow::Schema> schema;
     for (int64_t pos = 0; pos < rows;) {
       int64_t n = std::min(batch_rows_, rows - pos);
-      for (size_t k = 0; k < columns_.size(); k++) {
-        Direct &c = direct_cols_[k];
-        int64_t nulls = 0;
-        uint8_t *out = c.values->mutable_data();
-        switch (c.reader->descr()->physical_type()) {
-          case parquet::Type::INT32: ARROW_RETURN_NOT_OK(read_values<parquet::Int32Reader>(c, n, out, &nulls)); break;
-          case parquet::Type::INT64: ARROW_RETURN_NOT_OK(read_values<parquet::Int64Reader>(c, n, out, &nulls)); break;
-          case parquet::Type::FLOAT: ARROW_RETURN_NOT_OK(read_values<parquet::FloatReader>(c, n, out, &nulls)); break;
-          case parquet::Type::DOUBLE: ARROW_RETURN_NOT_OK(read_values<parquet::DoubleReader>(c, n, out, &nulls)); break;
-          default: return Status::NotImplemented("direct read of ", c.reader->descr()->name());
-        }
-        std::shared_ptr<arrow::Buffer> valid;
-        if (nulls) {
-          uint8_t *bits = c.validity->mutable_data();
-          memset(bits, 0, (size_t)arrow::bit_util::BytesForBits(n));
-          for (int64_t j = 0; j < n; j++)
-            if (c.def[(size_t)j] == c.max_def) arrow::bit_util::SetBit(bits, j);
-          valid = c.validity;
-        }
-        arrays[k] = arrow::ArrayData::Make(batch_schema_->field((int)k)->type(), n, {valid, c.values}, nulls);
+      for (Direct &c : direct_cols_) {
+        if (c.left == 0) ARROW_RETURN_NOT_OK(next_page(c));
+        n = std::min(n, c.left);
       }
-      ARROW_RETURN_NOT_OK(on_batch(*arrow::RecordBatch::Make(batch_schema_, n, arrays)));
+      bool same = schema != nullptr;
+      for (size_t k = 0; k < columns_.size(); k++) {
+        ARROW_RETURN_NOT_OK(read_rows(direct_cols_[k], n, &arrays[k]));
+        if (!schema || !fields[k]->type()->Equals(*arrays[k]->type)) {
+          fields[k] = arrow::field(batch_schema_->field((int)k)->name(), arrays[k]->type);
+          same = false;
+        }
+      }
+      if (!same) schema = arrow::schema(fields);
+      ARROW_RETURN_NOT_OK(on_batch(*arrow::RecordBatch::Make(schema, n, arrays)));
       pos += n;
     }
-    for (Direct &c : direct_cols_) c.reader.reset();
+    for (Direct &c : direct_cols_) c.page.reset(), c.pages.reset(), c.dict_dec.reset(), c.other_dec.reset(), c.other_enc = parquet::Encoding::UNKNOWN;
     return Status::OK();
   }
 
@@ -339,7 +537,7 @@ class ParquetFile final : public jgscan::ColumnarFile {
   std::vector<Direct> direct_cols_;
 };
 
-const jgscan::Format kParquet = {"scan_parquet", "Parquet", "row group", "row_groups", ParquetFile::open};
+const jgscan::Format kParquet = {"scan_parquet", "Parquet", "row group", "row_groups", true, ParquetFile::open};
 
 }  // namespace
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jumpgate.compiler.compile import compile_plan
 from jumpgate.nca.interface import OutputSpec, ResourceRequest, Verdict
+from jumpgate.runtime.service import stage_cores
 from tests.unit.fake_ncas import FakeJsonScan, FakeSoftAgg, PlanBuilder, fakes
 
 
@@ -56,11 +57,26 @@ def test_spare_cores_go_to_the_parser_first_and_streams_follow():
             .send("out", "g").build())
     p = compile_plan(plan, fakes(ScalingScan, ScalingAgg), thread_budget=3)
     scan, agg = p.node("nca0"), p.node("nca1")
-    assert (scan.resources.cores, agg.resources.cores) == (2, 1)
-    assert p.build_spec("nca1").inputs[0].expected_streams == 2
+    # the aggregation's first thread, fed by the scan, is not charged: the scan gets the budget
+    assert (scan.resources.cores, agg.resources.cores) == (3, 1)
+    assert p.build_spec("nca1").inputs[0].expected_streams == 3
     assert p.outputs["out"].expected_streams == 1  # the aggregation declares one output stream
-    p = compile_plan(plan, fakes(ScalingScan, ScalingAgg), thread_budget=6)
-    assert (p.node("nca0").resources.cores, p.node("nca1").resources.cores) == (3, 3)
+    p = compile_plan(plan, fakes(ScalingScan, ScalingAgg), thread_budget=10)  # the scan's 8, then the rest
+    assert (p.node("nca0").resources.cores, p.node("nca1").resources.cores) == (8, 3)
+
+
+def test_waiting_consumers_leave_the_cores_to_the_file_reader():
+    """A 2-core budget with a scan and the aggregation it feeds: the scan gets both cores (before,
+    the aggregation's thread was charged as a full core and the scan kept one)."""
+    plan = (PlanBuilder().read("r").aggregate("g", "r", ["a"], [("s", "sum", "b")], "complete")
+            .send("out", "g").build())
+    p = compile_plan(plan, fakes(ScalingScan, ScalingAgg), thread_budget=2)
+    assert (p.node("nca0").resources.cores, p.node("nca1").resources.cores) == (2, 1)
+    # the cores the job reserves count the scan's threads, not the waiting aggregation's first one
+    assert stage_cores(p) == [2]
+    p = compile_plan(plan, fakes(ScalingScan, ScalingAgg), thread_budget=1)
+    assert (p.node("nca0").resources.cores, p.node("nca1").resources.cores) == (1, 1)
+    assert stage_cores(p) == [1]
 
 
 def test_consumer_gets_no_more_threads_than_streams_arriving():

@@ -373,6 +373,59 @@ def test_parquet_direct_decoding_equals_parquet_arrow(batch_rows, tmp_path, cach
     assert sorted(map(key, direct)) == sorted(map(key, want))
 
 
+# page layouts the direct path reads page by page: V1 and V2 data pages, a dictionary that
+# overflows into PLAIN pages within a chunk, encodings other than PLAIN and dictionary
+PAGE_LAYOUTS = {
+    "v1-dictionary": dict(data_page_version="1.0"),
+    "v2-dictionary": dict(data_page_version="2.0"),
+    "dictionary-overflow": dict(dictionary_pagesize_limit=256),
+    "v2-delta": dict(data_page_version="2.0", use_dictionary=False,
+                     column_encoding={"a": "DELTA_BINARY_PACKED", "day": "DELTA_BINARY_PACKED",
+                                      "x": "BYTE_STREAM_SPLIT", "q": "PLAIN"}),
+}
+# conditions whose prune predicates the row prefilter runs on the (dictionary-encoded) columns
+PAGE_CONDITIONS = ["a BETWEEN 10 AND 30 AND q < 5.5", "a IN (3, 17, 41) OR a IS NULL", "a <> 7 AND day >= DATE '1970-01-20'",
+                   "q IS NULL AND x > 0", "x >= 0.25 AND x < 0.5 AND a IS NOT NULL"]
+
+
+@pytest.mark.parametrize("layout", PAGE_LAYOUTS)
+def test_parquet_direct_pages_and_dictionary_prefilter(layout, tmp_path, cache):
+    """The direct path reads a row group page by page (a batch ends where a column's page ends):
+    dictionary-encoded columns arrive as indices into the chunk's dictionary and the prefilter tests
+    each dictionary entry once. Every layout and condition gives the rows Python computes, and the
+    rows parquet/arrow's reader gives, with small and default batches and two threads."""
+    rnd = random.Random(7)
+    n = 6000
+
+    def maybe(v, p=0.1):
+        return None if rnd.random() < p else v
+
+    table = pa.table({"a": pa.array([maybe(rnd.randint(0, 50)) for _ in range(n)], pa.int64()),
+                      "day": pa.array([maybe(EPOCH + dt.timedelta(days=rnd.randint(0, 40)), 0) for _ in range(n)],
+                                      pa.date32()),
+                      "q": pa.array([maybe(D(rnd.randint(0, 1000)).scaleb(-2), 0.3) for _ in range(n)],
+                                    pa.decimal128(9, 2)),
+                      "x": pa.array([maybe(rnd.randint(-8, 8) / 8) for _ in range(n)], pa.float64())})
+    pq.write_table(table, str(tmp_path / "p.parquet"), row_group_size=2500, data_page_size=700,
+                   store_decimal_as_integer=True, **PAGE_LAYOUTS[layout])
+    types = [("a", "int64"), ("day", "date"), ("q", "decimal(9,2)"), ("x", "float64")]
+    rows = [{c: table.column(c)[k].as_py() for c in table.column_names} for k in range(n)]
+    tests = {PAGE_CONDITIONS[0]: lambda r: r["a"] is not None and 10 <= r["a"] <= 30 and r["q"] is not None
+             and r["q"] < D("5.5"),
+             PAGE_CONDITIONS[1]: lambda r: r["a"] in (3, 17, 41, None),
+             PAGE_CONDITIONS[2]: lambda r: r["a"] is not None and r["a"] != 7 and r["day"] >= EPOCH + dt.timedelta(19),
+             PAGE_CONDITIONS[3]: lambda r: r["q"] is None and r["x"] is not None and r["x"] > 0,
+             PAGE_CONDITIONS[4]: lambda r: r["x"] is not None and 0.25 <= r["x"] < 0.5 and r["a"] is not None}
+    for cond in PAGE_CONDITIONS:
+        nca = scan_nca(tmp_path, "parquet", types, cache, condition=cond, columns=[("a", "a"), ("x", "x")])
+        want = sorted(key({"a": r["a"], "x": r["x"]}) for r in rows if tests[cond](r))
+        assert want, cond
+        for params in ({"scan.batch_rows": "64"}, {}, {"scan.parquet_direct": "0"}, {"scan.mmap": "0"}):
+            ev, got, _ = nca.run([tmp_path / "p.parquet"], threads=2, params=params)
+            assert ev["event"] == "done", (cond, params, ev)
+            assert sorted(map(key, got)) == want, (cond, params)
+
+
 @pytest.mark.parametrize("compression", ["uncompressed", "zlib", "snappy", "lz4", "zstd"])
 def test_orc_stripe_statistics_under_every_compression(compression, tmp_path, cache):
     """The stripe statistics are read from the file tail by our own reader (the adapter does not
