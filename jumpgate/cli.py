@@ -13,6 +13,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from .api.app import create_app
+    from .deploy.warm import WarmSettings
     from .runtime.service import JumpgateService, Settings
 
     data_root = Path(args.data_root)
@@ -20,7 +21,8 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"jumpgate: --data-root {data_root} is not a directory", file=sys.stderr)
         return 2
     settings = Settings(data_root=data_root, bind_host=args.nca_host, cores=args.cores,
-                        stall_timeout_s=args.stall_timeout)
+                        stall_timeout_s=args.stall_timeout,
+                        warm=WarmSettings(per_binary=max(0, args.warm_ncas), idle_s=args.warm_idle))
     if args.cache_dir:
         settings.cache_dir = Path(args.cache_dir)
     if args.ncas is not None:
@@ -90,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--stall-timeout", type=float, default=300.0, metavar="SECONDS",
                        help="fail a job whose running NCAs neither move data nor compute for this long "
                             "(a lost stream, a client that stopped reading); 0 = never (default 300)")
+    serve.add_argument("--warm-ncas", type=int, default=1, metavar="N",
+                       help="pre-started NCA processes kept per binary for the next job "
+                            "(docs/nca-process-protocol.md, \"Pre-started processes\"); 0 = off (default 1)")
+    serve.add_argument("--warm-idle", type=float, default=30.0, metavar="SECONDS",
+                       help="stop a pre-started NCA process unused for this long (default 30)")
     serve.add_argument("--log-level", default="warning")
     serve.add_argument("--ncas", default=None, metavar="NAME,NAME",
                        help="use only these registered NCA implementations (default: all)")

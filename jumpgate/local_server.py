@@ -49,13 +49,20 @@ class LocalServer:
         self.stop()
         raise RuntimeError(f"jumpgate serve did not answer within {ready_timeout:.0f} s")
 
-    def children(self) -> list[int]:
-        """PIDs of live processes (NCAs) the server started."""
+    def children(self, *, spares: bool = False) -> list[int]:
+        """PIDs of live processes (NCAs) the server started; without `spares`, not the idle
+        pre-started ones it keeps for the next job (GET /v1/health "ncas_warm")."""
+        idle: set[int] = set()
+        if not spares and self.proc.poll() is None:
+            try:
+                idle = set(self.http.get("/v1/health").json().get("ncas_warm", []))
+            except (httpx.HTTPError, ValueError):
+                pass
         out = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,stat="], capture_output=True, text=True).stdout
         pids = []
         for line in out.splitlines():
             pid, ppid, stat = line.split(None, 2)
-            if int(ppid) == self.proc.pid and not stat.startswith("Z"):
+            if int(ppid) == self.proc.pid and not stat.startswith("Z") and int(pid) not in idle:
                 pids.append(int(pid))
         return pids
 

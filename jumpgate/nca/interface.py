@@ -204,10 +204,11 @@ class NcaInstance(ABC):
     """The life-cycle interface of one NCA in one job (thesis Table 3.3).
 
     The executor calls each step on every instance of a job concurrently (parallel lock-step):
-    all `compile`, then all `allocate`, then all `configure`, then stage by stage `execute` on the
-    instances of that stage. `destroy` is called exactly once, on success, failure or
-    cancellation, possibly from another thread while `execute` blocks; it must make a blocked
-    `execute` return promptly and must release every process, port and lease."""
+    all `compile`, each followed at once by that instance's `allocate` (which must need nothing
+    but its own compile), then all `configure`, then stage by stage `execute` on the instances of
+    that stage. `destroy` is called exactly once, on success, failure or cancellation, possibly
+    from another thread while `allocate` or `execute` blocks; it must make them return promptly
+    and must release every process, port and lease."""
 
     def __init__(self, spec: NcaSpec) -> None:
         self.spec = spec

@@ -15,6 +15,7 @@ from ..compiler.compile import compile_plan
 from ..dataflow.request import parse_request
 from ..deploy.local import LocalDeployer
 from ..deploy.resources import CoreManager
+from ..deploy.warm import WarmSettings
 from ..errors import JobStateError
 from ..nca.interface import ResourceRequest, Verdict
 from ..nca.registry import Registry, load_registry
@@ -54,6 +55,9 @@ class Settings:
     # A stage whose running NCAs neither move data nor compute for this long fails its job
     # (runtime/executor.py StallWatchdog); 0 = wait forever.
     stall_timeout_s: float = 300.0
+    # Pre-started NCA processes for the next job with the same binary (deploy/warm.py): spares per
+    # binary (0 = off), in all, and how long an unused one waits before it is stopped.
+    warm: WarmSettings = field(default_factory=WarmSettings)
 
 
 class JumpgateService:
@@ -62,12 +66,13 @@ class JumpgateService:
         self.data_root = Path(settings.data_root).resolve()
         self.registry = registry or load_registry(settings.plugins)
         self.store = JobStore()
-        self.deployer = LocalDeployer(settings.bind_host)
         self.cores = CoreManager(settings.cores)
         self.cache_dir = Path(settings.cache_dir)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.work_root = Path(settings.work_root or self.cache_dir / "jobs" / str(os.getpid()))
         self.work_root.mkdir(parents=True, exist_ok=True)
+        # spares live in their own directory: a job's directory goes when the job ends
+        self.deployer = LocalDeployer(settings.bind_host, settings.warm, self.work_root / "warm")
         self.pools = {name: pool for impl in self.registry.all() for name, pool in impl.resource_pools().items()}
 
     # ---------------------------------------------------------------- use cases
@@ -135,6 +140,7 @@ class JumpgateService:
         return self.store.get(job_id)
 
     def shutdown(self) -> None:
+        self.deployer.warm.shutdown()  # first: jobs cancelled below must not start new spares
         for job in self.store.all():
             if not job.state.terminal:
                 try:

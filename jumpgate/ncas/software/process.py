@@ -53,6 +53,8 @@ class ProcessNca(NcaInstance):
         self._destroyed = threading.Event()
         self._lock = threading.Lock()
         self.udp: UdpEdges | None = None  # DPDK and receiver settings of its UDP edges (compile on)
+        self._log_path: Path | None = None  # the process's standard error (a spare's is not in work_dir)
+        self._warm_argv: list[str] | None = None
 
     # -- what subclasses provide ----------------------------------------------------------
 
@@ -89,9 +91,18 @@ class ProcessNca(NcaInstance):
             if self._destroyed.is_set():
                 raise NcaError("cancelled")
             self.udp.acquire()
-            self.proc = deployer.start(argv, Path(self.context.work_dir), self.spec.id)
-        threading.Thread(target=self._read_events, name=f"{self.spec.id}-events", daemon=True).start()
+            # A pre-started spare when the deployer keeps them (deploy/warm.py); not with DPDK,
+            # whose port lease and environment belong to one process.
+            start = getattr(deployer, "start_for_job", None) if not self.udp.dpdk else None
+            self.proc = proc = (start or deployer.start)(argv, Path(self.context.work_dir), self.spec.id)
+            self._log_path = getattr(proc, "log_path", None)
+            if hasattr(proc, "reader_closes_stdout"):
+                proc.reader_closes_stdout = True
+        threading.Thread(target=self._read_events, args=(proc,), name=f"{self.spec.id}-events",
+                         daemon=True).start()
         ready = self._next_event(READY_TIMEOUT_S, "ready")
+        if start is not None:
+            self._warm_argv = argv  # a spare for the next job is started when this one ends
         ports = ready.get("ports", [])
         if len(ports) != len(net_inputs):
             raise NcaError(f"NCA process reported {len(ports)} ports, expected {len(net_inputs)}")
@@ -144,6 +155,11 @@ class ProcessNca(NcaInstance):
         if self.udp is not None:
             self.udp.release()  # after the process is gone: its DPDK port is free again
         self._events.put(None)  # wake a blocked execute
+        if self._warm_argv is not None:
+            # Now rather than at allocate: starting a process costs a Parquet scan ~8 ms of CPU,
+            # which would slow the job's own stages on a small machine.
+            self.context.deployer.warm_up(self._warm_argv)
+            self._warm_argv = None
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -157,12 +173,11 @@ class ProcessNca(NcaInstance):
         except (BrokenPipeError, OSError, ValueError) as e:
             raise NcaError(f"NCA process is gone ({e}){self._stderr_tail()}") from None
 
-    def _read_events(self) -> None:
-        proc = self.proc
-        if proc is None:
-            return
+    def _read_events(self, proc) -> None:
+        """Events until end of file (the process exited, or was stopped), then closes stdout."""
+        stdout = proc.popen.stdout
         try:
-            for raw in proc.popen.stdout:
+            for raw in stdout:
                 try:
                     event = json.loads(raw)
                 except ValueError:
@@ -171,6 +186,11 @@ class ProcessNca(NcaInstance):
                     self._events.put(event)
         except (OSError, ValueError):
             pass
+        finally:
+            try:
+                stdout.close()
+            except OSError:
+                pass
         self._events.put(None)
 
     def _next_event(self, timeout: float | None, want: str) -> dict:
@@ -196,7 +216,7 @@ class ProcessNca(NcaInstance):
             # unknown events are informational
 
     def _stderr_tail(self, limit: int = 2000) -> str:
-        path = Path(self.context.work_dir) / f"{self.spec.id}.stderr"
+        path = self._log_path or Path(self.context.work_dir) / f"{self.spec.id}.stderr"
         try:
             text = path.read_text(errors="replace")[-limit:].strip()
         except OSError:
