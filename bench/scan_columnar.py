@@ -235,7 +235,8 @@ def main() -> None:
               f"{t} thread(s); medians of {args.repeat}")
         for label, s, cpu, extra in (
                 ("(a) ORC NCA, Q6 filter+project", sa, ca, f"{a[-1]['tuples_out']} rows out"),
-                ("(b) ORC NCA, 4 columns, all rows", sb, cb, f"{b[-1]['bytes_out'] / 1e6:.0f} MB NTF out"),
+                ("(b) ORC NCA, 4 columns, all rows", sb, cb, f"{b[-1]['bytes_out'] / 1e6:.0f} MB NTF out, "
+                 f"{b[-1].get('stripes_native', 0)}/{b[-1]['stripes_total']} stripes decoded natively"),
                 ("(c) pyarrow read_stripe -> Arrow", sc, cc, "")):
             print(f"  {label:36s} {s:6.3f} s  {rows / s / 1e6:7.1f} Mrows/s  {nbytes / s / 1e9:5.2f} GB/s  "
                   f"cpu {cpu:6.3f} s  {extra}")

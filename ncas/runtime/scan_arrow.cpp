@@ -1030,6 +1030,7 @@ struct ScanState {
   std::atomic<size_t> next{0};
   int64_t batch_rows = 0;  // scan.batch_rows
   uint64_t units_total = 0, units_skipped = 0, rows_skipped = 0;
+  std::atomic<uint64_t> units_native{0};  // see ColumnarFile::last_read_native
 };
 
 const Format *g_format = nullptr;
@@ -1075,6 +1076,7 @@ class Worker {
       });
     });
     if (rc != 0) return -1;
+    if (s.ok() && file_->last_read_native()) st_->units_native.fetch_add(1, std::memory_order_relaxed);
     if (!s.ok()) {
       char what[128];
       snprintf(what, sizeof what, "reading %s %" PRId64 " of the %s file: %%s", st_->fmt->unit, u.info.index,
@@ -1321,6 +1323,9 @@ void scan_stats(jgr_proc *p, int phase, char *buf, size_t cap) {
   if (!st) return;
   snprintf(buf, cap, ",\"%s_total\":%" PRIu64 ",\"%s_skipped\":%" PRIu64 ",\"rows_skipped\":%" PRIu64,
            st->fmt->stats_key, st->units_total, st->fmt->stats_key, st->units_skipped, st->rows_skipped);
+  size_t used = strlen(buf);
+  if (st->fmt->native_key && used < cap)
+    snprintf(buf + used, cap - used, ",\"%s\":%" PRIu64, st->fmt->native_key, st->units_native.load());
 }
 
 }  // namespace

@@ -63,6 +63,9 @@ class ColumnarFile {
   virtual arrow::Status select(const std::vector<int> &fields, int64_t batch_rows) = 0;
   // Read unit `i`: `on_batch` gets its rows in order, as consecutive batches.
   virtual arrow::Status read(int64_t i, const std::function<arrow::Status(const arrow::RecordBatch &)> &on_batch) = 0;
+  // The last read() decoded the unit with the format's own decoder rather than a library's
+  // reader (counted in the `done` stats under Format::native_key).
+  virtual bool last_read_native() const { return false; }
 };
 
 struct Format {
@@ -75,6 +78,7 @@ struct Format {
   // Open `path` read through `input`; a bad file is an error Status with the reason.
   arrow::Result<std::unique_ptr<ColumnarFile>> (*open)(const std::string &path,
                                                       std::shared_ptr<arrow::io::RandomAccessFile> input);
+  const char *native_key = nullptr;  // `done` stats key counting units read natively, if any
 };
 
 // The memory pool for everything a format allocates (readers, decompression buffers, arrays).

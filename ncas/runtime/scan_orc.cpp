@@ -1,7 +1,11 @@
 // ORC scan NCA: the process `main` and the ORC format of the columnar scan driver (scan_arrow.h).
 //
-// Rows come from Apache ORC C++ through Arrow's adapter (arrow/adapters/orc): one stripe is one
-// unit, read as batches of `scan.batch_rows` rows with only the needed fields. The adapter does
+// One stripe is one unit, read as batches of `scan.batch_rows` rows with only the needed fields.
+// When every needed field is of a kind orc_native.cpp decodes (integers, dates, decimals of up to
+// 18 digits, floats, booleans) and the stripe's encodings are ones it knows, the stripe is decoded
+// there, straight into Arrow arrays of the adapter's types; any other stripe (strings, nested
+// fields, other encodings; or every stripe with `scan.orc_native 0`) comes from Apache ORC C++
+// through Arrow's adapter (arrow/adapters/orc). The adapter does
 // not expose statistics, so the stripe statistics used for pruning are read here from the file
 // tail (PostScript -> Footer for the column ids -> Metadata: one ColumnStatistics per stripe and
 // column), decompressed with Arrow's codecs. Anything unexpected in the tail just means "no
@@ -14,139 +18,17 @@
 #include <cstring>
 #include <string_view>
 
+#include "orc_native.h"
 #include "scan_arrow.h"
 
 namespace {
 
 using arrow::Status;
+using jgorc::decompress;
+using jgorc::kNone;
+using jgorc::Pb;
 using jgscan::RawStats;
 using jgscan::Tri;
-
-// ------------------------------------------------------------------ protobuf, the little we need
-
-class Pb {
- public:
-  explicit Pb(std::string_view b) : p_(reinterpret_cast<const uint8_t *>(b.data())), e_(p_ + b.size()) {}
-  bool ok() const { return ok_; }
-  bool more() const { return ok_ && p_ < e_; }
-  // The next field; false at the end or on malformed input.
-  bool next(uint32_t *field, uint32_t *wire) {
-    if (!ok_ || p_ >= e_) return false;
-    uint64_t k = varint();
-    *field = (uint32_t)(k >> 3);
-    *wire = (uint32_t)(k & 7);
-    return ok_;
-  }
-  uint64_t varint() {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (p_ >= e_) break;
-      uint8_t b = *p_++;
-      v |= (uint64_t)(b & 0x7f) << shift;
-      if (!(b & 0x80)) return v;
-    }
-    ok_ = false;
-    return 0;
-  }
-  int64_t zigzag() {
-    uint64_t v = varint();
-    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-  }
-  std::string_view bytes() {
-    uint64_t n = varint();
-    if (!ok_ || n > (uint64_t)(e_ - p_)) {
-      ok_ = false;
-      return {};
-    }
-    std::string_view s(reinterpret_cast<const char *>(p_), (size_t)n);
-    p_ += n;
-    return s;
-  }
-  double dbl() {
-    if (e_ - p_ < 8) {
-      ok_ = false;
-      return 0;
-    }
-    double d;
-    memcpy(&d, p_, 8);
-    p_ += 8;
-    return d;
-  }
-  void skip(uint32_t wire) {
-    switch (wire) {
-      case 0: varint(); break;
-      case 1: p_ = e_ - p_ >= 8 ? p_ + 8 : (ok_ = false, e_); break;
-      case 2: bytes(); break;
-      case 5: p_ = e_ - p_ >= 4 ? p_ + 4 : (ok_ = false, e_); break;
-      default: ok_ = false;
-    }
-  }
-
- private:
-  const uint8_t *p_, *e_;
-  bool ok_ = true;
-};
-
-// ------------------------------------------------------------------ the file tail
-
-enum OrcCompression { kNone = 0, kZlib = 1, kSnappy = 2, kLzo = 3, kLz4 = 4, kZstd = 5 };
-
-// ORC's compression framing: chunks with a 3-byte header (length << 1 | is_original).
-arrow::Result<std::string> decompress(std::string_view in, int kind, uint64_t block) {
-  if (kind == kNone) return std::string(in);
-  std::unique_ptr<arrow::util::Codec> codec;
-  switch (kind) {
-    case kZlib: {
-      arrow::util::GZipCodecOptions o;
-      o.gzip_format = arrow::util::GZipFormat::DEFLATE;
-      ARROW_ASSIGN_OR_RAISE(codec, arrow::util::Codec::Create(arrow::Compression::GZIP, o));
-      break;
-    }
-    case kSnappy: {
-      ARROW_ASSIGN_OR_RAISE(codec, arrow::util::Codec::Create(arrow::Compression::SNAPPY));
-      break;
-    }
-    case kLz4: {
-      ARROW_ASSIGN_OR_RAISE(codec, arrow::util::Codec::Create(arrow::Compression::LZ4));
-      break;
-    }
-    case kZstd: {
-      ARROW_ASSIGN_OR_RAISE(codec, arrow::util::Codec::Create(arrow::Compression::ZSTD));
-      break;
-    }
-    default: return Status::NotImplemented("ORC compression kind ", kind);
-  }
-  std::string out;
-  std::vector<uint8_t> buf((size_t)std::max<uint64_t>(block, 1));
-  const uint8_t *p = reinterpret_cast<const uint8_t *>(in.data()), *e = p + in.size();
-  while (p < e) {
-    if (e - p < 3) return Status::Invalid("truncated compression chunk header");
-    uint32_t h = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16;
-    p += 3;
-    size_t n = h >> 1;
-    if (n > (size_t)(e - p)) return Status::Invalid("truncated compression chunk");
-    if (h & 1) {
-      out.append(reinterpret_cast<const char *>(p), n);
-    } else if (kind == kZstd) {
-      // Arrow's one-shot ZSTD decompression insists on knowing the exact output size: stream
-      ARROW_ASSIGN_OR_RAISE(auto d, codec->MakeDecompressor());
-      const uint8_t *in_at = p;
-      int64_t left = (int64_t)n;
-      for (int rounds = 0; !d->IsFinished(); rounds++) {
-        ARROW_ASSIGN_OR_RAISE(auto r, d->Decompress(left, in_at, (int64_t)buf.size(), buf.data()));
-        out.append(reinterpret_cast<const char *>(buf.data()), (size_t)r.bytes_written);
-        in_at += r.bytes_read, left -= r.bytes_read;
-        if ((left == 0 && r.bytes_written == 0 && !r.need_more_output) || rounds > (1 << 20))
-          break;  // input used up (an unfinished frame is caught by the parser)
-      }
-    } else {
-      ARROW_ASSIGN_OR_RAISE(int64_t got, codec->Decompress((int64_t)n, p, (int64_t)buf.size(), buf.data()));
-      out.append(reinterpret_cast<const char *>(buf.data()), (size_t)got);
-    }
-    p += n;
-  }
-  return out;
-}
 
 // Stripe statistics by stripe and ORC column id, parsed lazily from the Metadata section.
 class OrcTail {
@@ -392,14 +274,43 @@ class OrcFile final : public jgscan::ColumnarFile {
     return tail_ok_ ? tail_.stats(i, field) : RawStats();
   }
 
+  void configure(const jgr_proc *p) override {
+    const char *v = jgr_param(p, "scan.orc_native");  // "0": always through the adapter
+    native_allowed_ = !(v && strcmp(v, "0") == 0);
+  }
+
   Status select(const std::vector<int> &fields, int64_t batch_rows) override {
     fields_ = fields;
     batch_rows_ = batch_rows;
+    std::vector<std::shared_ptr<arrow::Field>> selected;
+    for (int f : fields) selected.push_back(schema_->field(f));
+    batch_schema_ = arrow::schema(selected);
+    native_.reset();
+    if (!native_allowed_) return Status::OK();
+    // a tail the native reader does not understand leaves the file to the adapter, which has
+    // already accepted it
+    auto n = jgorc::NativeFile::open(in_);
+    if (!n.ok()) return Status::OK();
+    for (size_t k = 0; k < fields.size(); k++)
+      if (!(*n)->supports(fields[k], *selected[k]->type())) return Status::OK();
+    if ((*n)->num_stripes() != (int64_t)units_.size()) return Status::OK();
+    for (size_t k = 0; k < units_.size(); k++)
+      if ((*n)->stripe_rows((int64_t)k) != units_[k].rows) return Status::OK();
+    native_ = std::move(*n);
     return Status::OK();
   }
 
+  bool last_read_native() const override { return last_native_; }
+
   Status read(int64_t i, const std::function<Status(const arrow::RecordBatch &)> &on_batch) override {
     const jgscan::UnitInfo &u = units_[(size_t)i];
+    last_native_ = false;
+    if (native_) {
+      bool handled = false;
+      ARROW_RETURN_NOT_OK(native_->read(i, fields_, batch_schema_, batch_rows_, on_batch, &handled));
+      last_native_ = handled;
+      if (handled) return Status::OK();
+    }
     ARROW_RETURN_NOT_OK(reader_->Seek(u.first_row));
     ARROW_ASSIGN_OR_RAISE(auto rr, reader_->NextStripeReader(batch_rows_, fields_));
     if (!rr) return Status::Invalid("no stripe at row ", u.first_row);
@@ -421,12 +332,15 @@ class OrcFile final : public jgscan::ColumnarFile {
   std::shared_ptr<arrow::Schema> schema_;
   std::vector<jgscan::UnitInfo> units_;
   std::vector<int> fields_;
+  std::shared_ptr<arrow::Schema> batch_schema_;  // the fields read, in order
+  std::unique_ptr<jgorc::NativeFile> native_;    // every field read is of a kind it decodes
+  bool native_allowed_ = true, last_native_ = false;
   int64_t batch_rows_ = 65536;
   OrcTail tail_;
   bool tail_loaded_ = false, tail_ok_ = false;
 };
 
-const jgscan::Format kOrc = {"scan_orc", "ORC", "stripe", "stripes", false, OrcFile::open};
+const jgscan::Format kOrc = {"scan_orc", "ORC", "stripe", "stripes", false, OrcFile::open, "stripes_native"};
 
 }  // namespace
 

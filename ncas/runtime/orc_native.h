@@ -1,0 +1,125 @@
+// ORC file structure for the ORC scan NCA (scan_orc.cpp): a small protobuf wire-format reader for
+// the file tail, ORC's chunked compression on Arrow's codecs, and a native reader of stripes for
+// the common fixed-width column kinds (orc_native.cpp).
+//
+// The native reader decodes ORC's streams itself — integers (RLE v1 and v2), dates, decimals of up
+// to 18 digits, floats, booleans, PRESENT streams — straight into Arrow arrays of the types Arrow's
+// ORC adapter produces for the same fields, so the rest of the driver cannot tell them apart. It
+// skips the adapter's detour through ORC's own vector batches (decimals then go through a
+// Decimal128 builder one value at a time). A stripe it does not handle (strings, nested fields,
+// other encodings) is read through the adapter instead.
+#ifndef JG_ORC_NATIVE_H
+#define JG_ORC_NATIVE_H
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <arrow/io/interfaces.h>
+#include <arrow/record_batch.h>
+#include <arrow/result.h>
+#include <arrow/status.h>
+#include <arrow/type_fwd.h>
+
+namespace jgorc {
+
+// ------------------------------------------------------------------ protobuf, the little we need
+
+// Fields of one protobuf message; never reads outside it, and a malformed message makes ok() false.
+class Pb {
+ public:
+  explicit Pb(std::string_view b) : p_(reinterpret_cast<const uint8_t *>(b.data())), e_(p_ + b.size()) {}
+  bool ok() const { return ok_; }
+  bool more() const { return ok_ && p_ < e_; }
+  // The next field; false at the end or on malformed input.
+  bool next(uint32_t *field, uint32_t *wire) {
+    if (!ok_ || p_ >= e_) return false;
+    uint64_t k = varint();
+    *field = (uint32_t)(k >> 3);
+    *wire = (uint32_t)(k & 7);
+    return ok_;
+  }
+  uint64_t varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p_ >= e_) break;
+      uint8_t b = *p_++;
+      v |= (uint64_t)(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    ok_ = false;
+    return 0;
+  }
+  int64_t zigzag() {
+    uint64_t v = varint();
+    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+  }
+  std::string_view bytes() {
+    uint64_t n = varint();
+    if (!ok_ || n > (uint64_t)(e_ - p_)) {
+      ok_ = false;
+      return {};
+    }
+    std::string_view s(reinterpret_cast<const char *>(p_), (size_t)n);
+    p_ += n;
+    return s;
+  }
+  double dbl() {
+    if (e_ - p_ < 8) {
+      ok_ = false;
+      return 0;
+    }
+    double d;
+    memcpy(&d, p_, 8);
+    p_ += 8;
+    return d;
+  }
+  void skip(uint32_t wire) {
+    switch (wire) {
+      case 0: varint(); break;
+      case 1: p_ = e_ - p_ >= 8 ? p_ + 8 : (ok_ = false, e_); break;
+      case 2: bytes(); break;
+      case 5: p_ = e_ - p_ >= 4 ? p_ + 4 : (ok_ = false, e_); break;
+      default: ok_ = false;
+    }
+  }
+
+ private:
+  const uint8_t *p_, *e_;
+  bool ok_ = true;
+};
+
+// ------------------------------------------------------------------ compression
+
+enum OrcCompression { kNone = 0, kZlib = 1, kSnappy = 2, kLzo = 3, kLz4 = 4, kZstd = 5 };
+
+// Decompress a whole ORC-framed section (the file tail's parts) into a string.
+arrow::Result<std::string> decompress(std::string_view in, int kind, uint64_t block);
+
+// ------------------------------------------------------------------ the native reader
+
+class NativeFile {
+ public:
+  virtual ~NativeFile() = default;
+  // Parse the file tail. An error means "read this file through the adapter".
+  static arrow::Result<std::unique_ptr<NativeFile>> open(std::shared_ptr<arrow::io::RandomAccessFile> in);
+  // Can top-level field `field`, which the adapter reads as Arrow type `t`, be decoded here?
+  virtual bool supports(int field, const arrow::DataType &t) const = 0;
+  virtual int64_t num_stripes() const = 0;
+  virtual int64_t stripe_rows(int64_t stripe) const = 0;
+  // Read top-level fields `fields` of stripe `stripe` as batches of at most `batch_rows` rows of
+  // `schema` (the fields' names and Arrow types). *handled is false when the stripe's encodings
+  // are not ones decoded here (then nothing was read and the caller reads it otherwise); a
+  // malformed stripe is an error.
+  virtual arrow::Status read(int64_t stripe, const std::vector<int> &fields, const std::shared_ptr<arrow::Schema> &schema,
+                             int64_t batch_rows, const std::function<arrow::Status(const arrow::RecordBatch &)> &on_batch,
+                             bool *handled) = 0;
+};
+
+}  // namespace jgorc
+
+#endif  // JG_ORC_NATIVE_H
