@@ -40,4 +40,22 @@ fi
 # apt package): build them now too. Without a usable pyarrow the other NCAs still work.
 .venv/bin/python -c "from jumpgate.ncas.software.build import ensure_arrow_drivers, ensure_runtime; from jumpgate.runtime.service import default_cache_dir; ensure_arrow_drivers(ensure_runtime(default_cache_dir()))" \
   || echo "setup: the ORC/Parquet scans are unavailable (see the error above)"
+
+# --- Spark client (clients/spark, tests/spark) ---------------------------------------------------
+# The plugin is built with Maven (plugins from Maven Central) against the jars of the venv's pyspark
+# (the `spark` extra, part of `dev`), and tests/spark runs it in a local Spark: Java 17 and Maven.
+SPARK_APT_PACKAGES=(openjdk-17-jdk-headless maven)
+spark_missing=()
+for p in "${SPARK_APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || spark_missing+=("$p")
+done
+if [ ${#spark_missing[@]} -gt 0 ]; then
+  echo "setup: installing ${spark_missing[*]} (Spark client)"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${spark_missing[@]}" >/dev/null
+fi
+bash clients/spark/build.sh   # skips when the jar is newer than its sources
+# --- end of the Spark client's block -------------------------------------------------------------
+
 echo "setup: ready (.venv)"

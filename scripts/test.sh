@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
 # Sets everything up (scripts/setup.sh) and runs the whole test suite: unit, codegen golden files,
-# end-to-end against a real server, the contract's outside check, and ruff.
+# end-to-end against a real server, the contract's outside check, ruff, and the Spark client's suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check jumpgate tests bench
-# The Spark client's suite (tests/spark) needs Java, Maven and pyspark and runs TPC-DS twice through
-# Spark; it is run on its own: bash clients/spark/build.sh && .venv/bin/pytest tests/spark
 .venv/bin/python -m pytest -q -p no:cacheprovider tests --ignore=tests/spark
 echo "== outside contract check (../shared/conformance/contract_check.py)"
 if [ -f ../shared/conformance/contract_check.py ]; then
@@ -14,3 +12,8 @@ if [ -f ../shared/conformance/contract_check.py ]; then
 else
   echo "../shared/conformance/contract_check.py not found beside the project; skipped"
 fi
+# The Spark client's suite (setup.sh installed Java, Maven and pyspark and built the plugin): a real
+# server and a local Spark, the 99 TPC-DS queries off and on (about 15 minutes on 2 cores). Its own
+# pytest run, so one JVM and one server serve all of it.
+echo "== Spark client (tests/spark)"
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/spark

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import decimal
 import math
+import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -120,3 +122,57 @@ def check_spark_answer_and_operator(spark, sql: str, expect: set[str] | None = N
 def server_operations(url: str) -> set[str]:
     import httpx
     return {op for nca in httpx.get(url + "/v1/ncas").json() for op in nca.get("operations", [])}
+
+
+def listening_ports(pid: int) -> set[int]:
+    """Ports of the TCP sockets process `pid` listens on (Linux /proc)."""
+    inodes = _listening_sockets(pid)
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "0A" and int(f[9]) in inodes:
+                ports.add(int(f[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def _listening_sockets(pid: int) -> set[int]:
+    """Inodes of the TCP sockets process `pid` listens on (Linux /proc)."""
+    mine = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            mine.add(int(target[8:-1]))
+    listening = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            f = line.split()
+            if f[3] == "0A":  # TCP_LISTEN
+                listening.add(int(f[9]))
+    return mine & listening
+
+
+class LeakCheck:
+    """The plugin's footprint in Spark's JVM (threads named jumpgate-*, destinations, buffered bytes,
+    listening sockets), taken before something runs and compared after it."""
+
+    def __init__(self, spark):
+        self.stats = jvm(spark).JumpgateStats
+        self.pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+        self.listening = _listening_sockets(self.pid)
+
+    def footprint(self) -> dict[str, int]:
+        return {"threads": int(self.stats.receiverThreads()), "destinations": int(self.stats.openDestinations()),
+                "buffered": int(self.stats.bufferedBytes()),
+                "new listening sockets": len(_listening_sockets(self.pid) - self.listening)}
+
+    def assert_none_left(self, wait_s: float = 15.0) -> None:
+        deadline = time.monotonic() + wait_s
+        left = self.footprint()
+        while any(left.values()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            left = self.footprint()
+        assert not any(left.values()), f"left behind by the plugin: {left}"

@@ -3,6 +3,10 @@ the server runs them (fallback with a reason where it does not), EXPLAIN reasons
 the boundary score, failures (server down before and during a query), and no leaks."""
 from __future__ import annotations
 
+import os
+import re
+import signal
+import socket
 import threading
 import time
 
@@ -11,7 +15,14 @@ import pytest
 
 from jumpgate.local_server import LocalServer
 
-from .helpers import check_spark_answer_and_operator, jvm, run_query, server_operations
+from .helpers import (
+    LeakCheck,
+    check_spark_answer_and_operator,
+    jvm,
+    listening_ports,
+    run_query,
+    server_operations,
+)
 
 SCAN_FILTER_PROJECT = """
 SELECT ss_item_sk, ss_quantity * 2 AS q2, ss_sales_price, ss_net_profit - ss_coupon_amt AS d
@@ -85,12 +96,22 @@ def test_threshold_heuristic(spark):
         "spark.jumpgate.threshold.enabled": "true", "spark.jumpgate.threshold": "1m"})
 
 
-def test_score_rejects_candidates_that_reduce_little(spark):
-    sql = "SELECT * FROM store_returns"
-    run = check_spark_answer_and_operator(spark, sql, None, **{"spark.jumpgate.scoring.enabled": "true"})
+def test_score_rejects_candidates_that_reduce_little(spark, data_root):
+    """The score weighs a candidate's file bytes against the NTF bytes it is estimated to send back.
+    customer_address is mostly strings: as NTF a row is only about 1.6 times shorter than its JSON
+    line, so with a required reduction of 3 per boundary a scan of all of it stays in Spark, while
+    a selective filter with a narrow projection is offloaded. The estimate (a sample of the file:
+    bytes per line, string sizes) must be close to what Jumpgate really sends."""
+    strict = {"spark.jumpgate.scoring.enabled": "true", "spark.jumpgate.scoring.minReductionPerBoundary": "3"}
+    sql = "SELECT * FROM customer_address"
+    run = check_spark_answer_and_operator(spark, sql, None, **strict)
     assert not run.offloaded and "not worth it" in run.report, run.report
-    run = check_spark_answer_and_operator(spark, SCAN_FILTER_PROJECT, {"scan", "filter", "project"},
-                                          **{"spark.jumpgate.scoring.enabled": "true"})
+    estimated = float(re.search(r"\((\d+\.\d+)x\) over 1 boundary", run.report).group(1))
+    run = check_spark_answer_and_operator(spark, sql, {"scan"})  # offloaded anyway, to compare
+    read = sum(f.stat().st_size for f in (data_root / "tpcds" / "customer_address").glob("*.jsonl"))
+    real = read / run.metrics["jgBytes"]
+    assert real < 3 and abs(estimated - real) / real < 0.2, (estimated, real)
+    check_spark_answer_and_operator(spark, SCAN_FILTER_PROJECT, {"scan", "filter", "project"}, **strict)
 
 
 def _offloads_or_explains(spark, url, sql, kind):
@@ -131,11 +152,13 @@ def test_server_unreachable_at_run_time_falls_back(spark):
     """Planning does not ask the server (no dry run), so the job fails at run time: the subtree runs
     in Spark, a warning is logged, the fallback is counted, and the answer is right."""
     before = jvm(spark).JumpgateStats.fallbacks()
+    leaks = LeakCheck(spark)
     run = check_spark_answer_and_operator(spark, SCAN_FILTER_PROJECT, None, allow_fallback=True, **{
         "spark.jumpgate.url": "http://127.0.0.1:9", "spark.jumpgate.validateAtPlanning": "false"})
     assert run.offloaded  # planned for Jumpgate ...
     assert run.metrics["fallbacks"] == 1 and run.metrics["jgJobs"] == 0  # ... but ran in Spark
     assert jvm(spark).JumpgateStats.fallbacks() == before + 1
+    leaks.assert_none_left()
 
 
 def test_jumpgate_down_mid_query(spark, data_root, tmp_path):
@@ -148,8 +171,10 @@ def test_jumpgate_down_mid_query(spark, data_root, tmp_path):
       UNION ALL SELECT ws_quantity AS x FROM web_sales WHERE ws_quantity > 5) t
     """
     expected = run_query(spark, sql, enabled=False).rows
+    leaks = LeakCheck(spark)
     srv = LocalServer(data_root, tmp_path / "cache", tmp_path / "server.log")
     killed = threading.Event()
+    killed_mid_job = threading.Event()
 
     def killer():
         deadline = time.monotonic() + 120
@@ -157,7 +182,9 @@ def test_jumpgate_down_mid_query(spark, data_root, tmp_path):
             try:
                 jobs = httpx.get(srv.url + "/v1/jobs", timeout=2).json()
                 if any(j["state"] == "running" for j in jobs):
-                    srv.proc.kill()  # SIGKILL the server; its NCAs lose their parent mid-stream
+                    # SIGKILL the server and its NCAs (one process group) in the middle of the job
+                    os.killpg(srv.proc.pid, signal.SIGKILL)
+                    killed_mid_job.set()
                     killed.set()
                     return
             except httpx.HTTPError:
@@ -172,19 +199,58 @@ def test_jumpgate_down_mid_query(spark, data_root, tmp_path):
         killed.set()
         t.join(5)
         srv.stop()
+    assert killed_mid_job.is_set(), "the server was not killed while a job of the query ran"
     assert run.rows == expected
     assert run.metrics["fallbacks_run"] >= 1, run.report
+    leaks.assert_none_left()  # the failed jobs' listeners, readers and buffers are gone
 
 
 def test_no_leaked_sockets_or_threads(spark):
+    leaks = LeakCheck(spark)
     check_spark_answer_and_operator(spark, SCAN_FILTER_PROJECT, {"scan", "filter", "project"})
-    stats = jvm(spark).JumpgateStats
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (stats.openDestinations() or stats.receiverThreads()):
-        time.sleep(0.1)
-    assert stats.openDestinations() == 0
-    assert stats.receiverThreads() == 0
-    assert stats.bufferedBytes() == 0
+    leaks.assert_none_left()
+    # A LIMIT leaves partitions unread: they are released when the SQL execution ends.
+    run = run_query(spark, SCAN_FILTER_PROJECT + " LIMIT 3", enabled=True)
+    assert len(run.rows) == 3 and run.metrics["jobs_run"] >= 1, run.report
+    leaks.assert_none_left()
+
+
+def test_stray_connections_to_a_destination_are_ignored(spark):
+    """A port is a number the kernel hands out again: a sender left over from another job may
+    connect to a destination's port. While the query runs, connect to every port the plugin opens,
+    once with a wrong header and once sending nothing: the job must still get its real streams
+    (no fallback) and the answer must be right."""
+    pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+    before = listening_ports(pid)
+    stop = threading.Event()
+    hit: set[int] = set()
+    strays: list[socket.socket] = []
+
+    def intruder():
+        deadline = time.monotonic() + 120
+        while not stop.is_set() and time.monotonic() < deadline:
+            for port in listening_ports(pid) - before - hit:
+                hit.add(port)
+                for payload in (b"HTTP/1.1 GET /\r\n", b""):
+                    try:
+                        s = socket.create_connection(("127.0.0.1", port), timeout=1)
+                        s.sendall(payload)
+                        strays.append(s)
+                    except OSError:
+                        pass
+            time.sleep(0.002)
+
+    t = threading.Thread(target=intruder, daemon=True)
+    t.start()
+    try:
+        run = check_spark_answer_and_operator(spark, SCAN_FILTER_PROJECT, {"scan", "filter", "project"})
+    finally:
+        stop.set()
+        t.join(5)
+        for s in strays:
+            s.close()
+    assert hit and strays, "no destination port was seen while the query ran"
+    assert run.metrics["jgRows"] == len(run.rows)
 
 
 def test_one_file_job_spreads_over_tasks_with_a_shuffle(spark, jg_server):

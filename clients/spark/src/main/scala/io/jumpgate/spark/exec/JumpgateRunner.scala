@@ -63,6 +63,7 @@ object JumpgateRunner extends Logging {
       val host = conf.listenAddress
       val destinations = math.max(groups.size, spread)
       val ports = service.open(key, destinations, host, conf.maxBufferBytes)
+      logDebug(s"Jumpgate: [${exec.describe}] receives on $host port(s) ${ports.mkString(", ")}")
       def submit(spreadTo: Int) = {
         val sends = ports.take(math.max(groups.size, spreadTo)).map(p => (host, p))
         val request = JumpgateExec.buildRequest(frag, groups, sends, s"spark-${exec.id}", spreadTo)
@@ -102,8 +103,11 @@ object JumpgateRunner extends Logging {
         .asInstanceOf[RDD[InternalRow]]
     } catch {
       case e: Throwable =>
+        val ports = service.destinationsOf(key).map(_.port)
         job.foreach(j => client.cancelQuietly(j.jobId))
         service.release(key)
+        logDebug(s"Jumpgate: job ${job.map(_.jobId).getOrElse("(not submitted)")} failed; its destinations were " +
+          s"port(s) ${ports.mkString(", ")}: $e")
         throw e
     }
   }

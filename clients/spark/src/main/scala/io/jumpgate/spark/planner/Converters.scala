@@ -127,7 +127,10 @@ object FileScanConverter extends OperatorConverter {
     val table = scan.tableIdentifier.map(_.table).getOrElse(files.head.path)
     val op = Op("read", name, Nil, Seq("path" -> files.map(_.path), "format" -> fmt, "schema" -> columns))
     val cols = attrs.map(a => a.exprId -> ExprTranslator.ident(a.name)).toMap
-    Right(Frag(node, "scan", Nil, Seq(op), name, cols, Some(ScanInfo(fmt, table, files)), label = s"Scan $fmt $table"))
+    val largest = root.resolve(files.maxBy(_.bytes).path)
+    val (rows, stringBytes) = Estimates.scanRows(fmt, files.map(_.bytes).sum, largest, scan.relation.dataSchema)
+    Right(Frag(node, "scan", Nil, Seq(op), name, cols, Some(ScanInfo(fmt, table, files, rows, stringBytes)),
+      label = s"Scan $fmt $table"))
   }
 }
 

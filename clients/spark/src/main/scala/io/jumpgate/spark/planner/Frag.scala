@@ -6,8 +6,9 @@ import org.apache.spark.sql.execution.SparkPlan
 /** A file a scan reads: its path relative to the server's data root, and its size. */
 final case class FileRef(path: String, bytes: Long)
 
-/** What a scan reads. */
-final case class ScanInfo(format: String, table: String, files: Seq[FileRef]) {
+/** What a scan reads; `rows` is an estimate (see [[Estimates]]). */
+final case class ScanInfo(format: String, table: String, files: Seq[FileRef], rows: Double = 0.0,
+                          stringBytes: Map[String, Double] = Map.empty) {
   def bytes: Long = files.map(_.bytes).sum
 }
 

@@ -46,6 +46,7 @@ final class OffloadPlanner(session: SparkSession, conf: JumpgateConf) extends Lo
   private val cut = new IdentityHashMap[SparkPlan, Why]()
   private val rejected = new IdentityHashMap[SparkPlan, Why]()
   private lazy val cores = math.max(1, session.sparkContext.defaultParallelism)
+  private lazy val destinations = if (conf.maxStreams > 0) conf.maxStreams else cores
 
   def apply(plan: SparkPlan): SparkPlan = {
     // Without validation the planner asks the server nothing: any rejection is a fallback at run time.
@@ -153,10 +154,10 @@ final class OffloadPlanner(session: SparkSession, conf: JumpgateConf) extends Lo
     None
   }
 
+  /** Input file bytes against the NTF bytes the candidate is estimated to send back ([[Estimates]]). */
   def score(c: Candidate): Score = {
     val in = math.max(1L, c.frag.inputBytes)
-    val est = try c.frag.node.logicalLink.map(_.stats.sizeInBytes.toLong) catch { case NonFatal(_) => None }
-    val out = math.max(1L, math.min(in, est.getOrElse(in)))
+    val out = math.max(1L, math.min(Long.MaxValue.toDouble, Estimates.outputBytes(c.frag, destinations)).toLong)
     Score(in, out, c.piecesInRegion)
   }
 
@@ -200,7 +201,7 @@ final class OffloadPlanner(session: SparkSession, conf: JumpgateConf) extends Lo
         lines += s"  ${n.nodeName}: $why"
       }
     }
-    accepted.foreach(c => logInfo(s"Jumpgate: offloading ${c.frag.describe}"))
+    accepted.foreach(c => logInfo(s"Jumpgate: offloading ${c.frag.describe}: ${score(c).describe}"))
     if (lines.nonEmpty) logDebug(s"Jumpgate: kept in Spark:\n${lines.mkString("\n")}")
   }
 

@@ -113,6 +113,8 @@ object ReceiverService {
   val ChunkSize: Int = 4 << 20
   val FirstChunkSize: Int = 64 << 10
   val PollMs = 200
+  /** A connection that has not sent its 8-byte header within this time is not a stream of ours. */
+  val HeaderTimeoutMs = 10000
 }
 
 /** One `send` destination: a listening socket, its streams, their buffers. */
@@ -130,7 +132,8 @@ final class Destination(service: ReceiverService, val key: String, val index: In
   private val streams = new ConcurrentHashMap[Int, StreamData]()
   private val sockets = ConcurrentHashMap.newKeySet[Socket]()
   private val threads = ConcurrentHashMap.newKeySet[Thread]()
-  private val accepted = new AtomicInteger()
+  /** Stream ids whose senders presented a valid header; the listener closes once all are in. */
+  private val claimed = ConcurrentHashMap.newKeySet[Integer]()
   private val myBytes = new AtomicLong()
 
   def failure: Option[String] = Option(error.get)
@@ -166,10 +169,13 @@ final class Destination(service: ReceiverService, val key: String, val index: In
     val t = service.thread(s"accept-$index") {
       try {
         server.setSoTimeout(PollMs)
-        while (!closed && (expected < 0 || accepted.get < expected)) {
+        // Listen until every expected stream id has been claimed by a valid header. A connection
+        // does not count until then: a port is a number the kernel hands out again, so a sender
+        // left over from another job (or anything else on the host) may connect here; it is
+        // closed and ignored, and must not make the listener stop before the real senders are in.
+        while (!closed && (expected < 0 || claimed.size < expected)) {
           try {
             val s = server.accept()
-            accepted.incrementAndGet()
             sockets.add(s)
             if (closed) s.close()
             else {
@@ -213,70 +219,29 @@ final class Destination(service: ReceiverService, val key: String, val index: In
     }
   }
 
-  /** Read one stream: header, then frames into chunks, then the end marker (contract section 3). */
+  /** Read one stream: header, then frames into chunks, then the end marker (contract section 3). A
+   *  connection whose header is not a valid, unclaimed stream id of this destination is dropped. */
   private def read(sock: Socket): Unit = {
     try {
       sock.setReceiveBufferSize(4 << 20)
       val in = sock.getInputStream
       val head = new Array[Byte](8)
-      readFully(in, head, 0, 8)
-      if (!java.util.Arrays.equals(head, 0, 4, HeaderMagic, 0, 4))
-        throw new IOException("stream does not start with NTF1")
-      val id = Le.i32(head, 4)
-      expectedSet.await(60, TimeUnit.SECONDS)
-      if (id < 0 || (expected >= 0 && id >= expected)) throw new IOException(s"stream id $id is not below expected_streams=$expected")
-      if (streams.containsKey(id)) throw new IOException(s"stream id $id arrived twice")
-      val chunks = ArrayBuffer[Chunk]()
-      var buf = new Array[Byte](FirstChunkSize)
-      grow(buf.length)
-      var pos = 0 // bytes in buf
-      var scan = 0 // start of the first frame not yet complete
-      var chunkTuples = 0
-      var tuples = 0L
-      var total = 8L
-      var ended = false
-      while (!ended) {
-        if (pos == buf.length) { // full: keep complete frames, move the partial one to a new chunk
-          val need = if (pos - scan >= 4) 4 + Le.u32(buf, scan) else 4L
-          val size = math.max(math.min(ChunkSize.toLong, 2L * buf.length), need + 16).toInt
-          val next = new Array[Byte](size)
-          System.arraycopy(buf, scan, next, 0, pos - scan)
-          chunks += new Chunk(buf, scan, chunkTuples)
-          grow(size)
-          pos -= scan
-          scan = 0
-          chunkTuples = 0
-          buf = next
-        }
-        val n = in.read(buf, pos, buf.length - pos)
-        if (n < 0) throw new EOFException(s"stream $id ended before its end marker after $tuples tuples")
-        pos += n
-        total += n
-        var more = true
-        while (more && pos - scan >= 4) {
-          val len = Le.u32(buf, scan)
-          if (len == 0) {
-            if (pos - scan >= 12) {
-              val count = Le.i64(buf, scan + 4)
-              if (count != tuples) throw new IOException(s"stream $id: end marker counts $count tuples, $tuples arrived")
-              if (pos - scan > 12 || in.read() >= 0) throw new IOException(s"stream $id: data after the end marker")
-              ended = true
-            }
-            more = false
-          } else {
-            if (len < fixedSize || len >= (1L << 31)) throw new IOException(s"stream $id: tuple $tuples has length $len")
-            if (pos - scan >= 4 + len) {
-              scan += 4 + len.toInt
-              tuples += 1
-              chunkTuples += 1
-            } else more = false
-          }
-        }
+      sock.setSoTimeout(HeaderTimeoutMs)
+      val id = try {
+        readFully(in, head, 0, 8)
+        expectedSet.await(60, TimeUnit.SECONDS)
+        val id = Le.i32(head, 4)
+        if (!java.util.Arrays.equals(head, 0, 4, HeaderMagic, 0, 4)) None
+        else if (id < 0 || expected < 0 || id >= expected || !claimed.add(id)) None
+        else Some(id)
+      } catch { case _: IOException => None }
+      if (id.isEmpty) { // not one of this destination's streams: drop it, keep listening
+        logDebug(s"Jumpgate destination $key[$index]: ignored a connection from ${sock.getRemoteSocketAddress} " +
+          s"(header ${head.map(b => f"$b%02x").mkString})")
+        return
       }
-      chunks += new Chunk(buf, scan, chunkTuples)
-      if (closed) return
-      streams.put(id, new StreamData(id, chunks.toIndexedSeq, tuples, total))
-      checkDone()
+      sock.setSoTimeout(0)
+      readStream(in, id.get)
     } catch {
       case NonFatal(e) => if (!closed) fail(s"stream from ${sock.getRemoteSocketAddress}: ${e.getMessage}")
     } finally {
@@ -284,5 +249,60 @@ final class Destination(service: ReceiverService, val key: String, val index: In
       try sock.close() catch { case NonFatal(_) => }
       threads.remove(Thread.currentThread())
     }
+  }
+
+  /** The frames and end marker of stream `id`, after its header. */
+  private def readStream(in: InputStream, id: Int): Unit = {
+    val chunks = ArrayBuffer[Chunk]()
+    var buf = new Array[Byte](FirstChunkSize)
+    grow(buf.length)
+    var pos = 0 // bytes in buf
+    var scan = 0 // start of the first frame not yet complete
+    var chunkTuples = 0
+    var tuples = 0L
+    var total = 8L
+    var ended = false
+    while (!ended) {
+      if (pos == buf.length) { // full: keep complete frames, move the partial one to a new chunk
+        val need = if (pos - scan >= 4) 4 + Le.u32(buf, scan) else 4L
+        val size = math.max(math.min(ChunkSize.toLong, 2L * buf.length), need + 16).toInt
+        val next = new Array[Byte](size)
+        System.arraycopy(buf, scan, next, 0, pos - scan)
+        chunks += new Chunk(buf, scan, chunkTuples)
+        grow(size)
+        pos -= scan
+        scan = 0
+        chunkTuples = 0
+        buf = next
+      }
+      val n = in.read(buf, pos, buf.length - pos)
+      if (n < 0) throw new EOFException(s"stream $id ended before its end marker after $tuples tuples")
+      pos += n
+      total += n
+      var more = true
+      while (more && pos - scan >= 4) {
+        val len = Le.u32(buf, scan)
+        if (len == 0) {
+          if (pos - scan >= 12) {
+            val count = Le.i64(buf, scan + 4)
+            if (count != tuples) throw new IOException(s"stream $id: end marker counts $count tuples, $tuples arrived")
+            if (pos - scan > 12 || in.read() >= 0) throw new IOException(s"stream $id: data after the end marker")
+            ended = true
+          }
+          more = false
+        } else {
+          if (len < fixedSize || len >= (1L << 31)) throw new IOException(s"stream $id: tuple $tuples has length $len")
+          if (pos - scan >= 4 + len) {
+            scan += 4 + len.toInt
+            tuples += 1
+            chunkTuples += 1
+          } else more = false
+        }
+      }
+    }
+    chunks += new Chunk(buf, scan, chunkTuples)
+    if (closed) return
+    streams.put(id, new StreamData(id, chunks.toIndexedSeq, tuples, total))
+    checkDone()
   }
 }
