@@ -98,11 +98,14 @@ object JumpgateRunner extends Logging {
       JumpgateStats.job(streams.map(_.tuples).sum, streams.map(_.bytes).sum)
       val executorId = SparkEnv.get.executorId
       val hostName = SparkEnv.get.blockManager.blockManagerId.host
-      new JumpgateRDD(sc, key, outputs.head.layoutJson, exec.output.size,
+      val rdd = new JumpgateRDD(sc, key, outputs.head.layoutJson, exec.output.size,
         (0 until used).map(_ => JumpgateRDD.executorLocation(hostName, executorId)), exec.metrics("numOutputRows"))
         .asInstanceOf[RDD[InternalRow]]
+      Cleanup.finished(key)
+      rdd
     } catch {
       case e: Throwable =>
+        Cleanup.finished(key)
         val ports = service.destinationsOf(key).map(_.port)
         job.foreach(j => client.cancelQuietly(j.jobId))
         service.release(key)
@@ -151,12 +154,20 @@ object JumpgateRunner extends Logging {
     if (id != null) SQLMetrics.postDriverMetricUpdates(sc, id, metrics)
   }
 
-  /** Releases a SQL execution's leftover destinations when it ends (a LIMIT may leave some unread). */
+  /** Releases a SQL execution's leftover destinations when it ends (a LIMIT may leave some unread).
+   *  Only those of jobs that have finished: the execution id comes from the calling thread's local
+   *  properties, which a pooled thread may have inherited from an earlier execution, and that
+   *  execution's end (delivered late by the listener bus) must not close a running job's
+   *  destinations under its NCAs. A running job releases its own on failure. */
   private object Cleanup {
     private val byExecution = new ConcurrentHashMap[String, ArrayBuffer[String]]()
+    private val running = ConcurrentHashMap.newKeySet[String]()
     @volatile private var listening: SparkContext = _
 
+    def finished(key: String): Unit = running.remove(key)
+
     def register(sc: SparkContext, key: String): Unit = {
+      running.add(key)
       ensureListener(sc)
       val id = sc.getLocalProperty(SQLExecution.EXECUTION_ID_KEY)
       if (id == null) return // no SQL execution: partitions are released as tasks read them
@@ -170,7 +181,7 @@ object JumpgateRunner extends Logging {
           override def onOtherEvent(event: SparkListenerEvent): Unit = event match {
             case e: SparkListenerSQLExecutionEnd =>
               Option(byExecution.remove(e.executionId.toString))
-                .foreach(keys => keys.synchronized(keys.foreach(k => ReceiverService.get.release(k))))
+                .foreach(keys => keys.synchronized(keys.filterNot(running.contains).foreach(k => ReceiverService.get.release(k))))
             case _ =>
           }
         })
