@@ -12,16 +12,19 @@ APT_PACKAGES=(build-essential g++ make pkg-config libsimdjson-dev python3 python
 # JUMPGATE_WITH_DPDK=0 leaves them out; the DPDK tests and benchmark cases then say they were skipped.
 if [ "${JUMPGATE_WITH_DPDK:-1}" != "0" ]; then APT_PACKAGES+=(libdpdk-dev iproute2); fi
 
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
+# Install the Debian packages among "$@" that are missing (one apt run for all of them).
+apt_install() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
   echo "setup: installing ${missing[*]}"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+  local sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+apt_install "${APT_PACKAGES[@]}"
 
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
@@ -44,17 +47,7 @@ fi
 # --- Spark client (clients/spark, tests/spark) ---------------------------------------------------
 # The plugin is built with Maven (plugins from Maven Central) against the jars of the venv's pyspark
 # (the `spark` extra, part of `dev`), and tests/spark runs it in a local Spark: Java 17 and Maven.
-SPARK_APT_PACKAGES=(openjdk-17-jdk-headless maven)
-spark_missing=()
-for p in "${SPARK_APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || spark_missing+=("$p")
-done
-if [ ${#spark_missing[@]} -gt 0 ]; then
-  echo "setup: installing ${spark_missing[*]} (Spark client)"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${spark_missing[@]}" >/dev/null
-fi
+apt_install openjdk-17-jdk-headless maven
 bash clients/spark/build.sh   # skips when the jar is newer than its sources
 # --- end of the Spark client's block -------------------------------------------------------------
 

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "jgrt.h" /* jg_pow10 */
 #include "scan_arrow.h"
 
 namespace jgorc {
@@ -781,25 +782,6 @@ class File final : public NativeFile {
     if (c.scale_buf.size() < (size_t)n) c.scale_buf.resize((size_t)n);
     int64_t *sc = c.scale_buf.data();
     if (!c.scales.read(sc, n)) return bad(c, "SECONDARY stream");
-    static const int64_t p10[19] = {1,
-                                    10,
-                                    100,
-                                    1000,
-                                    10000,
-                                    100000,
-                                    1000000,
-                                    10000000,
-                                    100000000,
-                                    1000000000,
-                                    10000000000,
-                                    100000000000,
-                                    1000000000000,
-                                    10000000000000,
-                                    100000000000000,
-                                    1000000000000000,
-                                    10000000000000000,
-                                    100000000000000000,
-                                    1000000000000000000};
     const int64_t want = (int64_t)c.type.scale;
     In in = c.raw;
     for (int64_t j = 0; j < n; j++) {
@@ -819,8 +801,8 @@ class File final : public NativeFile {
       int64_t v = unzigzag(u);
       int64_t s = sc[j];
       if (s != want) {
-        if (s < want && want - s <= 18) v = (int64_t)((uint64_t)v * (uint64_t)p10[want - s]);
-        else if (s > want && s - want <= 18) v /= p10[s - want];
+        if (s < want && want - s <= 18) v = (int64_t)((uint64_t)v * (uint64_t)jg_pow10[want - s]);
+        else if (s > want && s - want <= 18) v /= jg_pow10[s - want];
         else return Status::Invalid("ORC column ", c.id, ": decimal scale ", s, " out of range");
       }
       out[2 * j] = v;
