@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Sets up everything Jumpgate needs on a Debian machine, idempotently: system packages (the C
-# toolchain, simdjson), a virtualenv in .venv with the project and its test tools, and the
+# toolchain, simdjson, libsnappy), a virtualenv in .venv with the project and its test tools, and the
 # software NCAs' precompiled runtime. Safe to run again; it only does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(build-essential g++ make pkg-config libsimdjson-dev python3 python3-venv python3-dev)
+APT_PACKAGES=(build-essential g++ make pkg-config libsimdjson-dev libsnappy-dev python3 python3-venv python3-dev)
 # DPDK for the UDP transport (docs/udp-transport.md, "DPDK"), and iproute2 for the network namespaces
 # its tests and benchmark create. libdpdk-dev brings some 220 packages (26 MB to download, 157 MB
 # installed, about 85 s on a 2-core machine), linked only into NCAs that JUMPGATE_DPDK names.

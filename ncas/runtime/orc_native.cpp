@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "jg_snappy.h"
 #include "jgrt.h" /* jg_pow10 */
 #include "scan_arrow.h"
 
@@ -102,6 +103,10 @@ Status append_decompressed(const uint8_t *p, size_t size, int kind, uint64_t blo
       if (!out->reserve(out->size() + n)) return Status::OutOfMemory("ORC stream");
       memcpy(out->tail(), p, n);
       out->grow(n);
+    } else if (kind == kSnappy && jgscan::g_libsnappy) {
+      if (!out->reserve(out->size() + (size_t)block)) return Status::OutOfMemory("ORC stream");
+      ARROW_ASSIGN_OR_RAISE(size_t got, jgscan::snappy_decompress(p, n, out->tail(), (size_t)block));
+      out->grow(got);
     } else if (kind == kZstd) {
       // Arrow's one-shot ZSTD decompression insists on knowing the exact output size: stream
       ARROW_ASSIGN_OR_RAISE(auto d, codec->MakeDecompressor());

@@ -13,6 +13,7 @@
 // tests each dictionary entry once per dictionary, and the fill looks values up by index.
 //
 // Errors name the file; a bad value or a failing row also gets its 1-based row number in the file.
+#include "jg_snappy.h"
 #include "scan_arrow.h"
 
 #include <algorithm>
@@ -1224,6 +1225,8 @@ int scan_prepare(jgr_proc *p, int phase, jgr_error *err) {
   st->batch_rows = (int64_t)batch_rows;
   const char *mm = jgr_param(p, "scan.mmap");  // "0": read with pread, "1": map (see g_mmap)
   g_mmap = mm ? strcmp(mm, "0") != 0 : st->fmt->map_files;
+  const char *ls = jgr_param(p, "scan.libsnappy");  // "0": Snappy through Arrow's codec (jg_snappy.h)
+  g_libsnappy = !(ls && strcmp(ls, "0") == 0);
   const char *pf = jgr_param(p, "scan.prefilter");  // "0": the row function alone filters (for tests)
   bool no_prefilter = pf && strcmp(pf, "0") == 0;
 
@@ -1326,6 +1329,8 @@ void scan_stats(jgr_proc *p, int phase, char *buf, size_t cap) {
   size_t used = strlen(buf);
   if (st->fmt->native_key && used < cap)
     snprintf(buf + used, cap - used, ",\"%s\":%" PRIu64, st->fmt->native_key, st->units_native.load());
+  used = strlen(buf);
+  if (used < cap) snprintf(buf + used, cap - used, ",\"libsnappy_bytes\":%" PRIu64, g_libsnappy_bytes.load());
 }
 
 }  // namespace

@@ -36,6 +36,7 @@
 
 #include <cstring>
 
+#include "jg_snappy.h"
 #include "scan_arrow.h"
 
 namespace {
@@ -280,13 +281,61 @@ class ParquetFile final : public jgscan::ColumnarFile {
     parquet::Encoding::type other_enc = parquet::Encoding::UNKNOWN;
     std::shared_ptr<arrow::ResizableBuffer> values, indices, validity;
     std::vector<int16_t> def;
+    // Snappy chunks: pages come raw (as stored) and are decompressed here with libsnappy into
+    // `unpacked`, reused from page to page and row group to row group; `unpacked_max` bounds what
+    // a page may claim to decompress to (the chunk's uncompressed size from the footer).
+    bool snappy = false;
+    std::shared_ptr<arrow::ResizableBuffer> unpacked;
+    int64_t unpacked_max = 0;
   };
 
+  // Decompress `n` Snappy bytes of column c's current page into c.unpacked, which must come out
+  // exactly `expect` bytes long (the page header's count).
+  static arrow::Result<const uint8_t *> unsnappy(Direct &c, const uint8_t *p, int64_t n, int64_t expect) {
+    if (expect < 0 || expect > c.unpacked_max)
+      return Status::Invalid("column ", c.descr->name(), ": a page claims ", expect, " bytes uncompressed, its chunk ",
+                             c.unpacked_max);
+    if (expect == 0) return p;  // e.g. a V2 page of NULLs only: no values section to decompress
+    if (c.unpacked->size() < expect) ARROW_RETURN_NOT_OK(c.unpacked->Resize(expect, /*shrink_to_fit=*/false));
+    arrow::Result<size_t> got = jgscan::snappy_decompress(p, (size_t)n, c.unpacked->mutable_data(), (size_t)expect);
+    if (!got.ok()) return Status::Invalid("column ", c.descr->name(), ": ", got.status().message());
+    if ((int64_t)*got != expect)
+      return Status::Invalid("column ", c.descr->name(), ": a page decompressed to ", *got, " bytes, its header says ", expect);
+    return c.unpacked->data();
+  }
+
+  // Column chunk `leaf` of row group `g` as a page reader. Snappy chunks (unless `scan.libsnappy 0`) are
+  // read without Arrow's decompression (next_page decompresses them); the byte range is the one
+  // parquet's own RowGroupReader computes, with its bounds checks. Old parquet-mr files, whose
+  // ranges need padding, encrypted files and old parquet-cpp V2 pages stay with parquet's reader.
+  arrow::Result<std::unique_ptr<parquet::PageReader>> open_pages(parquet::RowGroupReader &rg, int g, int leaf, Direct &c) {
+    auto cc = md_->RowGroup(g)->ColumnChunk(leaf);
+    const parquet::ApplicationVersion &wv = md_->writer_version();
+    c.snappy = jgscan::g_libsnappy && cc->compression() == arrow::Compression::SNAPPY && !md_->is_encryption_algorithm_set() &&
+               !wv.VersionLt(parquet::ApplicationVersion::PARQUET_816_FIXED_VERSION()) &&
+               !wv.VersionLt(parquet::ApplicationVersion::PARQUET_CPP_10353_FIXED_VERSION());
+    if (!c.snappy) return rg.GetColumnPageReader(leaf);
+    int64_t start = cc->data_page_offset(), length = cc->total_compressed_size();
+    if (cc->has_dictionary_page() && cc->dictionary_page_offset() > 0 && start > cc->dictionary_page_offset())
+      start = cc->dictionary_page_offset();
+    ARROW_ASSIGN_OR_RAISE(int64_t file_size, in_->GetSize());
+    if (start < 0 || length < 0 || start > file_size || length > file_size - start)
+      return Status::Invalid("column ", c.descr->name(), " of row group ", g, ": its chunk (", length, " bytes at ", start,
+                             ") lies outside the file (", file_size, " bytes)");
+    c.unpacked_max = cc->total_uncompressed_size();
+    if (!c.unpacked) {
+      ARROW_ASSIGN_OR_RAISE(c.unpacked, arrow::AllocateResizableBuffer(0, jgscan::pool()));
+    }
+    parquet::ReaderProperties props = reader_props();
+    return parquet::PageReader::Open(props.GetStream(in_, start, length), cc->num_values(),
+                                     arrow::Compression::UNCOMPRESSED, props, *c.descr);
+  }
+
   template <typename DType>
-  Status set_dictionary(Direct &c, const parquet::DictionaryPage &p) {
+  Status set_dictionary(Direct &c, int32_t num_values, const uint8_t *data, int64_t size) {
     using T = typename DType::c_type;
     auto plain = parquet::MakeTypedDecoder<DType>(parquet::Encoding::PLAIN, c.descr, jgscan::pool());
-    plain->SetData(p.num_values(), p.data(), p.size());
+    plain->SetData(num_values, data, (int)size);
     auto dd = parquet::MakeDictDecoder<DType>(c.descr, jgscan::pool());
     dd->SetDict(plain.get());
     const T *vals = nullptr;
@@ -329,7 +378,14 @@ class ParquetFile final : public jgscan::ColumnarFile {
         const auto &dp = static_cast<const parquet::DictionaryPage &>(*p);
         if (dp.encoding() != E::PLAIN && dp.encoding() != E::PLAIN_DICTIONARY)
           return Status::NotImplemented("dictionary page encoding ", parquet::EncodingToString(dp.encoding()));
-        ARROW_RETURN_NOT_OK(by_type(c, [&](auto t) { return set_dictionary<decltype(t)>(c, dp); }));
+        const uint8_t *values = dp.data();
+        int64_t size = dp.size();
+        if (c.snappy) {  // the header's uncompressed size is not kept in a DictionaryPage: Snappy's own
+          ARROW_ASSIGN_OR_RAISE(size_t n, jgscan::snappy_length(values, (size_t)size));
+          ARROW_ASSIGN_OR_RAISE(values, unsnappy(c, values, size, (int64_t)std::min<size_t>(n, INT64_MAX)));
+          size = (int64_t)n;
+        }
+        ARROW_RETURN_NOT_OK(by_type(c, [&](auto t) { return set_dictionary<decltype(t)>(c, dp.num_values(), values, size); }));
         continue;
       }
       bool v2 = p->type() == parquet::PageType::DATA_PAGE_V2;
@@ -339,6 +395,10 @@ class ParquetFile final : public jgscan::ColumnarFile {
       if (nv <= 0) continue;
       const uint8_t *data = dp.data();
       int64_t size = dp.size();
+      if (c.snappy && !v2) {
+        ARROW_ASSIGN_OR_RAISE(data, unsnappy(c, data, size, dp.uncompressed_size()));
+        size = dp.uncompressed_size();
+      }
       c.enc = dp.encoding();
       c.levels = c.max_def > 0;
       if (!v2) {
@@ -358,6 +418,11 @@ class ParquetFile final : public jgscan::ColumnarFile {
         if (c.max_def > 0) c.def_dec->SetDataV2((int32_t)dl, c.max_def, nv, data + rl);
         data += rl + dl, size -= rl + dl;
         c.levels = c.max_def > 0 && v2p.num_nulls() != 0;  // V2 pages count their NULLs
+        if (c.snappy && v2p.is_compressed()) {  // the levels are never compressed, the values are
+          int64_t expect = dp.uncompressed_size() - rl - dl;
+          ARROW_ASSIGN_OR_RAISE(data, unsnappy(c, data, size, expect));
+          size = expect;
+        }
       }
       if (c.enc == E::PLAIN) {
         c.plain = data, c.plain_end = data + size;
@@ -477,8 +542,8 @@ class ParquetFile final : public jgscan::ColumnarFile {
     direct_cols_.resize(columns_.size());
     for (size_t k = 0; k < columns_.size(); k++) {
       Direct &c = direct_cols_[k];
-      c.pages = rg->GetColumnPageReader(columns_[k]);
       c.descr = md_->schema()->Column(columns_[k]);
+      ARROW_ASSIGN_OR_RAISE(c.pages, open_pages(*rg, (int)i, columns_[k], c));
       c.max_def = c.descr->max_definition_level();
       std::shared_ptr<parquet::Statistics> st = md_->RowGroup((int)i)->ColumnChunk(columns_[k])->statistics();
       c.no_nulls = st && st->HasNullCount() && st->null_count() == 0;

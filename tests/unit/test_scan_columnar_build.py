@@ -29,7 +29,7 @@ def test_toolchain_facts():
     assert (tc.include_dir / "arrow/adapters/orc/adapter.h").is_file()
     assert [p.name.split(".so.")[0] for p in tc.libraries] == ["libparquet", "libarrow"]
     assert "-isystem" in tc.cxxflags and any(f.startswith("-D_GLIBCXX_USE_CXX11_ABI=") for f in tc.cxxflags)
-    assert tc.ldflags[-1] == f"-Wl,-rpath,{tc.lib_dir}"
+    assert tc.ldflags[-1] == f"-Wl,-rpath,{tc.lib_dir}" and "-lsnappy" in tc.ldflags  # jg_snappy.h
 
 
 @needs_arrow

@@ -202,12 +202,14 @@ def test_bad_file_fails_naming_it(fmt, damage, tmp_path, cache):
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-def test_corrupt_data_inside_a_unit_fails_naming_the_file(fmt, tmp_path, cache):
-    """Footer intact, column data overwritten: an error with the file, never a crash or garbage."""
+@pytest.mark.parametrize("compression", ["zstd", "snappy"])
+def test_corrupt_data_inside_a_unit_fails_naming_the_file(fmt, compression, tmp_path, cache):
+    """Footer intact, column data overwritten: an error with the file, never a crash or garbage
+    (Snappy: through libsnappy, jg_snappy.h)."""
     n = 20000
     table = pa.table({"s": pa.array([f"value-{k * 7919 % 100003}" for k in range(n)]),
                       "l": pa.array([k * 1_000_003 for k in range(n)], pa.int64())})
-    path = write(table, tmp_path / f"c.{fmt}", compression="zstd")
+    path = write(table, tmp_path / f"c.{fmt}", compression=compression)
     data = bytearray(path.read_bytes())
     for k in range(64, len(data) // 2, 97):  # scribble over the first half, away from the header
         data[k] ^= 0x5A
@@ -352,8 +354,10 @@ def test_parquet_direct_decoding_equals_parquet_arrow(batch_rows, tmp_path, cach
             "none": pa.array([None] * n, pa.int64())}
     schema = pa.schema([pa.field(k, v.type, nullable=k != "req") for k, v in cols.items()])
     table = pa.table(cols, schema=schema)
+    # decimals as INT32/INT64, as Spark and DuckDB write them, and no stored Arrow schema (it would
+    # ask for decimal128 arrays, which parquet/arrow's reader builds)
     pq.write_table(table, str(tmp_path / "d.parquet"), row_group_size=1700, data_page_size=512,
-                   store_decimal_as_integer=True, use_dictionary=["i", "dt"])
+                   store_decimal_as_integer=True, store_schema=False, use_dictionary=["i", "dt"])
     types = [("i", "int32"), ("l", "int64"), ("req", "int64"), ("dt", "date"), ("d9", "decimal(12,3)"),
              ("d18", "decimal(18,2)"), ("f", "float64"), ("f32", "float64"), ("none", "int64")]
     nca = scan_nca(tmp_path, "parquet", types, cache)
@@ -407,7 +411,7 @@ def test_parquet_direct_pages_and_dictionary_prefilter(layout, tmp_path, cache):
                                     pa.decimal128(9, 2)),
                       "x": pa.array([maybe(rnd.randint(-8, 8) / 8) for _ in range(n)], pa.float64())})
     pq.write_table(table, str(tmp_path / "p.parquet"), row_group_size=2500, data_page_size=700,
-                   store_decimal_as_integer=True, **PAGE_LAYOUTS[layout])
+                   store_decimal_as_integer=True, store_schema=False, **PAGE_LAYOUTS[layout])
     types = [("a", "int64"), ("day", "date"), ("q", "decimal(9,2)"), ("x", "float64")]
     rows = [{c: table.column(c)[k].as_py() for c in table.column_names} for k in range(n)]
     tests = {PAGE_CONDITIONS[0]: lambda r: r["a"] is not None and 10 <= r["a"] <= 30 and r["q"] is not None
@@ -420,10 +424,96 @@ def test_parquet_direct_pages_and_dictionary_prefilter(layout, tmp_path, cache):
         nca = scan_nca(tmp_path, "parquet", types, cache, condition=cond, columns=[("a", "a"), ("x", "x")])
         want = sorted(key({"a": r["a"], "x": r["x"]}) for r in rows if tests[cond](r))
         assert want, cond
-        for params in ({"scan.batch_rows": "64"}, {}, {"scan.parquet_direct": "0"}, {"scan.mmap": "0"}):
+        for params in ({"scan.batch_rows": "64"}, {}, {"scan.parquet_direct": "0"}, {"scan.mmap": "0"},
+                       {"scan.libsnappy": "0"}):
             ev, got, _ = nca.run([tmp_path / "p.parquet"], threads=2, params=params)
             assert ev["event"] == "done", (cond, params, ev)
             assert sorted(map(key, got)) == want, (cond, params)
+            # pyarrow writes Snappy: the direct path decompresses its pages with libsnappy unless told not to
+            assert (ev["stats"]["libsnappy_bytes"] > 0) == (params.get("scan.libsnappy") != "0"
+                                                            and params.get("scan.parquet_direct") != "0"), params
+
+
+# ------------------------------------------------------------------ Snappy through libsnappy
+
+
+def snappy_table(n: int) -> pa.Table:
+    """Columns of the kinds analytics files hold: 8-byte decimals and integers with few significant
+    bytes (Snappy's many short literals and copies), a dictionary-friendly date, a float."""
+    rnd = random.Random(11)
+    return pa.table({"price": pa.array([D(rnd.randint(90000, 10500000)).scaleb(-2) for _ in range(n)], pa.decimal128(15, 2)),
+                     "qty": pa.array([rnd.randint(1, 50) for _ in range(n)], pa.int64()),
+                     "day": pa.array([EPOCH + dt.timedelta(days=rnd.randint(8000, 10500)) for _ in range(n)], pa.date32()),
+                     "f": pa.array([rnd.randint(-4000, 4000) / 16 for _ in range(n)], pa.float64())})
+
+
+SNAPPY_TYPES = [("price", "decimal(15,2)"), ("qty", "int64"), ("day", "date"), ("f", "float64")]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_snappy_through_libsnappy_equals_arrows_codec(fmt, tmp_path, cache):
+    """Snappy-compressed Parquet pages (V1 and V2, dictionary and PLAIN) and ORC chunks are
+    decompressed with the system's libsnappy, counted in `libsnappy_bytes`, with the same rows as
+    Arrow's codec (`scan.libsnappy 0`); other codecs never touch it."""
+    n = 30000
+    table = snappy_table(n)
+    files = {}
+    if fmt == "parquet":
+        for name, kw in {"v1": {}, "v2": {"data_page_version": "2.0"}, "plain": {"use_dictionary": False},
+                         "zstd": {"compression": "zstd"}}.items():
+            files[name] = tmp_path / f"{name}.parquet"
+            pq.write_table(table, str(files[name]), row_group_size=7000, data_page_size=4096, store_schema=False,
+                           store_decimal_as_integer=True, compression=kw.pop("compression", "snappy"), **kw)
+    else:
+        for name, comp in {"snappy": "snappy", "zstd": "zstd"}.items():
+            files[name] = write(table, tmp_path / f"{name}.orc", rows_per_unit=7000, compression=comp)
+    nca = scan_nca(tmp_path, fmt, SNAPPY_TYPES, cache, condition="qty < 24 AND day >= DATE '1995-01-01'",
+                   columns=[("price", "price"), ("qty", "qty"), ("day", "day"), ("f", "f")])
+    want = sorted(key({"price": int(r["price"].scaleb(2)), "qty": r["qty"], "day": (r["day"] - EPOCH).days, "f": r["f"]})
+                  for r in table.to_pylist() if r["qty"] < 24 and r["day"] >= dt.date(1995, 1, 1))
+    assert len(want) > 1000
+    for name, path in files.items():
+        ev, got, _ = nca.run([path], threads=2)
+        assert ev["event"] == "done" and sorted(map(key, got)) == want, (name, ev)
+        assert (ev["stats"]["libsnappy_bytes"] > 0) == (name != "zstd"), (name, ev["stats"])
+        ev, got, _ = nca.run([path], threads=2, params={"scan.libsnappy": "0"})
+        assert ev["event"] == "done" and sorted(map(key, got)) == want, (name, ev)
+        assert ev["stats"]["libsnappy_bytes"] == 0
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    return bytes(out + bytes([v]))
+
+
+@pytest.mark.parametrize("libsnappy", ["1", "0"])
+def test_corrupt_snappy_page_fails_naming_file_and_column(libsnappy, tmp_path, cache):
+    """A Snappy page whose first tag copies from before the start of its output (a corrupt block
+    libsnappy and Arrow's codec both must refuse) fails the job with the file and, through
+    libsnappy, the column named; nothing is written past the page's buffer."""
+    n = 4000
+    table = pa.table({"v": pa.array([k * 7919 % 100003 for k in range(n)], pa.int64())},
+                     schema=pa.schema([pa.field("v", pa.int64(), nullable=False)]))
+    path = tmp_path / "bad.parquet"
+    pq.write_table(table, str(path), use_dictionary=False, compression="snappy", data_page_size=1 << 20)
+    cc = pq.ParquetFile(str(path)).metadata.row_group(0).column(0)
+    data = bytearray(path.read_bytes())
+    # one PLAIN page of n required int64: its Snappy block opens with the varint of n * 8, right
+    # after the page header at the start of the chunk
+    pre = _varint(n * 8)
+    at = bytes(data[cc.data_page_offset:cc.data_page_offset + 256]).rfind(pre)
+    assert at > 0
+    tag = cc.data_page_offset + at + len(pre)
+    data[tag:tag + 3] = b"\xfe\xff\xff"  # copy of 64 bytes from 65535 back: before the output's start
+    path.write_bytes(bytes(data))
+    nca = scan_nca(tmp_path, "parquet", [("v", "int64")], cache)
+    ev, rows, _ = nca.run([path], params={"scan.libsnappy": libsnappy})
+    assert ev["event"] == "error" and ev["file"] == str(path) and not rows, ev
+    if libsnappy == "1":
+        assert "column v" in ev["message"] and "Snappy" in ev["message"], ev
 
 
 @pytest.mark.parametrize("compression", ["uncompressed", "zlib", "snappy", "lz4", "zstd"])

@@ -7,6 +7,11 @@ libarrow. There are no unversioned `.so` names unless `pyarrow.create_library_sy
 writes into site-packages; instead we link the versioned files by path and record the wheel's
 directory as the binary's RUNPATH, so the NCA loads exactly the libraries pyarrow itself uses.
 
+Snappy pages and chunks are decompressed with the system's libsnappy (Debian's libsnappy-dev, which
+scripts/setup.sh installs) rather than the wheel's bundled copy, which is markedly slower on
+columns of small integers and decimals (ncas/runtime/jg_snappy.h); the drivers link it with
+`-lsnappy`.
+
 Arrow 26's headers need C++20. The C++ ABI (`_GLIBCXX_USE_CXX11_ABI`) must match the wheel's:
 manylinux_2_28 wheels use the new ABI, older manylinux2014 ones the old; we read it off the
 library's symbol names rather than guess from the wheel tag.
@@ -22,6 +27,7 @@ from pathlib import Path
 DRIVERS = ("scan_orc", "scan_parquet")  # driver objects of the Makefile's `arrow` target
 MAKE_TARGET = "arrow"
 COMMON_OBJECT = "scan_arrow.o"  # linked with each of them
+SNAPPY_HEADERS = (Path("/usr/include/snappy.h"), Path("/usr/local/include/snappy.h"))
 
 
 class ArrowUnavailable(Exception):
@@ -35,6 +41,7 @@ class ArrowToolchain:
     lib_dir: Path
     libraries: tuple[Path, ...]  # libparquet, libarrow (link order)
     cxx11_abi: bool
+    snappy_header: Path  # libsnappy's, whose identity is part of the key
 
     @property
     def cxxflags(self) -> tuple[str, ...]:
@@ -43,13 +50,13 @@ class ArrowToolchain:
 
     @property
     def ldflags(self) -> tuple[str, ...]:
-        return (*map(str, self.libraries), f"-Wl,-rpath,{self.lib_dir}")
+        return (*map(str, self.libraries), "-lsnappy", f"-Wl,-rpath,{self.lib_dir}")
 
     @property
     def key(self) -> str:
         """Identity for cache keys: a different wheel means different objects and binaries."""
         stamps = []
-        for lib in self.libraries:
+        for lib in (*self.libraries, self.snappy_header):
             st = lib.stat()
             stamps.append(f"{lib.name}:{st.st_size}:{st.st_mtime_ns}")
         return f"arrow-{self.version}-abi{int(self.cxx11_abi)}-{self.lib_dir}-{','.join(stamps)}"
@@ -85,7 +92,11 @@ def arrow_toolchain() -> ArrowToolchain:
     if "ARROW_ORC" not in (include / "arrow/util/config.h").read_text(errors="replace").replace(
             "/* #undef ARROW_ORC */", ""):
         raise ArrowUnavailable(f"pyarrow {pyarrow.__version__} was built without ORC support")
-    return ArrowToolchain(pyarrow.__version__, include, lib_dir, libs, _uses_cxx11_abi(libs[1]))
+    snappy = next((h for h in SNAPPY_HEADERS if h.is_file()), None)
+    if snappy is None:
+        raise ArrowUnavailable("libsnappy is not installed (no snappy.h in /usr/include or /usr/local/include): "
+                               "apt-get install libsnappy-dev, as scripts/setup.sh does")
+    return ArrowToolchain(pyarrow.__version__, include, lib_dir, libs, _uses_cxx11_abi(libs[1]), snappy)
 
 
 def unavailable_reason() -> str | None:
