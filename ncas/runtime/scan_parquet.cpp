@@ -4,15 +4,16 @@
 // Rows come from Arrow's Parquet implementation: one row group is one unit, read as batches of
 // at most `scan.batch_rows` rows with only the needed leaf columns, single-threaded (the NCA's
 // workers are its parallelism). When every needed column is a flat fixed-width one (INT32, INT64,
-// FLOAT, DOUBLE: integers, dates, decimals of up to 18 digits, floats), a row group is read page by
-// page from parquet's page readers (decompressed pages; the levels and values decoded here with
-// parquet's decoders), and a batch ends where the first of the columns' current pages ends, so that
-// it never spans a page: PLAIN values are handed to the driver in place in the page, and
-// dictionary-encoded values as int32 indices into the chunk's dictionary (an Arrow dictionary
-// array), so that the row prefilter tests each dictionary entry once and only the rows that pass
-// are ever looked up; definition levels are not decoded where the chunk's statistics count no
-// NULL. Against decoding every value through parquet/arrow's record reader this halves the work
-// besides decompression in a scan like TPC-H Q6's. Every other row group goes through
+// FLOAT, DOUBLE: integers, dates, decimals of up to 18 digits, floats) or a string column that is
+// dictionary-encoded throughout the row group, the row group is read page by page from parquet's
+// page readers (Snappy pages raw and decompressed here with libsnappy, jg_snappy.h; the levels and
+// values decoded here with parquet's decoders), and a batch ends where the first of the columns'
+// current pages ends, so that it never spans a page: PLAIN values are handed to the driver in place
+// in the page, and dictionary-encoded values as int32 indices into the chunk's dictionary (an Arrow
+// dictionary array), so that the row prefilter tests each dictionary entry once and only the rows
+// that pass are ever looked up; definition levels are not decoded where the chunk's statistics
+// count no NULL. Against decoding every value through parquet/arrow's record reader this halves the
+// work besides decompression in a scan like TPC-H Q6's. Every other row group goes through
 // parquet/arrow's reader (`scan.parquet_direct 0`: always), where string columns whose pages are
 // all dictionary-encoded are read as Arrow dictionaries (indices into the page dictionary; the
 // driver decodes through them), which skips materialising every string. Row-group statistics come
@@ -202,8 +203,11 @@ class ParquetFile final : public jgscan::ColumnarFile {
     return Status::OK();
   }
 
+  bool last_read_native() const override { return last_direct_; }
+
   Status read(int64_t i, const std::function<Status(const arrow::RecordBatch &)> &on_batch) override {
-    if (direct_) return read_direct(i, on_batch);
+    last_direct_ = direct_ && direct_group(i);
+    if (last_direct_) return read_direct(i, on_batch);
     ARROW_ASSIGN_OR_RAISE(auto rr, reader_->GetRecordBatchReader({(int)i}, columns_));
     int64_t got = 0;
     for (;;) {
@@ -224,32 +228,49 @@ class ParquetFile final : public jgscan::ColumnarFile {
   // encodings, when it has a dictionary page and names no encoding but dictionary and level
   // encodings. Only a speed decision: parquet/arrow reads a plain page right either way.
   bool all_dictionary_pages(int leaf) const {
+    for (int g = 0; g < md_->num_row_groups(); g++)
+      if (!dictionary_pages(g, leaf)) return false;
+    return true;
+  }
+  // The same for row group g alone.
+  bool dictionary_pages(int g, int leaf) const {
     using E = parquet::Encoding;
-    for (int g = 0; g < md_->num_row_groups(); g++) {
-      auto cc = md_->RowGroup(g)->ColumnChunk(leaf);
-      const auto &es = cc->encoding_stats();
-      if (es.empty()) {
-        if (!cc->has_dictionary_page()) return false;
-        for (auto e : cc->encodings())
-          if (e != E::PLAIN_DICTIONARY && e != E::RLE_DICTIONARY && e != E::RLE && e != E::BIT_PACKED) return false;
-        continue;
-      }
-      for (const auto &e : es) {
-        bool data = e.page_type == parquet::PageType::DATA_PAGE || e.page_type == parquet::PageType::DATA_PAGE_V2;
-        bool dict = e.encoding == parquet::Encoding::PLAIN_DICTIONARY || e.encoding == parquet::Encoding::RLE_DICTIONARY;
-        if (data && !dict && e.count > 0) return false;
-      }
+    auto cc = md_->RowGroup(g)->ColumnChunk(leaf);
+    const auto &es = cc->encoding_stats();
+    if (es.empty()) {
+      if (!cc->has_dictionary_page()) return false;
+      for (auto e : cc->encodings())
+        if (e != E::PLAIN_DICTIONARY && e != E::RLE_DICTIONARY && e != E::RLE && e != E::BIT_PACKED) return false;
+      return true;
     }
+    for (const auto &e : es) {
+      bool data = e.page_type == parquet::PageType::DATA_PAGE || e.page_type == parquet::PageType::DATA_PAGE_V2;
+      bool dict = e.encoding == parquet::Encoding::PLAIN_DICTIONARY || e.encoding == parquet::Encoding::RLE_DICTIONARY;
+      if (data && !dict && e.count > 0) return false;
+    }
+    return true;
+  }
+
+  // The direct path reads row group g: its string columns are dictionary-encoded throughout.
+  bool direct_group(int64_t g) const {
+    for (int leaf : columns_)
+      if (md_->schema()->Column(leaf)->physical_type() == parquet::Type::BYTE_ARRAY && !dictionary_pages((int)g, leaf))
+        return false;
     return true;
   }
 
   // ---------------------------------------------------------------- the direct path
 
-  // A flat column whose physical values are already the Arrow array's values.
+  // A flat column whose physical values are already the Arrow array's values, or a string column
+  // (read as indices into its dictionary, in the row groups where it is dictionary-encoded).
   static bool direct_column(const parquet::ColumnDescriptor &d, const arrow::DataType &t) {
     if (d.max_repetition_level() != 0 || d.max_definition_level() > 1) return false;
     using T = arrow::Type;
     switch (d.physical_type()) {
+      case parquet::Type::BYTE_ARRAY: {
+        const auto &lt = d.logical_type();
+        return (t.id() == T::STRING || t.id() == T::BINARY) && !(lt && lt->is_decimal());
+      }
       case parquet::Type::INT32:
         return t.id() == T::INT32 || t.id() == T::UINT32 || t.id() == T::DATE32 || t.id() == T::DECIMAL32;
       case parquet::Type::INT64:
@@ -266,7 +287,8 @@ class ParquetFile final : public jgscan::ColumnarFile {
     std::unique_ptr<parquet::PageReader> pages;
     const parquet::ColumnDescriptor *descr = nullptr;
     std::shared_ptr<arrow::DataType> type, dict_type;  // the values' Arrow type; dictionary<int32, type>
-    int width = 0;                                     // bytes per value
+    int width = 0;                                     // bytes per value (strings: 0)
+    bool strings = false;                              // BYTE_ARRAY: dictionary indices only
     int16_t max_def = 0;
     bool no_nulls = false;  // the chunk's statistics count no NULL: its levels need no decoding
     bool levels = false;    // the current page's levels are decoded
@@ -348,6 +370,38 @@ class ParquetFile final : public jgscan::ColumnarFile {
     return Status::OK();
   }
 
+  // A string column's dictionary: its values copied out of the page (which the next page's
+  // decompression reuses) into an Arrow string array.
+  Status set_string_dictionary(Direct &c, int32_t num_values, const uint8_t *data, int64_t size) {
+    if (num_values < 0) return Status::Invalid("column ", c.descr->name(), ": bad dictionary size");
+    auto plain = parquet::MakeTypedDecoder<parquet::ByteArrayType>(parquet::Encoding::PLAIN, c.descr, jgscan::pool());
+    plain->SetData(num_values, data, (int)size);
+    std::vector<parquet::ByteArray> vals((size_t)num_values);
+    if (plain->Decode(vals.data(), num_values) != num_values)
+      return Status::Invalid("column ", c.descr->name(), ": dictionary page ended early");
+    int64_t bytes = 0;
+    for (const auto &v : vals) bytes += v.len;  // each within the page: at most its size in all
+    if (bytes > INT32_MAX) return Status::Invalid("column ", c.descr->name(), ": dictionary over 2 GiB");
+    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> offsets,
+                          arrow::AllocateBuffer(((int64_t)num_values + 1) * 4, jgscan::pool()));
+    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> chars, arrow::AllocateBuffer(bytes, jgscan::pool()));
+    auto *off = reinterpret_cast<int32_t *>(offsets->mutable_data());
+    uint8_t *at = chars->mutable_data();
+    int32_t o = 0;
+    for (int32_t k = 0; k < num_values; k++) {
+      off[k] = o;
+      if (vals[(size_t)k].len) memcpy(at + o, vals[(size_t)k].ptr, vals[(size_t)k].len);
+      o += (int32_t)vals[(size_t)k].len;
+    }
+    off[num_values] = o;
+    c.dict = arrow::ArrayData::Make(c.type, num_values, {nullptr, std::move(offsets), std::move(chars)}, 0);
+    auto dd = parquet::MakeDictDecoder<parquet::ByteArrayType>(c.descr, jgscan::pool());
+    plain->SetData(num_values, data, (int)size);
+    dd->SetDict(plain.get());
+    c.dict_dec = std::move(dd);
+    return Status::OK();
+  }
+
   template <typename DType>
   static Status set_other(Direct &c, parquet::Encoding::type enc) {
     if (c.other_enc != enc) {
@@ -364,6 +418,7 @@ class ParquetFile final : public jgscan::ColumnarFile {
       case parquet::Type::INT64: return f(parquet::Int64Type{});
       case parquet::Type::FLOAT: return f(parquet::FloatType{});
       case parquet::Type::DOUBLE: return f(parquet::DoubleType{});
+      case parquet::Type::BYTE_ARRAY: return f(parquet::ByteArrayType{});  // dictionary indices only
       default: return Status::NotImplemented("direct read of ", c.descr->name());
     }
   }
@@ -385,7 +440,11 @@ class ParquetFile final : public jgscan::ColumnarFile {
           ARROW_ASSIGN_OR_RAISE(values, unsnappy(c, values, size, (int64_t)std::min<size_t>(n, INT64_MAX)));
           size = (int64_t)n;
         }
-        ARROW_RETURN_NOT_OK(by_type(c, [&](auto t) { return set_dictionary<decltype(t)>(c, dp.num_values(), values, size); }));
+        if (c.strings) {
+          ARROW_RETURN_NOT_OK(set_string_dictionary(c, dp.num_values(), values, size));
+        } else {
+          ARROW_RETURN_NOT_OK(by_type(c, [&](auto t) { return set_dictionary<decltype(t)>(c, dp.num_values(), values, size); }));
+        }
         continue;
       }
       bool v2 = p->type() == parquet::PageType::DATA_PAGE_V2;
@@ -424,6 +483,9 @@ class ParquetFile final : public jgscan::ColumnarFile {
           size = expect;
         }
       }
+      if (c.strings && c.enc != E::PLAIN_DICTIONARY && c.enc != E::RLE_DICTIONARY)
+        return Status::Invalid("column ", c.descr->name(), ": a ", parquet::EncodingToString(c.enc),
+                               " page where the footer lists only dictionary encodings");
       if (c.enc == E::PLAIN) {
         c.plain = data, c.plain_end = data + size;
       } else if (c.enc == E::PLAIN_DICTIONARY || c.enc == E::RLE_DICTIONARY) {
@@ -550,7 +612,8 @@ class ParquetFile final : public jgscan::ColumnarFile {
       c.type = batch_schema_->field((int)k)->type();
       c.dict_type = arrow::dictionary(arrow::int32(), c.type);
       parquet::Type::type pt = c.descr->physical_type();
-      c.width = pt == parquet::Type::INT64 || pt == parquet::Type::DOUBLE ? 8 : 4;
+      c.width = pt == parquet::Type::INT64 || pt == parquet::Type::DOUBLE ? 8 : pt == parquet::Type::BYTE_ARRAY ? 0 : 4;
+      c.strings = pt == parquet::Type::BYTE_ARRAY;
       c.page.reset();
       c.left = 0;
       c.dict.reset();
@@ -599,10 +662,12 @@ class ParquetFile final : public jgscan::ColumnarFile {
   int64_t batch_rows_ = 8192;
   bool direct_ = false;        // every needed column can be decoded directly
   bool direct_allowed_ = true;
+  bool last_direct_ = false;   // the last read() took the direct path
   std::vector<Direct> direct_cols_;
 };
 
-const jgscan::Format kParquet = {"scan_parquet", "Parquet", "row group", "row_groups", true, ParquetFile::open};
+const jgscan::Format kParquet = {"scan_parquet", "Parquet", "row group", "row_groups", true, ParquetFile::open,
+                                  "row_groups_direct"};
 
 }  // namespace
 

@@ -537,3 +537,45 @@ def test_orc_stripe_statistics_under_every_compression(compression, tmp_path, ca
     assert ev["event"] == "done", ev
     assert ev["stats"]["stripes_skipped"] == sum(1 for e in ends if e <= 95000), (ev, sizes)
     assert sorted(r["k"] for r in got) == list(range(95000, n))
+
+
+@pytest.mark.parametrize("version", ["1.0", "2.0"])
+def test_parquet_direct_dictionary_strings(version, tmp_path, cache):
+    """String columns dictionary-encoded throughout a row group are read by the direct path too, as
+    indices into the chunk's dictionary (`row_groups_direct`); a row group whose dictionary
+    overflowed into PLAIN pages goes through parquet/arrow. NULLs, empty strings, several pages,
+    prefilter on the strings: the rows Python computes, and parquet/arrow's."""
+    rnd = random.Random(5)
+    n = 9000
+    flags, modes = ["A", "N", "R", ""], ["AIR", "MAIL", "RAIL", "SHIP", "TRUCK", "REG AIR", "FOB"]
+
+    def maybe(v, p=0.1):
+        return None if rnd.random() < p else v
+
+    rows = [{"flag": maybe(rnd.choice(flags)), "mode": rnd.choice(modes), "qty": maybe(rnd.randint(1, 50), 0.05),
+             # row group 2 (rows 6000 on) has too many distinct remarks for its dictionary
+             "remark": f"c{rnd.randint(0, 20)}" if k < 6000 else f"unique remark {k} {rnd.random()}"}
+            for k in range(n)]
+    table = pa.Table.from_pylist(rows, schema=pa.schema([("flag", pa.string()), ("mode", pa.string()),
+                                                         ("qty", pa.int64()), ("remark", pa.string())]))
+    path = tmp_path / "s.parquet"
+    pq.write_table(table, str(path), row_group_size=3000, data_page_size=600, dictionary_pagesize_limit=4096,
+                   data_page_version=version, store_schema=False)
+    types = [("flag", "string"), ("mode", "string"), ("qty", "int64"), ("remark", "string")]
+    cases = {"flag = 'R' OR flag IS NULL": lambda r: r["flag"] in ("R", None),
+             "mode IN ('MAIL', 'SHIP') AND qty < 20": lambda r: r["mode"] in ("MAIL", "SHIP") and r["qty"] is not None
+             and r["qty"] < 20,
+             "flag = '' AND mode >= 'REG'": lambda r: r["flag"] == "" and r["mode"] >= "REG"}
+    for cond, test in cases.items():
+        # without `remark`: all three row groups direct; with it, the last one is not
+        for cols, direct in (([("flag", "flag"), ("mode", "mode"), ("qty", "qty")], 3),
+                             ([("mode", "mode"), ("remark", "remark")], 2)):
+            names = [c for c, _ in cols]
+            want = sorted(key({c: r[c] for c in names}) for r in rows if test(r))
+            assert want, cond
+            nca = scan_nca(tmp_path, "parquet", types, cache, condition=cond, columns=cols)
+            for params in ({}, {"scan.batch_rows": "100"}, {"scan.parquet_direct": "0"}):
+                ev, got, _ = nca.run([path], threads=2, params=params)
+                assert ev["event"] == "done", (cond, params, ev)
+                assert sorted(map(key, got)) == want, (cond, names, params)
+                assert ev["stats"]["row_groups_direct"] == (0 if params.get("scan.parquet_direct") else direct), ev
