@@ -30,11 +30,14 @@ using arrow::Status;
 
 // ORC type kinds (orc_proto.proto Type.Kind) and the few stream and encoding kinds used here.
 enum Kind : uint32_t {
-  kBoolean = 0, kByte = 1, kShort = 2, kInt = 3, kLong = 4, kFloat = 5, kDouble = 6, kStruct = 12,
-  kDecimal = 14, kDate = 15
+  kBoolean = 0, kByte = 1, kShort = 2, kInt = 3, kLong = 4, kFloat = 5, kDouble = 6, kString = 7,
+  kBinary = 8, kStruct = 12, kDecimal = 14, kDate = 15, kVarchar = 16
 };
-enum StreamKind : uint32_t { kPresent = 0, kData = 1, kSecondary = 5 };
-enum EncodingKind : uint32_t { kDirect = 0, kDirectV2 = 2 };
+enum StreamKind : uint32_t { kPresent = 0, kData = 1, kLength = 2, kDictionaryData = 3, kSecondary = 5 };
+enum EncodingKind : uint32_t { kDirect = 0, kDictionary = 1, kDirectV2 = 2, kDictionaryV2 = 3 };
+
+// Byte strings: LENGTH and DATA (DIRECT) or DICTIONARY_DATA (DICTIONARY) streams.
+inline bool is_bytes_kind(uint32_t kind) { return kind == kString || kind == kVarchar || kind == kBinary; }
 
 constexpr size_t kPad = 16;  // zero bytes after every stream buffer: 64-bit loads may run over
 
@@ -429,15 +432,23 @@ struct Column {
   uint32_t id = 0;  // ORC column id
   ColumnType type;
   std::shared_ptr<arrow::DataType> arrow_type;
-  Bytes present, data, secondary;
-  bool has_present = false, has_secondary = false, v2 = true;
+  Bytes present, data, secondary, length, dict_data;
+  bool has_present = false, has_secondary = false, has_length = false, v2 = true;
   BoolRle present_dec, bools;
   ByteRle bytes;
   IntRle ints, scales;
-  In raw;  // floats, doubles, decimal varints
+  In raw;  // floats, doubles, decimal varints, the bytes of DIRECT strings
+  // Strings: lengths (DIRECT) or dictionary indices (DICTIONARY), both unsigned integer RLE. A
+  // dictionary-encoded stripe is handed out as dictionary<int32, utf8|binary> arrays sharing one
+  // dictionary built from LENGTH + DICTIONARY_DATA when the stripe is loaded.
+  IntRle lengths, indices;
+  bool dict = false;
+  uint64_t dict_size = 0;  // the stripe footer's ColumnEncoding.dictionarySize
+  std::shared_ptr<arrow::ArrayData> dictionary;
+  std::shared_ptr<arrow::DataType> out_type;  // the arrays' type in this stripe
   std::shared_ptr<arrow::ResizableBuffer> values, validity;
   std::vector<uint8_t> valid_bytes, scratch;
-  std::vector<int64_t> scale_buf;
+  std::vector<int64_t> scale_buf;  // decimal scales; string lengths or indices
 };
 
 int value_width(uint32_t kind) {
@@ -451,6 +462,9 @@ int value_width(uint32_t kind) {
     case kLong:
     case kDouble: return 8;
     case kDecimal: return 16;
+    case kString:
+    case kVarchar:
+    case kBinary: return 4;  // int32 offsets (one more than rows) or dictionary indices
     default: return 0;
   }
 }
@@ -510,6 +524,10 @@ class File final : public NativeFile {
       case kFloat: return t.id() == T::FLOAT;
       case kDouble: return t.id() == T::DOUBLE;
       case kDate: return t.id() == T::DATE32;
+      // the adapter reads CHAR as fixed_size_binary (padded), which is left to it
+      case kString:
+      case kVarchar: return t.id() == T::STRING;
+      case kBinary: return t.id() == T::BINARY;
       case kDecimal: {
         if (t.id() != T::DECIMAL128 || ct.precision < 1 || ct.precision > 18 || ct.scale > ct.precision) return false;
         const auto &d = static_cast<const arrow::Decimal128Type &>(t);
@@ -530,12 +548,16 @@ class File final : public NativeFile {
     const Stripe &s = stripes_[(size_t)stripe];
     ARROW_RETURN_NOT_OK(load_stripe(s, fields, schema, handled));
     if (!*handled) return Status::OK();
+    // dictionary-encoded string columns come as dictionary arrays: the batches' schema says so
+    std::shared_ptr<arrow::Schema> batch_schema = schema;
+    for (size_t k = 0; k < cols_.size(); k++)
+      if (cols_[k]->dict) batch_schema = *batch_schema->SetField((int)k, schema->field((int)k)->WithType(cols_[k]->out_type));
     const int64_t rows = (int64_t)s.rows;
     std::vector<std::shared_ptr<arrow::ArrayData>> arrays(cols_.size());
     for (int64_t pos = 0; pos < rows; pos += batch_rows) {
       int64_t n = std::min(batch_rows, rows - pos);
       for (size_t k = 0; k < cols_.size(); k++) ARROW_RETURN_NOT_OK(decode(*cols_[k], n, batch_rows, &arrays[k]));
-      ARROW_RETURN_NOT_OK(on_batch(*arrow::RecordBatch::Make(schema, n, arrays)));
+      ARROW_RETURN_NOT_OK(on_batch(*arrow::RecordBatch::Make(batch_schema, n, arrays)));
     }
     return Status::OK();
   }
@@ -601,7 +623,10 @@ class File final : public NativeFile {
       c.id = field_columns_[(size_t)fields[k]];
       c.type = types_[c.id];
       c.arrow_type = schema->field((int)k)->type();
-      c.has_present = c.has_secondary = false;
+      c.has_present = c.has_secondary = c.has_length = c.dict = false;
+      c.dict_size = 0;
+      c.dictionary.reset();
+      c.out_type = c.arrow_type;
       slot_of[c.id] = (int)k;
     }
     uint64_t footer_at = s.offset + s.index_length + s.data_length;
@@ -614,6 +639,7 @@ class File final : public NativeFile {
     };
     std::vector<Want> wants;
     std::vector<uint32_t> encodings;
+    std::vector<uint64_t> dict_sizes;
     uint64_t at = s.offset, end = s.offset + s.index_length + s.data_length;
     Pb f(footer);
     for (uint32_t fld, w; f.next(&fld, &w);) {
@@ -633,17 +659,22 @@ class File final : public NativeFile {
           if (kind == kPresent) wants.push_back({at, length, &c.present}), c.has_present = true;
           else if (kind == kData) wants.push_back({at, length, &c.data});
           else if (kind == kSecondary) wants.push_back({at, length, &c.secondary}), c.has_secondary = true;
-          else if (kind < 6) return Status::OK();  // LENGTH / DICTIONARY_*: not an encoding of ours
+          else if (kind == kLength && is_bytes_kind(c.type.kind)) wants.push_back({at, length, &c.length}), c.has_length = true;
+          else if (kind == kDictionaryData && is_bytes_kind(c.type.kind)) wants.push_back({at, length, &c.dict_data});
+          else if (kind < 6) return Status::OK();  // e.g. DICTIONARY_COUNT: not an encoding of ours
         }
         at += length;
       } else if (fld == 2 && w == 2) {  // ColumnEncoding
         Pb ce(f.bytes());
         uint32_t kind = 0;
+        uint64_t dict_size = 0;
         for (uint32_t f2, w2; ce.next(&f2, &w2);)
           if (f2 == 1 && w2 == 0) kind = (uint32_t)ce.varint();
+          else if (f2 == 2 && w2 == 0) dict_size = ce.varint();
           else ce.skip(w2);
         if (!ce.ok()) return Status::Invalid("bad column encoding in a stripe footer");
         encodings.push_back(kind);
+        dict_sizes.push_back(dict_size);
       } else if (fld == 6) {
         return Status::OK();  // encrypted columns (ORC 1.6 and on): the adapter's business
       } else {
@@ -655,9 +686,17 @@ class File final : public NativeFile {
       Column &c = *cp;
       if (c.id >= encodings.size()) return Status::Invalid("stripe footer has no encoding for column ", c.id);
       uint32_t e = encodings[c.id];
-      if (e != kDirect && e != kDirectV2) return Status::OK();
-      c.v2 = e == kDirectV2;
+      // dictionaries only for STRING and VARCHAR (ORC writes BINARY directly)
+      bool dict = (e == kDictionary || e == kDictionaryV2) && (c.type.kind == kString || c.type.kind == kVarchar);
+      if (e != kDirect && e != kDirectV2 && !dict) return Status::OK();
+      c.v2 = e == kDirectV2 || e == kDictionaryV2;
       if (c.type.kind == kDecimal && !c.has_secondary) return Status::OK();  // ORC 2's decimal64: not ours
+      if (dict) {
+        c.dict = true;
+        c.dict_size = dict_sizes[c.id];
+        c.out_type = arrow::dictionary(arrow::int32(), c.arrow_type);
+      }
+      c.length.clear(), c.dict_data.clear();
       c.present.clear(), c.data.clear(), c.secondary.clear();
     }
     *handled = true;  // from here on, anything unexpected is a bad file
@@ -669,7 +708,7 @@ class File final : public NativeFile {
     }
     for (auto &cp : cols_) {
       Column &c = *cp;
-      for (Bytes *b : {&c.present, &c.data, &c.secondary}) {
+      for (Bytes *b : {&c.present, &c.data, &c.secondary, &c.length, &c.dict_data}) {
         if (!b->reserve(b->size())) return Status::OutOfMemory("ORC stream");
         b->seal();
       }
@@ -685,15 +724,57 @@ class File final : public NativeFile {
           c.raw = d;
           c.scales.reset(in_of(c.secondary), c.v2, true);
           break;
+        case kString:
+        case kVarchar:
+        case kBinary:
+          if (c.dict) {
+            c.indices.reset(d, c.v2, false);
+            ARROW_RETURN_NOT_OK(load_dictionary(c, s.rows));
+          } else {
+            c.raw = d;
+            c.lengths.reset(in_of(c.length), c.v2, false);
+          }
+          break;
         default: c.ints.reset(d, c.v2, true); break;
       }
     }
     return Status::OK();
   }
 
+  // A stripe's string dictionary: dictionarySize lengths from LENGTH, the entries' bytes one after
+  // another in DICTIONARY_DATA; copied into an Arrow string array that the stripe's batches share
+  // (the driver may keep it past a batch, unlike the reused stream buffers).
+  Status load_dictionary(Column &c, uint64_t stripe_rows) {
+    // every entry is some row's value: a larger dictionary is a bad footer, not a huge allocation
+    if (c.dict_size > stripe_rows) return bad(c, "stripe footer: dictionary larger than the stripe");
+    const int64_t n = (int64_t)c.dict_size;
+    IntRle lens;
+    lens.reset(In{c.length.data(), c.length.data() + c.length.size()}, c.v2, false);
+    if (c.scale_buf.size() < (size_t)n) c.scale_buf.resize((size_t)n);
+    int64_t *len = c.scale_buf.data();
+    if (!lens.read(len, n)) return bad(c, "LENGTH stream");
+    ARROW_ASSIGN_OR_RAISE(auto offsets, arrow::AllocateBuffer((n + 1) * 4, jgscan::pool()));
+    auto *off = reinterpret_cast<int32_t *>(offsets->mutable_data());
+    const uint64_t avail = c.dict_data.size();
+    uint64_t total = 0;
+    off[0] = 0;
+    for (int64_t j = 0; j < n; j++) {
+      uint64_t l = (uint64_t)len[j];  // unsigned: a "negative" length is a huge one
+      if (l > avail - total) return bad(c, "LENGTH stream (past the end of DICTIONARY_DATA)");
+      total += l;
+      if (total > (uint64_t)INT32_MAX) return bad(c, "DICTIONARY_DATA stream (over 2 GiB)");
+      off[j + 1] = (int32_t)total;
+    }
+    ARROW_ASSIGN_OR_RAISE(auto bytes, arrow::AllocateBuffer((int64_t)total, jgscan::pool()));
+    if (total) memcpy(bytes->mutable_data(), c.dict_data.data(), (size_t)total);
+    c.dictionary = arrow::ArrayData::Make(c.arrow_type, n, {nullptr, std::move(offsets), std::move(bytes)}, 0);
+    return Status::OK();
+  }
+
   std::string column_name(const Bytes &b) const {
     for (const auto &cp : cols_)
-      if (&cp->present == &b || &cp->data == &b || &cp->secondary == &b) return std::to_string(cp->id);
+      if (&cp->present == &b || &cp->data == &b || &cp->secondary == &b || &cp->length == &b || &cp->dict_data == &b)
+        return std::to_string(cp->id);
     return "?";
   }
 
@@ -714,11 +795,12 @@ class File final : public NativeFile {
   // driver is done with a batch when its callback returns).
   Status decode(Column &c, int64_t n, int64_t batch_rows, std::shared_ptr<arrow::ArrayData> *out) {
     const int width = value_width(c.type.kind);
+    const int64_t value_bytes = (batch_rows + 1) * width;  // + 1: string offsets
     if (!c.values) {
-      ARROW_ASSIGN_OR_RAISE(c.values, arrow::AllocateResizableBuffer(batch_rows * width, jgscan::pool()));
+      ARROW_ASSIGN_OR_RAISE(c.values, arrow::AllocateResizableBuffer(value_bytes, jgscan::pool()));
       ARROW_ASSIGN_OR_RAISE(c.validity, arrow::AllocateResizableBuffer(arrow::bit_util::BytesForBits(batch_rows), jgscan::pool()));
-    } else if (c.values->size() < batch_rows * width) {
-      ARROW_RETURN_NOT_OK(c.values->Resize(batch_rows * width));
+    } else if (c.values->size() < value_bytes) {
+      ARROW_RETURN_NOT_OK(c.values->Resize(value_bytes));
       ARROW_RETURN_NOT_OK(c.validity->Resize(arrow::bit_util::BytesForBits(batch_rows)));
     }
     int64_t dense = n;
@@ -729,7 +811,15 @@ class File final : public NativeFile {
     }
     const int64_t nulls = n - dense;
     uint8_t *v = c.values->mutable_data();
+    std::shared_ptr<arrow::Buffer> str_data;  // DIRECT strings: this batch's bytes
     switch (c.type.kind) {
+      case kString:
+      case kVarchar:
+      case kBinary:
+        if (c.dict) ARROW_RETURN_NOT_OK(decode_indices(c, dense, reinterpret_cast<int32_t *>(v)));
+        else ARROW_RETURN_NOT_OK(decode_direct(c, n, dense, nulls ? c.valid_bytes.data() : nullptr,
+                                               reinterpret_cast<int32_t *>(v), &str_data));
+        break;
       case kBoolean: {
         if (c.scratch.size() < (size_t)n) c.scratch.resize((size_t)n);
         if (c.bools.read(c.scratch.data(), dense) < 0) return bad(c, "DATA stream");
@@ -767,8 +857,9 @@ class File final : public NativeFile {
       default: return Status::NotImplemented("ORC type kind ", c.type.kind);
     }
     std::shared_ptr<arrow::Buffer> validity;
+    const bool offsets = str_data != nullptr;  // already laid out over every row
     if (nulls) {
-      if (c.type.kind != kBoolean) spread(v, c.valid_bytes.data(), n, dense, width);
+      if (c.type.kind != kBoolean && !offsets) spread(v, c.valid_bytes.data(), n, dense, width);
       uint8_t *bits = c.validity->mutable_data();
       memset(bits, 0, (size_t)arrow::bit_util::BytesForBits(n));
       const uint8_t *valid = c.valid_bytes.data();
@@ -776,7 +867,53 @@ class File final : public NativeFile {
         if (valid[j]) arrow::bit_util::SetBit(bits, j);
       validity = c.validity;
     }
-    *out = arrow::ArrayData::Make(c.arrow_type, n, {validity, c.values}, nulls);
+    if (offsets) {
+      *out = arrow::ArrayData::Make(c.arrow_type, n, {validity, c.values, std::move(str_data)}, nulls);
+    } else {
+      *out = arrow::ArrayData::Make(c.out_type, n, {validity, c.values}, nulls);
+      if (c.dict) (*out)->dictionary = c.dictionary;
+    }
+    return Status::OK();
+  }
+
+  // Dictionary indices of the next n non-NULL values, each checked against the dictionary's size.
+  Status decode_indices(Column &c, int64_t n, int32_t *out) {
+    if (c.scale_buf.size() < (size_t)n) c.scale_buf.resize((size_t)n);
+    int64_t *idx = c.scale_buf.data();
+    if (!c.indices.read(idx, n)) return bad(c, "DATA stream");
+    uint64_t bad_bits = 0;  // any index past the dictionary, without a branch per value
+    for (int64_t j = 0; j < n; j++) {
+      bad_bits |= (uint64_t)((uint64_t)idx[j] >= c.dict_size);
+      out[j] = (int32_t)idx[j];
+    }
+    if (bad_bits) return Status::Invalid("ORC column ", c.id, ": dictionary index past the dictionary's ", c.dict_size, " entries");
+    return Status::OK();
+  }
+
+  // The next n rows of a DIRECT string column: int32 offsets over every row (a NULL row is empty)
+  // into `*bytes`, a view of the DATA stream (alive until the next stripe is loaded; the driver is
+  // done with a batch when its callback returns). valid is NULL when no row is NULL.
+  Status decode_direct(Column &c, int64_t n, int64_t dense, const uint8_t *valid, int32_t *off,
+                       std::shared_ptr<arrow::Buffer> *bytes) {
+    if (c.scale_buf.size() < (size_t)dense) c.scale_buf.resize((size_t)dense);
+    int64_t *len = c.scale_buf.data();
+    if (!c.lengths.read(len, dense)) return bad(c, "LENGTH stream");
+    const uint64_t avail = std::min<uint64_t>(c.raw.left(), (uint64_t)INT32_MAX);
+    uint64_t total = 0;
+    off[0] = 0;
+    for (int64_t j = 0, k = 0; j < n; j++) {
+      if (!valid || valid[j]) {
+        uint64_t l = (uint64_t)len[k++];  // unsigned: a "negative" length is a huge one
+        if (l > avail - total) {
+          if (c.raw.left() > (uint64_t)INT32_MAX) return Status::Invalid("ORC column ", c.id, ": over 2 GiB of strings in one batch");
+          return bad(c, "LENGTH stream (past the end of DATA)");
+        }
+        total += l;
+      }
+      off[j + 1] = (int32_t)total;
+    }
+    *bytes = std::make_shared<arrow::Buffer>(c.raw.p, (int64_t)total);
+    c.raw.p += total;
     return Status::OK();
   }
 

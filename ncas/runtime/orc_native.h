@@ -1,13 +1,17 @@
 // ORC file structure for the ORC scan NCA (scan_orc.cpp): a small protobuf wire-format reader for
 // the file tail, ORC's chunked compression on Arrow's codecs, and a native reader of stripes for
-// the common fixed-width column kinds (orc_native.cpp).
+// the common flat column kinds (orc_native.cpp).
 //
 // The native reader decodes ORC's streams itself — integers (RLE v1 and v2), dates, decimals of up
-// to 18 digits, floats, booleans, PRESENT streams — straight into Arrow arrays of the types Arrow's
-// ORC adapter produces for the same fields, so the rest of the driver cannot tell them apart. It
-// skips the adapter's detour through ORC's own vector batches (decimals then go through a
-// Decimal128 builder one value at a time). A stripe it does not handle (strings, nested fields,
-// other encodings) is read through the adapter instead.
+// to 18 digits, floats, booleans, strings, PRESENT streams — straight into Arrow arrays of the
+// types Arrow's ORC adapter produces for the same fields (STRING and VARCHAR: utf8; BINARY:
+// binary), so the rest of the driver plans and reads them alike. Strings in DIRECT encoding come
+// as string arrays over the stripe's DATA stream; dictionary-encoded ones (DICTIONARY, V2) as
+// dictionary<int32, utf8> arrays sharing the stripe's dictionary, which the driver consumes by
+// index (its prefilter tests each entry once). It skips the adapter's detour through ORC's own
+// vector batches (decimals then go through a Decimal128 builder one value at a time, strings are
+// copied one at a time). A stripe it does not handle (CHAR, which the adapter reads as fixed-size
+// binary; nested fields; other encodings) is read through the adapter instead.
 #ifndef JG_ORC_NATIVE_H
 #define JG_ORC_NATIVE_H
 

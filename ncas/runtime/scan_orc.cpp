@@ -2,10 +2,11 @@
 //
 // One stripe is one unit, read as batches of `scan.batch_rows` rows with only the needed fields.
 // When every needed field is of a kind orc_native.cpp decodes (integers, dates, decimals of up to
-// 18 digits, floats, booleans) and the stripe's encodings are ones it knows, the stripe is decoded
-// there, straight into Arrow arrays of the adapter's types; any other stripe (strings, nested
-// fields, other encodings; or every stripe with `scan.orc_native 0`) comes from Apache ORC C++
-// through Arrow's adapter (arrow/adapters/orc). The adapter does
+// 18 digits, floats, booleans, STRING/VARCHAR/BINARY) and the stripe's encodings are ones it knows,
+// the stripe is decoded there, straight into Arrow arrays of the adapter's types (dictionary-encoded
+// strings as dictionary arrays); any other stripe (CHAR, nested fields, other encodings; or every
+// stripe with `scan.orc_native 0`) comes from Apache ORC C++ through Arrow's adapter
+// (arrow/adapters/orc). The adapter does
 // not expose statistics, so the stripe statistics used for pruning are read here from the file
 // tail (PostScript -> Footer for the column ids -> Metadata: one ColumnStatistics per stripe and
 // column), decompressed with Arrow's codecs. Anything unexpected in the tail just means "no
