@@ -26,8 +26,14 @@ from .types import UnsupportedType, contract_type, quote_ident, select_expr
 
 # Bump when what this module writes changes (file layout, type mapping, text of values): caches
 # keyed by it are then regenerated instead of being silently reused.
-DATAGEN_VERSION = 1
+DATAGEN_VERSION = 2
 FORMATS = {"json": "jsonl", "parquet": "parquet", "orc": "orc"}
+# ORC as Spark writes it (Snappy, spark.sql.orc.compression.codec's default; strings dictionary-
+# encoded where their distinct values are under 80% of a stripe's rows, ORC's own default key
+# threshold), not as pyarrow does by default (uncompressed, never a dictionary): the scans then meet
+# the files their users have. Parquet comes from DuckDB's writer with its defaults (Snappy,
+# dictionaries), much like Spark's.
+ORC_WRITE_OPTIONS = {"compression": "snappy", "dictionary_key_size_threshold": 0.8}
 DEFAULT_ROWS_PER_FILE = 250_000
 
 
@@ -199,7 +205,7 @@ def _write_part(con, sql: str, fmt: str, path: Path) -> None:
     elif fmt == "orc":
         import pyarrow.orc as orc
 
-        orc.write_table(con.sql(sql).to_arrow_table(), str(path))
+        orc.write_table(con.sql(sql).to_arrow_table(), str(path), **ORC_WRITE_OPTIONS)
     else:
         raise DatagenError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")
 

@@ -78,6 +78,57 @@ def test_columnar_files_carry_the_schema_types(tmp_path, fmt):
     types = {f.name: f.type for f in table.schema}
     assert types["l_orderkey"] == pa.int64() and types["l_quantity"] == pa.decimal128(15, 2)
     assert types["l_shipdate"] == pa.date32() and pa.types.is_string(types["l_comment"])
+    if fmt == "orc":  # as Spark writes ORC: Snappy, and dictionaries for the few-valued strings
+        import pyarrow.orc as orc
+
+        f = orc.ORCFile(str(files[0]))
+        assert f.compression == "SNAPPY", f.compression
+        assert dictionary_encoded(files[0], "l_shipmode") and not dictionary_encoded(files[0], "l_comment")
+
+
+def dictionary_encoded(path, column: str) -> bool:
+    """Whether every stripe of a Snappy ORC file has `column` dictionary-encoded (ColumnEncoding
+    kind DICTIONARY or DICTIONARY_V2 in the stripe footers; pyarrow does not say)."""
+    import pyarrow.orc as orc
+
+    from .test_orc_native_strings import pb_fields
+
+    snappy = pa.Codec("snappy")
+
+    def unframe(b: bytes) -> bytes:  # ORC's compression chunks: 3-byte header (length << 1 | original)
+        out, i = b"", 0
+        while i < len(b):
+            h = int.from_bytes(b[i:i + 3], "little")
+            chunk = b[i + 3:i + 3 + (h >> 1)]
+            out += chunk if h & 1 else snappy.decompress(chunk, asbytes=True,
+                                                         decompressed_size=_snappy_length(chunk))
+            i += 3 + (h >> 1)
+        return out
+
+    data = path.read_bytes()
+    ps_len = data[-1]
+    ps = {f: v for f, v, _ in pb_fields(data[-1 - ps_len:-1])}
+    footer = unframe(data[len(data) - 1 - ps_len - ps[1]:len(data) - 1 - ps_len])
+    col = orc.ORCFile(str(path)).schema.names.index(column) + 1  # ORC column 0 is the root struct
+    kinds = []
+    for f, info, _ in pb_fields(footer):
+        if f == 3:  # StripeInformation: offset, indexLength, dataLength, footerLength
+            si = {f2: v for f2, v, _ in pb_fields(info)}
+            at = si.get(1, 0) + si.get(2, 0) + si.get(3, 0)
+            encodings = [dict((f3, v) for f3, v, _ in pb_fields(msg))
+                         for f2, msg, _ in pb_fields(unframe(data[at:at + si[4]])) if f2 == 2]
+            kinds.append(encodings[col].get(1, 0))
+    return bool(kinds) and all(k in (1, 3) for k in kinds)
+
+
+def _snappy_length(block: bytes) -> int:
+    n = shift = i = 0
+    while True:
+        n |= (block[i] & 0x7F) << shift
+        shift += 7
+        if not block[i] & 0x80:
+            return n
+        i += 1
 
 
 def test_command_line(tmp_path, capsys):
