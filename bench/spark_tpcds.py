@@ -7,9 +7,10 @@ Generates the data once (DuckDB's tpcds extension, see tests/spark/tpcds.py) und
 Spark session (local[2] by default): after untimed warm-up runs (`--warmup`: both modes, or only
 with offloading on, which compiles the NCAs, cached by the server, and fills the page cache for
 both), `--repeat` rounds of one run with offloading off then one with it on; the median of each
-mode counts. Prints per-query seconds, the speedup, the geometric-mean speedup, and which queries
-were slower with Jumpgate; `--json FILE` saves everything. The threshold heuristic and the score
-are on unless --no-threshold.
+mode counts. Prints per-query seconds (with their min-max over several rounds), the speedup, the
+geometric-mean speedup, and which queries were slower with Jumpgate; `--json FILE` saves
+everything. The threshold heuristic and the score are on unless --no-threshold. `--jar FILE` runs
+a given build of the plugin instead of building clients/spark (to compare two versions).
 """
 from __future__ import annotations
 
@@ -43,11 +44,14 @@ def main() -> None:
     ap.add_argument("--warmup", choices=["both", "jumpgate", "none"], default="both",
                     help="untimed first runs: of both modes, of the Jumpgate mode only (NCA compilation), or none")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--jar", type=Path, default=JAR,
+                    help="the plugin jar (default: build clients/spark and use its jar), e.g. to compare two versions")
     args = ap.parse_args()
 
     from tests.spark.test_tpcds import SPARK_CANNOT_RUN
 
-    subprocess.run(["bash", str(PROJECT / "clients" / "spark" / "build.sh")], check=True)
+    if args.jar == JAR:
+        subprocess.run(["bash", str(PROJECT / "clients" / "spark" / "build.sh")], check=True)
     root = PROJECT / ".jumpgate" / "bench-spark" / f"sf{args.sf:g}"
     root.mkdir(parents=True, exist_ok=True)
     t = time.monotonic()
@@ -60,7 +64,7 @@ def main() -> None:
     # A stop by SIGTERM unwinds like Ctrl-C, so the server and Spark are stopped (finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     srv = LocalServer(root, PROJECT / ".jumpgate" / "bench-spark" / "cache", root / "server.log")
-    conf = base_conf(JAR, srv.url, root)
+    conf = base_conf(args.jar, srv.url, root)
     conf.update({"spark.jumpgate.threshold.enabled": str(not args.no_threshold).lower(),
                  "spark.jumpgate.scoring.enabled": str(not args.no_threshold).lower(),
                  "spark.driver.memory": "8g", "spark.sql.shuffle.partitions": "8"})
@@ -96,8 +100,11 @@ def main() -> None:
                 row["fallbacks"] = last[True].fallback_reasons
                 row["match"] = normalize(last[False].rows, False) == normalize(last[True].rows, False)
                 row["speedup"] = row["spark_s"] / row["jumpgate_s"]
+                # Over several rounds the spread (min-max) shows how much of a ratio near 1 is noise.
+                spread = (f"  (min-max spark {min(times[False]):.2f}-{max(times[False]):.2f}, jumpgate "
+                          f"{min(times[True]):.2f}-{max(times[True]):.2f})" if args.repeat > 1 else "")
                 print(f"q{n:02d}  spark {row['spark_s']:7.2f} s  jumpgate {row['jumpgate_s']:7.2f} s  "
-                      f"x{row['speedup']:5.2f}  {'' if row['match'] else 'ANSWERS DIFFER '}"
+                      f"x{row['speedup']:5.2f}{spread}  {'' if row['match'] else 'ANSWERS DIFFER '}"
                       f"{len(row['offloaded'])} offloaded, {row['metrics']['jobs_run']} jobs", flush=True)
             except Exception as e:  # a query that fails is reported, not fatal to the benchmark
                 row["error"] = str(e).splitlines()[0][:300]

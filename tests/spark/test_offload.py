@@ -17,6 +17,7 @@ from jumpgate.local_server import LocalServer
 
 from .helpers import (
     LeakCheck,
+    Run,
     check_spark_answer_and_operator,
     jvm,
     listening_ports,
@@ -94,6 +95,45 @@ def test_threshold_heuristic(spark):
     assert not run.offloaded and "below the offload threshold" in run.report, run.report
     run = check_spark_answer_and_operator(spark, SCAN_FILTER_PROJECT, {"scan", "filter", "project"}, **{
         "spark.jumpgate.threshold.enabled": "true", "spark.jumpgate.threshold": "1m"})
+
+
+PLANNING_COUNTERS = ("planningRuns", "planningSkipped", "scansConverted", "samplesRead", "capabilityLookups")
+
+
+def _planning_work(spark, sql: str, expect: set[str] | None, **settings: str) -> tuple[Run, dict[str, int]]:
+    stats = jvm(spark).JumpgateStats
+    before = {c: int(getattr(stats, c)()) for c in PLANNING_COUNTERS}
+    run = check_spark_answer_and_operator(spark, sql, expect, **settings)
+    return run, {c: int(getattr(stats, c)()) - before[c] for c in PLANNING_COUNTERS}
+
+
+def test_below_threshold_planning_does_no_work(spark):
+    """Adaptive execution re-plans a query after every stage, and the planner runs each time. When
+    no file scan of the plan reaches the threshold, no candidate could pass it: the planner must not
+    convert scans (list files, sample JSON, estimate rows), translate expressions or ask the server
+    (GET /v1/ncas), yet every node kept in Spark still says why (the threshold). Above the threshold
+    the same query is planned in full, and a file's sample is read once, not on every re-plan."""
+    sql = """
+    SELECT d_year, i_brand, sum(ss_ext_sales_price) AS s FROM store_sales
+    JOIN date_dim ON ss_sold_date_sk = d_date_sk JOIN item ON ss_item_sk = i_item_sk
+    WHERE d_moy = 11 AND i_manager_id = 1 GROUP BY d_year, i_brand
+    """
+    on = {"spark.jumpgate.threshold.enabled": "true"}
+    run, work = _planning_work(spark, sql, None, **on, **{"spark.jumpgate.threshold": "10g"})
+    assert not run.offloaded
+    assert work["planningRuns"] >= 2, work  # the first plan and adaptive re-plans
+    assert work["planningSkipped"] == work["planningRuns"], work
+    assert work["scansConverted"] == work["samplesRead"] == work["capabilityLookups"] == 0, work
+    kept = run.report.split("Kept in Spark:\n", 1)[1].splitlines()
+    assert any(line.startswith("  Scan json ") and "store_sales: " in line for line in kept), run.report
+    assert all("below the offload threshold: largest input" in line for line in kept), run.report
+
+    run, work = _planning_work(spark, sql, {"scan"}, **on, **{"spark.jumpgate.threshold": "1m"})
+    # (a re-plan whose only scan left is item, 1 MB, is still skipped)
+    assert work["planningSkipped"] < work["planningRuns"] and work["scansConverted"] >= 3, work
+    assert work["samplesRead"] <= 3, work  # at most the largest file of each of the three tables
+    run, work = _planning_work(spark, sql, {"scan"}, **on, **{"spark.jumpgate.threshold": "1m"})
+    assert work["scansConverted"] >= 3 and work["samplesRead"] == 0, work
 
 
 def test_score_rejects_candidates_that_reduce_little(spark, data_root):

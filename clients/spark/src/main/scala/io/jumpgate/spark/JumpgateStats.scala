@@ -18,6 +18,15 @@ object JumpgateStats {
   private val rowsC = new AtomicLong()
   private val bytesC = new AtomicLong()
   private val reasons = new ConcurrentLinkedDeque[String]()
+  // The planner's own cost: it runs on every adaptive re-plan, so it must stay cheap when nothing
+  // can be offloaded (see OffloadPlanner's threshold pre-check).
+  private val planRunsC = new AtomicLong()
+  private val planSkippedC = new AtomicLong()
+  private val planNanosC = new AtomicLong()
+  private val planCpuNanosC = new AtomicLong()
+  private val scansConvertedC = new AtomicLong()
+  private val samplesReadC = new AtomicLong()
+  private val capabilityLookupsC = new AtomicLong()
 
   def planned(n: Int): Unit = plannedC.addAndGet(n)
   def job(rows: Long, bytes: Long): Unit = { jobsC.incrementAndGet(); rowsC.addAndGet(rows); bytesC.addAndGet(bytes) }
@@ -27,7 +36,31 @@ object JumpgateStats {
     while (reasons.size > 100) reasons.pollFirst()
   }
 
+  /** One planner run: its wall-clock and CPU nanoseconds; `skipped` when the threshold pre-check
+   *  made the rest of planning moot. */
+  def planning(nanos: Long, cpuNanos: Long, skipped: Boolean): Unit = {
+    planRunsC.incrementAndGet(); planNanosC.addAndGet(nanos); planCpuNanosC.addAndGet(cpuNanos)
+    if (skipped) planSkippedC.incrementAndGet()
+  }
+  def scanConverted(): Unit = scansConvertedC.incrementAndGet()
+  def sampleRead(): Unit = samplesReadC.incrementAndGet()
+  def capabilityLookup(): Unit = capabilityLookupsC.incrementAndGet()
+
   def plannedCandidates(): Long = plannedC.get
+  /** Planner runs (one per physical planning and adaptive re-plan of a query with offloading on). */
+  def planningRuns(): Long = planRunsC.get
+  /** Planner runs that the threshold pre-check ended before converting anything. */
+  def planningSkipped(): Long = planSkippedC.get
+  /** Wall-clock nanoseconds spent in the planner, over all its runs. */
+  def planningNanos(): Long = planNanosC.get
+  /** CPU nanoseconds of the planning thread in the planner (wall time minus waits and preemption). */
+  def planningCpuNanos(): Long = planCpuNanosC.get
+  /** File scans the planner converted (listed their files and estimated their rows). */
+  def scansConverted(): Long = scansConvertedC.get
+  /** JSON Lines files whose head was read to estimate rows (the cache missed). */
+  def samplesRead(): Long = samplesReadC.get
+  /** GET /v1/ncas requests made while planning (the capability cache missed). */
+  def capabilityLookups(): Long = capabilityLookupsC.get
   def jobs(): Long = jobsC.get
   def fallbacks(): Long = fallbacksC.get
   def rowsReceived(): Long = rowsC.get
@@ -39,5 +72,6 @@ object JumpgateStats {
   /** Live threads of the receiver service in this JVM. */
   def receiverThreads(): Int = Thread.getAllStackTraces.keySet.asScala.count(_.getName.startsWith("jumpgate-"))
 
-  def reset(): Unit = Seq(plannedC, jobsC, fallbacksC, rowsC, bytesC).foreach(_.set(0))
+  def reset(): Unit = Seq(plannedC, jobsC, fallbacksC, rowsC, bytesC, planRunsC, planSkippedC, planNanosC,
+    planCpuNanosC, scansConvertedC, samplesReadC, capabilityLookupsC).foreach(_.set(0))
 }

@@ -4,6 +4,7 @@ import java.util.concurrent.ConcurrentHashMap
 
 import scala.util.control.NonFatal
 
+import io.jumpgate.spark.JumpgateStats
 import io.jumpgate.spark.client.JumpgateClient
 
 /** What the server's NCAs can run (GET /v1/ncas), or why that is unknown. Cached for a few seconds
@@ -24,6 +25,7 @@ object Capabilities {
     val now = System.currentTimeMillis()
     val hit = cache.get(client.url)
     if (hit != null && now - hit._1 < TtlMs) return hit._2
+    JumpgateStats.capabilityLookup()
     val caps = try Capabilities(client.operations(), None) catch {
       case NonFatal(e) => Capabilities(Set.empty, Some(s"Jumpgate server unreachable: ${e.getMessage}"))
     }

@@ -5,7 +5,7 @@ import java.nio.file.Paths
 
 import scala.util.control.NonFatal
 
-import io.jumpgate.spark.JumpgateConf
+import io.jumpgate.spark.{JumpgateConf, JumpgateStats}
 import io.jumpgate.spark.JumpgateConf.OperatorKeys
 
 import org.apache.spark.sql.catalyst.expressions._
@@ -79,6 +79,14 @@ object FileScanConverter extends OperatorConverter {
       case _ => None
     }
 
+  /** The file bytes [[convert]] would count for `scan` (0 for a partitioned table, which is never
+   *  offloaded), from Spark's file index, which has the files' sizes in memory: nothing is opened. */
+  def inputBytes(scan: FileSourceScanExec): Long =
+    if (scan.relation.partitionSchema.nonEmpty) 0L
+    else try scan.relation.location.listFiles(Nil, Nil).iterator.flatMap(_.files).map(_.getLen).sum catch {
+      case NonFatal(_) => Long.MaxValue // unknown: the full planning decides (and says why)
+    }
+
   def convert(node: SparkPlan, children: Seq[Frag], ctx: ConvertContext): Either[Why, Frag] = {
     val scan = node.asInstanceOf[FileSourceScanExec]
     val (fmt, switch) = format(scan) match {
@@ -100,6 +108,7 @@ object FileScanConverter extends OperatorConverter {
       case Some(r) => Paths.get(r).toAbsolutePath.normalize()
       case None => return Left(Why(s"${JumpgateConf.DATA_ROOT} is not set"))
     }
+    JumpgateStats.scanConverted()
     val files = try {
       scan.relation.location.listFiles(Nil, Nil).flatMap(_.files).map { f =>
         val p = f.getPath.toUri

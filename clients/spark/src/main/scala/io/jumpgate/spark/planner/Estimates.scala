@@ -7,6 +7,8 @@ import java.util.concurrent.ConcurrentHashMap
 
 import scala.util.control.NonFatal
 
+import io.jumpgate.spark.JumpgateStats
+
 import org.apache.spark.sql.catalyst.expressions._
 import org.apache.spark.sql.catalyst.plans.{LeftAnti, LeftOuter, LeftSemi, RightOuter}
 import org.apache.spark.sql.execution.{FilterExec, SparkPlan}
@@ -53,6 +55,7 @@ object Estimates {
   def jsonSample(file: Path): Option[JsonSample] = try {
     val key = (file.toString, Files.size(file), Files.getLastModifiedTime(file).toMillis)
     Option(samples.get(key)).orElse {
+      JumpgateStats.sampleRead()
       val buf = new Array[Byte](SampleBytes)
       val in = new FileInputStream(file.toFile)
       val n = try in.readNBytes(buf, 0, buf.length) finally in.close()

@@ -13,7 +13,7 @@ import io.jumpgate.spark.exec.JumpgateExec
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.trees.TreeNodeTag
-import org.apache.spark.sql.execution.SparkPlan
+import org.apache.spark.sql.execution.{FileSourceScanExec, SparkPlan}
 import org.apache.spark.sql.execution.adaptive.QueryStageExec
 
 /** Tags the planner leaves on physical nodes; EXPLAIN's Jumpgate section reads them. */
@@ -48,7 +48,50 @@ final class OffloadPlanner(session: SparkSession, conf: JumpgateConf) extends Lo
   private lazy val cores = math.max(1, session.sparkContext.defaultParallelism)
   private lazy val destinations = if (conf.maxStreams > 0) conf.maxStreams else cores
 
+  /** Plans `plan`, timing the run (JumpgateStats; the DEBUG log has each run's time). */
   def apply(plan: SparkPlan): SparkPlan = {
+    val wall0 = System.nanoTime()
+    val cpu0 = threadCpuNanos()
+    // Adaptive execution calls the planner again on every re-plan (about ten times in a query with a
+    // few joins). When no file scan of the plan reaches the threshold, the judge would reject every
+    // candidate, so the capability lookup, file listings, row estimates and expression translation
+    // are skipped: only the reasons are tagged.
+    var moot: Option[Why] = None
+    try {
+      moot = belowThreshold(plan)
+      moot match {
+        case Some(why) => tagMoot(plan, why); plan
+        case None => planFully(plan)
+      }
+    } finally {
+      val wall = System.nanoTime() - wall0
+      val cpu = threadCpuNanos() - cpu0
+      JumpgateStats.planning(wall, cpu, skipped = moot.isDefined)
+      logDebug(f"Jumpgate: planned ${plan.nodeName} in ${wall / 1e6}%.2f ms (CPU ${cpu / 1e6}%.2f ms)" +
+        moot.fold("")(w => s"; nothing to offload, ${w.message}"))
+    }
+  }
+
+  /** The threshold's verdict on the whole plan: every candidate's largest input is one of the plan's
+   *  file scans, so if none reaches T x cores, no candidate can pass [[judge]]. The sizes come from
+   *  Spark's file index (in memory): no file is opened and the server is not asked. */
+  private def belowThreshold(plan: SparkPlan): Option[Why] = {
+    if (!conf.thresholdEnabled) return None
+    val largest = plan.collect { case s: FileSourceScanExec => FileScanConverter.inputBytes(s) }.maxOption.getOrElse(0L)
+    if (largest >= conf.thresholdBytesPerCore * cores) None else Some(thresholdWhy(largest))
+  }
+
+  private def thresholdWhy(largest: Long): Why =
+    Why(s"below the offload threshold: largest input ${mb(largest)} < ${mb(conf.thresholdBytesPerCore)} x $cores cores " +
+      s"(${JumpgateConf.THRESHOLD})")
+
+  /** Every node keeps the threshold as its reason (EXPLAIN's "Kept in Spark"), and is marked visited. */
+  private def tagMoot(plan: SparkPlan, why: Why): Unit = plan.foreach { n =>
+    n.setTagValue(JumpgateTags.Visited, true)
+    n.setTagValue(JumpgateTags.Reason, why.label)
+  }
+
+  private def planFully(plan: SparkPlan): SparkPlan = {
     // Without validation the planner asks the server nothing: any rejection is a fallback at run time.
     val caps = if (conf.validateAtPlanning) Capabilities.of(client) else Capabilities.assumeAll
     var accepted: Seq[Candidate] = Nil
@@ -140,12 +183,8 @@ final class OffloadPlanner(session: SparkSession, conf: JumpgateConf) extends Lo
     val f = c.frag
     if (!session.sparkContext.isLocal)
       return Some(Why("receivers run in the driver's JVM only in this version (local master); see docs/spark.md, Limits"))
-    if (conf.thresholdEnabled) {
-      val need = conf.thresholdBytesPerCore * cores
-      if (f.largestInput < need)
-        return Some(Why(s"below the offload threshold: largest input ${mb(f.largestInput)} < " +
-          s"${mb(conf.thresholdBytesPerCore)} x $cores cores (${JumpgateConf.THRESHOLD})"))
-    }
+    if (conf.thresholdEnabled && f.largestInput < conf.thresholdBytesPerCore * cores)
+      return Some(thresholdWhy(f.largestInput))
     if (conf.scoringEnabled) {
       val s = score(c)
       if (s.perBoundary < conf.minReductionPerBoundary)
@@ -233,6 +272,9 @@ object OffloadPlanner {
   private val validated = new ConcurrentHashMap[String, Option[(String, Option[String])]]()
   def clearValidationCache(): Unit = validated.clear()
   def mb(b: Long): String = if (b >= (1L << 20)) f"${b / 1048576.0}%.1f MB" else f"${b / 1024.0}%.1f KB"
+  private val threadMx = java.lang.management.ManagementFactory.getThreadMXBean
+  /** The calling thread's CPU time (0 where the JVM does not measure it). */
+  def threadCpuNanos(): Long = if (threadMx.isCurrentThreadCpuTimeSupported) threadMx.getCurrentThreadCpuTime else 0L
   def firstLine(s: String): String = s.linesIterator.toSeq.headOption.getOrElse("") +
     (if (s.linesIterator.size > 1) " " + s.linesIterator.drop(1).map(_.trim).mkString(" ") else "")
 }
