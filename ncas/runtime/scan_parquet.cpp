@@ -370,34 +370,32 @@ class ParquetFile final : public jgscan::ColumnarFile {
     return Status::OK();
   }
 
-  // A string column's dictionary: its values copied out of the page (which the next page's
-  // decompression reuses) into an Arrow string array.
+  // A string column's dictionary: its values (which parquet's dictionary decoder copies out of the
+  // page, reused by the next page's decompression) as an Arrow string array.
   Status set_string_dictionary(Direct &c, int32_t num_values, const uint8_t *data, int64_t size) {
     if (num_values < 0) return Status::Invalid("column ", c.descr->name(), ": bad dictionary size");
     auto plain = parquet::MakeTypedDecoder<parquet::ByteArrayType>(parquet::Encoding::PLAIN, c.descr, jgscan::pool());
     plain->SetData(num_values, data, (int)size);
-    std::vector<parquet::ByteArray> vals((size_t)num_values);
-    if (plain->Decode(vals.data(), num_values) != num_values)
-      return Status::Invalid("column ", c.descr->name(), ": dictionary page ended early");
+    auto dd = parquet::MakeDictDecoder<parquet::ByteArrayType>(c.descr, jgscan::pool());
+    dd->SetDict(plain.get());
+    const parquet::ByteArray *vals = nullptr;
+    int32_t n = 0;
+    dd->GetDictionary(&vals, &n);
     int64_t bytes = 0;
-    for (const auto &v : vals) bytes += v.len;  // each within the page: at most its size in all
+    for (int32_t k = 0; k < n; k++) bytes += vals[k].len;  // each within the page: at most its size in all
     if (bytes > INT32_MAX) return Status::Invalid("column ", c.descr->name(), ": dictionary over 2 GiB");
-    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> offsets,
-                          arrow::AllocateBuffer(((int64_t)num_values + 1) * 4, jgscan::pool()));
+    ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> offsets, arrow::AllocateBuffer(((int64_t)n + 1) * 4, jgscan::pool()));
     ARROW_ASSIGN_OR_RAISE(std::shared_ptr<arrow::Buffer> chars, arrow::AllocateBuffer(bytes, jgscan::pool()));
     auto *off = reinterpret_cast<int32_t *>(offsets->mutable_data());
     uint8_t *at = chars->mutable_data();
     int32_t o = 0;
-    for (int32_t k = 0; k < num_values; k++) {
+    for (int32_t k = 0; k < n; k++) {
       off[k] = o;
-      if (vals[(size_t)k].len) memcpy(at + o, vals[(size_t)k].ptr, vals[(size_t)k].len);
-      o += (int32_t)vals[(size_t)k].len;
+      if (vals[k].len) memcpy(at + o, vals[k].ptr, vals[k].len);
+      o += (int32_t)vals[k].len;
     }
-    off[num_values] = o;
-    c.dict = arrow::ArrayData::Make(c.type, num_values, {nullptr, std::move(offsets), std::move(chars)}, 0);
-    auto dd = parquet::MakeDictDecoder<parquet::ByteArrayType>(c.descr, jgscan::pool());
-    plain->SetData(num_values, data, (int)size);
-    dd->SetDict(plain.get());
+    off[n] = o;
+    c.dict = arrow::ArrayData::Make(c.type, n, {nullptr, std::move(offsets), std::move(chars)}, 0);
     c.dict_dec = std::move(dd);
     return Status::OK();
   }

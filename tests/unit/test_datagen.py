@@ -91,7 +91,7 @@ def dictionary_encoded(path, column: str) -> bool:
     kind DICTIONARY or DICTIONARY_V2 in the stripe footers; pyarrow does not say)."""
     import pyarrow.orc as orc
 
-    from .test_orc_native_strings import pb_fields
+    from .test_orc_native_strings import pb_fields, uvarint
 
     snappy = pa.Codec("snappy")
 
@@ -101,7 +101,7 @@ def dictionary_encoded(path, column: str) -> bool:
             h = int.from_bytes(b[i:i + 3], "little")
             chunk = b[i + 3:i + 3 + (h >> 1)]
             out += chunk if h & 1 else snappy.decompress(chunk, asbytes=True,
-                                                         decompressed_size=_snappy_length(chunk))
+                                                         decompressed_size=uvarint(chunk, 0)[0])
             i += 3 + (h >> 1)
         return out
 
@@ -119,16 +119,6 @@ def dictionary_encoded(path, column: str) -> bool:
                          for f2, msg, _ in pb_fields(unframe(data[at:at + si[4]])) if f2 == 2]
             kinds.append(encodings[col].get(1, 0))
     return bool(kinds) and all(k in (1, 3) for k in kinds)
-
-
-def _snappy_length(block: bytes) -> int:
-    n = shift = i = 0
-    while True:
-        n |= (block[i] & 0x7F) << shift
-        shift += 7
-        if not block[i] & 0x80:
-            return n
-        i += 1
 
 
 def test_command_line(tmp_path, capsys):
