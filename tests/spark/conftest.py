@@ -57,7 +57,8 @@ def spark(spark_jar, jg_server, data_root):
     from pyspark.sql import SparkSession
 
     from .helpers import base_conf
-    builder = SparkSession.builder.master("local[2]").appName("jumpgate-tests")
+    # Two cores, and a failed task is tried once more, as on a cluster (tests of retried tasks rely on it).
+    builder = SparkSession.builder.master("local[2,2]").appName("jumpgate-tests")
     for k, v in base_conf(spark_jar, jg_server.url, data_root).items():
         builder = builder.config(k, v)
     session = builder.getOrCreate()

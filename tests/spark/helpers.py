@@ -58,17 +58,19 @@ def run_query(spark, sql: str, enabled: bool, **settings: str) -> Run:
     for k, v in settings.items():
         spark.conf.set(k, v)
     stats = jvm(spark).JumpgateStats
-    jobs0, fallbacks0 = stats.jobs(), stats.fallbacks()
+    jobs0, fallbacks0, reruns0 = stats.jobs(), stats.fallbacks(), stats.reruns()
     reasons0 = len(list(stats.fallbackReasons()))
     try:
         df = spark.sql(sql)
         rows = df.collect()
         qe = df._jdf.queryExecution()
         t = jvm(spark).JumpgateTesting
-        metrics = {m: int(t.metric(qe, m)) for m in ("jgJobs", "jgRows", "jgBytes", "jgTime", "fallbacks")}
+        names = ("jgJobs", "jgRows", "jgBytes", "jgTime", "jgReruns", "fallbacks")
+        metrics = {m: int(t.metric(qe, m)) for m in names}
         # Jobs and fallbacks of the whole execution (a final adaptive plan may have dropped finished nodes).
         metrics["jobs_run"] = int(stats.jobs() - jobs0)
         metrics["fallbacks_run"] = int(stats.fallbacks() - fallbacks0)
+        metrics["reruns_run"] = int(stats.reruns() - reruns0)
         reasons = [str(r) for r in stats.fallbackReasons()]
         fallback_reasons = reasons[reasons0:] if len(reasons) < 100 else reasons[-metrics["fallbacks_run"]:]
         counts = {str(k): int(v) for k, v in dict(t.counts(qe)).items()}

@@ -15,9 +15,12 @@ object JumpgateStats {
   private val plannedC = new AtomicLong()
   private val jobsC = new AtomicLong()
   private val fallbacksC = new AtomicLong()
+  private val rerunsC = new AtomicLong()
+  private val rereadsC = new AtomicLong()
   private val rowsC = new AtomicLong()
   private val bytesC = new AtomicLong()
   private val reasons = new ConcurrentLinkedDeque[String]()
+  private val rerunWhy = new ConcurrentLinkedDeque[String]()
   // The planner's own cost: it runs on every adaptive re-plan, so it must stay cheap when nothing
   // can be offloaded (see OffloadPlanner's threshold pre-check).
   private val planRunsC = new AtomicLong()
@@ -30,6 +33,14 @@ object JumpgateStats {
 
   def planned(n: Int): Unit = plannedC.addAndGet(n)
   def job(rows: Long, bytes: Long): Unit = { jobsC.incrementAndGet(); rowsC.addAndGet(rows); bytesC.addAndGet(bytes) }
+  /** A partition read again from its buffer (a range partitioner's sample, a retried task). */
+  def reread(): Unit = rereadsC.incrementAndGet()
+  /** A partition whose buffer was gone, served by running its job again. */
+  def rerun(reason: String): Unit = {
+    rerunsC.incrementAndGet()
+    rerunWhy.addLast(reason)
+    while (rerunWhy.size > 100) rerunWhy.pollFirst()
+  }
   def fallback(reason: String): Unit = {
     fallbacksC.incrementAndGet()
     reasons.addLast(reason)
@@ -63,15 +74,20 @@ object JumpgateStats {
   def capabilityLookups(): Long = capabilityLookupsC.get
   def jobs(): Long = jobsC.get
   def fallbacks(): Long = fallbacksC.get
+  /** Jobs run again because a partition of their output was read after its buffer was gone. */
+  def reruns(): Long = rerunsC.get
+  /** Partitions read again from their buffers (Spark computed them more than once). */
+  def rereads(): Long = rereadsC.get
   def rowsReceived(): Long = rowsC.get
   def bytesReceived(): Long = bytesC.get
   def fallbackReasons(): java.util.List[String] = reasons.asScala.toList.asJava
+  def rerunReasons(): java.util.List[String] = rerunWhy.asScala.toList.asJava
   /** Destinations still buffered or listening in this JVM (0 when nothing leaked). */
   def openDestinations(): Int = ReceiverService.get.openDestinations
   def bufferedBytes(): Long = ReceiverService.get.bufferedBytes
   /** Live threads of the receiver service in this JVM. */
   def receiverThreads(): Int = Thread.getAllStackTraces.keySet.asScala.count(_.getName.startsWith("jumpgate-"))
 
-  def reset(): Unit = Seq(plannedC, jobsC, fallbacksC, rowsC, bytesC, planRunsC, planSkippedC, planNanosC,
+  def reset(): Unit = Seq(plannedC, jobsC, fallbacksC, rerunsC, rereadsC, rowsC, bytesC, planRunsC, planSkippedC, planNanosC,
     planCpuNanosC, scansConvertedC, samplesReadC, capabilityLookupsC).foreach(_.set(0))
 }

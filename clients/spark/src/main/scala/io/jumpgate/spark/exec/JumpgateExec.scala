@@ -32,6 +32,7 @@ case class JumpgateExec(output: Seq[Attribute], @transient frag: Frag, @transien
     "jgBytes" -> SQLMetrics.createSizeMetric(sparkContext, "bytes received from Jumpgate"),
     "jgTime" -> SQLMetrics.createTimingMetric(sparkContext, "time in Jumpgate"),
     "jgJobs" -> SQLMetrics.createMetric(sparkContext, "Jumpgate jobs"),
+    "jgReruns" -> SQLMetrics.createMetric(sparkContext, "Jumpgate jobs re-run for a partition read again"),
     "fallbacks" -> SQLMetrics.createMetric(sparkContext, "fallbacks to Spark"))
 
   def jgConf: JumpgateConf = JumpgateConf(settings.get)

@@ -7,23 +7,29 @@ import org.apache.spark.sql.catalyst.expressions.codegen.UnsafeRowWriter
 import org.apache.spark.sql.execution.metric.SQLMetric
 
 import io.jumpgate.spark.ntf.{NtfDecoders, NtfLayout}
-import io.jumpgate.spark.receive.ReceiverService
+import io.jumpgate.spark.receive.{Destination, ReceiverService}
 
 final class JumpgatePartition(val index: Int, val location: Option[String]) extends Partition
 
 /**
  * The rows of one finished Jumpgate job: partition i is destination i, read from the receiver
  * service of the executor that buffered it (its preferred location) and decoded by the layout's
- * generated decoder. A partition is released once a task has read it successfully; whatever is
- * left is released when the SQL execution ends.
+ * generated decoder.
+ *
+ * Spark may compute a partition more than once: a range partitioner samples its input in a job of
+ * its own before the shuffle map stage reads it again, a failed task is retried, a lost shuffle
+ * output or an evicted cached block is recomputed. So a read never releases a destination that a
+ * SQL execution owns (the execution's end does, [[JumpgateRunner]]), and a partition whose buffer
+ * is gone all the same is never an error: [[OutputRecovery]] re-runs the job, or, where Jumpgate
+ * cannot, runs Spark's own plan for the partition's files ([[JumpgateFallback]]).
  */
 final class JumpgateRDD(
     sc: SparkContext,
-    key: String,
-    layoutJson: String,
-    numFields: Int,
+    val spec: OutputSpec,
     locations: Seq[Option[String]],
-    numOutputRows: SQLMetric) extends RDD[InternalRow](sc, Nil) {
+    numOutputRows: SQLMetric,
+    reruns: SQLMetric,
+    fallbacks: SQLMetric) extends RDD[InternalRow](sc, Nil) {
 
   override protected def getPartitions: Array[Partition] =
     locations.zipWithIndex.map { case (loc, i) => new JumpgatePartition(i, loc): Partition }.toArray
@@ -33,14 +39,24 @@ final class JumpgateRDD(
 
   override def compute(split: Partition, context: TaskContext): Iterator[InternalRow] = {
     val index = split.index
-    val service = ReceiverService.get
-    val dest = service.destination(key, index).getOrElse(throw new IllegalStateException(
-      s"Jumpgate output $key[$index] is not buffered in this executor (released, or the task ran elsewhere)"))
+    OutputRecovery.destination(spec, index, context, reruns) match {
+      case Right(dest) => decode(dest, context)
+      case Left(why) => OutputRecovery.fallback(spec, index, context, why, fallbacks)
+    }
+  }
+
+  private def decode(dest: Destination, context: TaskContext): Iterator[InternalRow] = {
+    val index = dest.index
     val streams = dest.data
-    val layout = NtfLayout.fromJson(io.jumpgate.spark.client.JumpgateClient.mapper.readTree(layoutJson))
+    if (dest.reads.getAndIncrement() > 0) io.jumpgate.spark.JumpgateStats.reread()
+    val layout = NtfLayout.fromJson(io.jumpgate.spark.client.JumpgateClient.mapper.readTree(spec.layoutJsons(index)))
     val decoder = NtfDecoders.decoder(layout)
-    val writer = new UnsafeRowWriter(numFields, 64)
-    context.addTaskCompletionListener[Unit] { ctx => if (!ctx.isFailed && !ctx.isInterrupted) service.release(key, index) }
+    val writer = new UnsafeRowWriter(spec.numFields, 64)
+    if (!OutputRecovery.ownedByExecution(spec.key)) { // nothing else will release it
+      context.addTaskCompletionListener[Unit] { ctx =>
+        if (!ctx.isFailed && !ctx.isInterrupted) ReceiverService.get.release(spec.key, index)
+      }
+    }
     val chunks = streams.iterator.flatMap(_.chunks.iterator).filter(_.tuples > 0)
     new Iterator[InternalRow] {
       private var chunk: Array[Byte] = _

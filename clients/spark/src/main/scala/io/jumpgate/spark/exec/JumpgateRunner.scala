@@ -9,7 +9,9 @@ import scala.util.control.NonFatal
 
 import io.jumpgate.spark.{JumpgateConf, JumpgateStats}
 import io.jumpgate.spark.client.{CompiledJob, JumpgateClient}
+import io.jumpgate.spark.client.OutputInfo
 import io.jumpgate.spark.ntf.{NtfDecoders, NtfLayout}
+import io.jumpgate.spark.planner.Request
 import io.jumpgate.spark.receive.ReceiverService
 
 import org.apache.spark.{SparkContext, SparkEnv}
@@ -25,19 +27,14 @@ import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd
 final class JumpgateJobFailed(message: String) extends IOException(message)
 
 /**
- * Runs one [[JumpgateExec]] as one Jumpgate job, on the driver, when Spark executes the node:
+ * Runs one [[JumpgateExec]] as one Jumpgate job, on the driver, when Spark executes the node (see
+ * [[JumpgateRunner.runJob]] for the steps), and hands Spark a [[JumpgateRDD]] over the buffered
+ * destinations once every stream has ended with a correct count. The RDD carries an [[OutputSpec]]
+ * (the request again, and the settings) so that a partition whose buffer is gone can be produced
+ * again by a re-run of the job, or by Spark's own plan ([[JumpgateFallback]]).
  *
- *  1. open one listening socket per destination in the receiver service (executor side: in local
- *     mode the driver's JVM is the executor's);
- *  2. POST /v1/jobs with those ports in the `send`s; check every output layout against Spark's types
- *     and generate its decoder;
- *  3. tell the destinations how many streams to expect, POST execute;
- *  4. long-poll the job until it ends, watching the destinations for broken streams;
- *  5. once the job succeeded and every stream ended with a correct count, hand Spark a
- *     [[JumpgateRDD]] over the buffered destinations.
- *
- * Any failure cancels the job (DELETE), releases the destinations and raises: the caller runs the
- * Spark subtree instead.
+ * Any failure of the first run cancels the job (DELETE), releases the destinations and raises: the
+ * caller runs the Spark subtree instead.
  */
 object JumpgateRunner extends Logging {
   private val StreamGraceMs = 30000L
@@ -55,54 +52,81 @@ object JumpgateRunner extends Logging {
       files.map(_.bytes).sum >= conf.spreadMinBytes &&
       io.jumpgate.spark.planner.Capabilities.of(client).operations.contains("shuffle")) parallelism else 1
     val key = UUID.randomUUID().toString
-    val service = ReceiverService.get
     val started = System.nanoTime()
+    val executionId = Option(sc.getLocalProperty(SQLExecution.EXECUTION_ID_KEY))
+    val types = exec.output.map(_.dataType)
+    def request(spreadTo: Int)(sends: Seq[(String, Int)]) =
+      JumpgateExec.buildRequest(frag, groups, sends, s"spark-${exec.id}", spreadTo)
+    val (req, outputs) = try {
+      val n = math.max(groups.size, spread)
+      (request(spread) _, runJob(Some(sc), client, conf, key, n, executionId, request(spread), checkTypes(types)))
+    } catch {
+      case r: io.jumpgate.spark.client.RequestRejected if spread > 1 =>
+        logInfo(s"Jumpgate: spreading the output with a shuffle was rejected (${r.message}); one destination")
+        (request(1) _, runJob(Some(sc), client, conf, key, math.max(groups.size, 1), executionId, request(1), checkTypes(types)))
+    }
+    val streams = ReceiverService.get.destinationsOf(key).flatMap(_.data)
+    exec.metrics("jgRows") += streams.map(_.tuples).sum
+    exec.metrics("jgBytes") += streams.map(_.bytes).sum
+    exec.metrics("jgTime") += (System.nanoTime() - started) / 1000000L
+    exec.metrics("jgJobs") += 1
+    postDriverMetrics(sc, exec.metrics.values.toSeq)
+    JumpgateStats.job(streams.map(_.tuples).sum, streams.map(_.bytes).sum)
+    val executorId = SparkEnv.get.executorId
+    val hostName = SparkEnv.get.blockManager.blockManagerId.host
+    val sendsTemplate = (0 until outputs.size).map(_ => (conf.listenAddress, 0))
+    val spec = OutputSpec(key, req(sendsTemplate), outputs.map(_.layoutJson), exec.output.size, exec.describe,
+      exec.settings)
+    val rdd = new JumpgateRDD(sc, spec, (0 until outputs.size).map(_ => JumpgateRDD.executorLocation(hostName, executorId)),
+      exec.metrics("numOutputRows"), exec.metrics("jgReruns"), exec.metrics("fallbacks"))
+    JumpgateFallback.register(rdd, exec, if (spread > 1) Nil else groups)
+    rdd.asInstanceOf[RDD[InternalRow]]
+  }
+
+  /** Checks each output layout against the Spark types the node promised. */
+  private def checkTypes(types: Seq[org.apache.spark.sql.types.DataType])(layouts: Seq[NtfLayout]): Unit =
+    try layouts.foreach(_.check(types)) catch {
+      case e: IllegalArgumentException => throw new JumpgateJobFailed(s"unexpected NTF layout: ${e.getMessage}")
+    }
+
+  /**
+   * Runs one job whose `n` sends (`out_g0` .. `out_g<n-1>`) land in destinations 0..n-1 of `key`
+   * in this JVM's receiver service, and returns once every stream has ended with a correct count:
+   *
+   *  1. open one listening socket per destination;
+   *  2. POST /v1/jobs with `request(sends)`; `check` the output layouts and compile their decoders;
+   *  3. tell the destinations how many streams to expect, POST execute;
+   *  4. long-poll the job until it ends, watching the destinations for broken streams.
+   *
+   * The destinations stay buffered until `executionId` ends (see [[Cleanup]]), or, without one, as
+   * the reading RDD decides. Any failure cancels the job (DELETE), releases the destinations and
+   * raises. Used by the first run of a node and by a re-run of its output ([[JumpgateRDD]]).
+   */
+  private[exec] def runJob(sc: Option[SparkContext], client: JumpgateClient, conf: JumpgateConf, key: String, n: Int,
+                           executionId: Option[String], request: Seq[(String, Int)] => Request,
+                           check: Seq[NtfLayout] => Unit): Seq[OutputInfo] = {
+    val service = ReceiverService.get
     var job: Option[CompiledJob] = None
-    Cleanup.register(sc, key)
+    Cleanup.register(sc, key, executionId)
     try {
       val host = conf.listenAddress
-      val destinations = math.max(groups.size, spread)
-      val ports = service.open(key, destinations, host, conf.maxBufferBytes)
-      logDebug(s"Jumpgate: [${exec.describe}] receives on $host port(s) ${ports.mkString(", ")}")
-      def submit(spreadTo: Int) = {
-        val sends = ports.take(math.max(groups.size, spreadTo)).map(p => (host, p))
-        val request = JumpgateExec.buildRequest(frag, groups, sends, s"spark-${exec.id}", spreadTo)
-        retryOn503(conf.jobTimeoutMs)(client.submit(request.toJson))
-      }
-      val (compiled, used) = try (submit(spread), destinations) catch {
-        case r: io.jumpgate.spark.client.RequestRejected if spread > 1 =>
-          logInfo(s"Jumpgate: spreading the output with a shuffle was rejected (${r.message}); one destination")
-          (1 until destinations).foreach(i => service.release(key, i))
-          (submit(1), 1)
-      }
+      val ports = service.open(key, n, host, conf.maxBufferBytes)
+      logDebug(s"Jumpgate: job $key receives on $host port(s) ${ports.mkString(", ")}")
+      val compiled = retryOn503(conf.jobTimeoutMs)(client.submit(request(ports.map(p => (host, p))).toJson))
       job = Some(compiled)
-      val outputs = (0 until used).map { k =>
+      val outputs = (0 until n).map { k =>
         compiled.outputs.getOrElse(s"out_g$k", throw new JumpgateJobFailed(s"the server's answer has no output out_g$k"))
       }
       val layouts = outputs.map(o => NtfLayout.fromJson(o.layout))
-      try layouts.foreach(_.check(exec.output.map(_.dataType))) catch {
-        case e: IllegalArgumentException => throw new JumpgateJobFailed(s"unexpected NTF layout: ${e.getMessage}")
-      }
-      layouts.foreach(NtfDecoders.decoder) // compile now, once, on the driver
+      check(layouts)
+      layouts.foreach(NtfDecoders.decoder) // compile now, once
       service.expect(key, outputs.map(_.expectedStreams), layouts.map(_.fixedSize))
       retryOn503(conf.jobTimeoutMs)(client.execute(compiled.jobId))
       await(client, compiled.jobId, service, key, conf.jobTimeoutMs)
       if (!service.await(key, StreamGraceMs))
         throw new JumpgateJobFailed(service.failure(key).getOrElse("the job succeeded but its streams did not end"))
-      val streams = service.destinationsOf(key).flatMap(_.data)
-      exec.metrics("jgRows") += streams.map(_.tuples).sum
-      exec.metrics("jgBytes") += streams.map(_.bytes).sum
-      exec.metrics("jgTime") += (System.nanoTime() - started) / 1000000L
-      exec.metrics("jgJobs") += 1
-      postDriverMetrics(sc, exec.metrics.values.toSeq)
-      JumpgateStats.job(streams.map(_.tuples).sum, streams.map(_.bytes).sum)
-      val executorId = SparkEnv.get.executorId
-      val hostName = SparkEnv.get.blockManager.blockManagerId.host
-      val rdd = new JumpgateRDD(sc, key, outputs.head.layoutJson, exec.output.size,
-        (0 until used).map(_ => JumpgateRDD.executorLocation(hostName, executorId)), exec.metrics("numOutputRows"))
-        .asInstanceOf[RDD[InternalRow]]
       Cleanup.finished(key)
-      rdd
+      outputs
     } catch {
       case e: Throwable =>
         Cleanup.finished(key)
@@ -117,6 +141,9 @@ object JumpgateRunner extends Logging {
 
   /** A 503 (no free NCA resources: other jobs are running) is retried, as the contract asks, with a
    *  growing pause, until the job timeout. */
+  /** Whether a SQL execution owns `key`'s destinations (and its end releases them). */
+  private[exec] def ownedByExecution(key: String): Boolean = Cleanup.owned(key)
+
   private def retryOn503[T](timeoutMs: Long)(call: => T): T = {
     val deadline = System.currentTimeMillis() + timeoutMs
     var pause = 20L
@@ -162,17 +189,30 @@ object JumpgateRunner extends Logging {
   private object Cleanup {
     private val byExecution = new ConcurrentHashMap[String, ArrayBuffer[String]]()
     private val running = ConcurrentHashMap.newKeySet[String]()
+    /** Ids of SQL executions that have ended (the most recent ones: ids only grow). */
+    private val ended = java.util.Collections.synchronizedSet(java.util.Collections.newSetFromMap(
+      new java.util.LinkedHashMap[String, java.lang.Boolean]() {
+        override def removeEldestEntry(e: java.util.Map.Entry[String, java.lang.Boolean]): Boolean = size > 10000
+      }))
     @volatile private var listening: SparkContext = _
 
     def finished(key: String): Unit = running.remove(key)
 
-    def register(sc: SparkContext, key: String): Unit = {
+    def owned(key: String): Boolean = byExecution.values().stream().anyMatch(keys => keys.synchronized(keys.contains(key)))
+
+    /** Buffers of `key` live until SQL execution `executionId` ends: every stage of the execution
+     *  may read a partition again (a range partitioner samples its input before the shuffle map
+     *  stage reads it, a failed task is retried). Without one, a task that read a partition releases
+     *  it, and a later read re-runs the job ([[OutputRecovery]]). */
+    def register(sc: Option[SparkContext], key: String, executionId: Option[String]): Unit = {
       running.add(key)
-      ensureListener(sc)
-      val id = sc.getLocalProperty(SQLExecution.EXECUTION_ID_KEY)
-      if (id == null) return // no SQL execution: partitions are released as tasks read them
-      val keys = byExecution.computeIfAbsent(id, _ => ArrayBuffer[String]())
-      keys.synchronized(keys += key)
+      sc.foreach(ensureListener)
+      // A thread may carry the id of an execution that has ended (local properties are inherited):
+      // its end will not come again, so such a key is left to the reading RDD.
+      executionId.filterNot(ended.contains).foreach { id =>
+        val keys = byExecution.computeIfAbsent(id, _ => ArrayBuffer[String]())
+        keys.synchronized(keys += key)
+      }
     }
 
     private def ensureListener(sc: SparkContext): Unit = synchronized {
@@ -180,6 +220,7 @@ object JumpgateRunner extends Logging {
         sc.addSparkListener(new SparkListener {
           override def onOtherEvent(event: SparkListenerEvent): Unit = event match {
             case e: SparkListenerSQLExecutionEnd =>
+              ended.add(e.executionId.toString)
               Option(byExecution.remove(e.executionId.toString))
                 .foreach(keys => keys.synchronized(keys.filterNot(running.contains).foreach(k => ReceiverService.get.release(k))))
             case _ =>

@@ -71,6 +71,11 @@ object FileScanConverter extends OperatorConverter {
   val operation = "read"
   def matches(node: SparkPlan): Boolean = node.isInstanceOf[FileSourceScanExec]
 
+  /** Reader options that only choose which files are read (Spark's file index applies them when it
+   *  lists the files the request names), lower-cased as the check below compares them. */
+  private val FileSelectionOptions = Set("path", "paths", "pathglobfilter", "recursivefilelookup",
+    "modifiedbefore", "modifiedafter")
+
   private def format(scan: FileSourceScanExec): Option[(String, String)] =
     scan.relation.fileFormat.toString.toLowerCase match {
       case "json" => Some(("json", OperatorKeys.ScanJson))
@@ -101,7 +106,8 @@ object FileScanConverter extends OperatorConverter {
     if (scan.relation.partitionSchema.nonEmpty) return Left(Why("partitioned table (partition columns are not offloaded)"))
     if (scan.bucketedScan) return Left(Why("bucketed scan"))
     if (fmt == "json") {
-      val opts = scan.relation.options.keySet.map(_.toLowerCase) -- Set("path", "paths")
+      // Options that choose files are applied by the file index listed below; the others change parsing.
+      val opts = scan.relation.options.keySet.map(_.toLowerCase) -- FileSelectionOptions
       if (opts.nonEmpty) return Left(Why(s"JSON reader options ${opts.toSeq.sorted.mkString(", ")}"))
     }
     val root = ctx.conf.dataRoot match {

@@ -135,6 +135,8 @@ final class Destination(service: ReceiverService, val key: String, val index: In
   /** Stream ids whose senders presented a valid header; the listener closes once all are in. */
   private val claimed = ConcurrentHashMap.newKeySet[Integer]()
   private val myBytes = new AtomicLong()
+  /** Tasks that have read this destination: Spark may compute a partition more than once. */
+  val reads = new AtomicInteger()
 
   def failure: Option[String] = Option(error.get)
   def isComplete: Boolean = expected >= 0 && streams.size == expected && failure.isEmpty
