@@ -107,6 +107,10 @@ class Receiver:
         """True when every stream ended or the receiver failed."""
         return self._done.wait(timeout)
 
+    def senders_done(self) -> None:
+        """Every sender has finished (the job succeeded). Nothing to do over TCP: a stream cut
+        short ends without its end marker, which fails it (UdpReceiver needs this notice)."""
+
     @property
     def done(self) -> bool:
         return self._done.is_set()

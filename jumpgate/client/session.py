@@ -248,6 +248,8 @@ class Jumpgate:
                 r.start(out.expected_streams, out.layout)
             job.execute()
             self._wait(job, receivers, deadline)
+            for r in receivers.values():
+                r.senders_done()  # every END has been sent: a UDP receiver can tell a lost one
             left = STREAM_GRACE_S if deadline is None else max(0.0, deadline - time.monotonic())
             if not wait_all(receivers.values(), min(left, STREAM_GRACE_S)):
                 missing = {k: f"{r.ended}/{r.expected}" for k, r in receivers.items() if not r.done}

@@ -9,8 +9,11 @@ begins reading, `table()` decodes.
 
 Loss is a failure, never a silent gap: a duplicate datagram is dropped, and a stream whose END has
 arrived but some of whose datagrams have not fails after `grace` seconds, naming the stream and the
-first missing sequence number. One thread reads the socket; each datagram's tuples are appended to
-its stream's buffer, and decoding reuses the TCP path (`ntf.scan_stream`) on each stream's bytes.
+first missing sequence number. A lost END is found with `senders_done()` (the client calls it when
+the job has succeeded, i.e. every sender has sent its END): a stream still without END `grace`
+seconds later, once the socket has been read dry, has failed. One thread reads the socket; each
+datagram's tuples are appended to its stream's buffer, and decoding reuses the TCP path
+(`ntf.scan_stream`) on each stream's bytes.
 """
 from __future__ import annotations
 
@@ -118,6 +121,7 @@ class UdpReceiver:
         self._done = threading.Event()
         self._thread: threading.Thread | None = None
         self._ended = 0
+        self._senders_done: float | None = None  # monotonic time of senders_done()
 
     # ------------------------------------------------------------------ life cycle
     def start(self, expected_streams: int, layout: NtfLayout | dict) -> None:
@@ -134,6 +138,12 @@ class UdpReceiver:
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._done.wait(timeout)
+
+    def senders_done(self) -> None:
+        """Every sender has finished (the job succeeded): their ENDs have been sent, so one that
+        has not arrived `grace` seconds from now, with nothing left unread, was lost."""
+        if self._senders_done is None:
+            self._senders_done = time.monotonic()
 
     @property
     def done(self) -> bool:
@@ -214,7 +224,7 @@ class UdpReceiver:
                         self._datagram(view[:n])
                         if self._done.is_set():
                             return
-                self._check_grace()
+                self._check_grace()  # here the socket has just been found empty
         except StreamError as e:
             self._fail(str(e))
         except OSError as e:
@@ -282,7 +292,12 @@ class UdpReceiver:
 
     def _check_grace(self) -> None:
         now = time.monotonic()
+        done = self._senders_done
         for sid, s in self._streams.items():
+            if s.end is None and done is not None and now - done > self.grace:
+                raise StreamError(f"stream {sid}: no END datagram: its senders finished {now - done:.1f} s ago and "
+                                  f"everything that arrived has been read ({s.datagrams} data datagrams, "
+                                  f"{s.tuples} tuples received); the END was lost (UDP loss)")
             if s.end is not None and not s.complete and now - s.end_at > self.grace:
                 missing = next(i for i in range(s.end[0]) if i >= len(s.seen) or not s.seen[i])
                 raise StreamError(f"stream {sid}: UDP loss: {s.datagrams} of {s.end[0]} datagrams arrived "

@@ -4,7 +4,8 @@ An NCA implementation is a subclass of `NcaImplementation`, registered under the
 `jumpgate.ncas`. The compiler talks to it only through the *operator interface*
 (`match_operations`, `match_input`, `match_output`, `resources`); the executor only through the
 *life-cycle interface* of the `NcaInstance` it creates (`compile`, `allocate`, `configure`,
-`execute`, `destroy`). Built-in NCAs get no other way in.
+`execute`, `destroy`, and the optional `activity` and `senders_finished`). Built-in NCAs get no
+other way in.
 
 Every answer of the operator interface is a verdict with a reason, so that users can see why an
 operation was or was not given to an NCA (design principle 1).
@@ -238,6 +239,18 @@ class NcaInstance(ABC):
         """Optional: a reading that changes while the instance makes progress (moves bytes, uses
         CPU), for the executor's stall watchdog; None (the default) when it cannot tell, and such
         an instance is never taken for stalled."""
+        return None
+
+    def senders_finished(self, port: int) -> None:
+        """Optional: every NCA that sends to input port `port` (an index into `spec.inputs`) has
+        finished its last phase successfully, so everything it will ever send there, its ends of
+        stream included, has been sent. Over UDP an end can be lost, and a receiver cannot tell a
+        lost one from a slow sender; with this notice it can: a stream whose end has still not
+        arrived a grace period later, once everything that did arrive has been read, has lost it,
+        and the instance should fail now rather than wait out an idle timeout
+        (docs/udp-transport.md). Called from an executor thread while `execute` may be running
+        (or before it starts, when the senders ran in an earlier stage); it must not block. The
+        default ignores it (TCP detects a missing end by itself)."""
         return None
 
     @abstractmethod

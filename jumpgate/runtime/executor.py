@@ -15,6 +15,11 @@ once, started or not, and no allocate starts after it.
 
 The first failure is the one reported: when one NCA fails, its neighbours usually fail soon after
 (a stream ends early), and those are consequences, not causes.
+
+When an NCA's last phase succeeds, the executor tells each NCA it sends to, once all of that input
+port's senders are through, with `senders_finished` (NcaInstance): everything they will send there
+has been sent, so a UDP receiver still missing an end of stream can fail at once instead of
+waiting out its idle timeout (docs/udp-transport.md, "A lost END").
 """
 from __future__ import annotations
 
@@ -46,6 +51,15 @@ def _is_consequence(failure: NcaFailure) -> bool:
     reported, the producer's error is the one worth showing. The runtime names stream failures
     "input port N ..." (ncas/runtime/in_tcp.c)."""
     return failure.message.startswith("input port ")
+
+
+def senders_by_port(pipeline: StagedPipeline) -> dict[tuple[str, int], set[str]]:
+    """(consumer NCA, input port) -> the NCAs that send to it (edges to clients are not NCAs')."""
+    senders: dict[tuple[str, int], set[str]] = {}
+    for e in pipeline.edges:
+        if not e.to_client:
+            senders.setdefault((e.consumer, e.consumer_port), set()).add(e.producer)
+    return senders
 
 
 def stream_keys(pipeline: StagedPipeline) -> dict[tuple[str, int], int]:
@@ -98,6 +112,8 @@ class JobRunner:
         self._destroyed = False
         self._failure: NcaFailure | None = None
         self._failure_lock = threading.Lock()
+        self._pending_senders = senders_by_port(job.pipeline)  # shrinks as senders finish
+        self._senders_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=max(4, len(job.pipeline.ncas)),
                                         thread_name_prefix=f"job-{job.id}")
 
@@ -247,6 +263,24 @@ class JobRunner:
         finally:
             tl.end(span)
             tl.stage_result(nid, stage, phase, span, stats)
+        if phase == len(self.job.pipeline.node(nid).stages) - 1:
+            self._sender_finished(nid)
+
+    def _sender_finished(self, nid: str) -> None:
+        """`nid` has sent all it ever will: tell every input port it fed whose senders are now all
+        through (module docstring)."""
+        with self._senders_lock:
+            ready = []
+            for (consumer, port), senders in self._pending_senders.items():
+                if nid in senders:
+                    senders.discard(nid)
+                    if not senders:
+                        ready.append((consumer, port))
+        for consumer, port in ready:
+            try:
+                self.instances[consumer].senders_finished(port)
+            except Exception:  # a notice that cannot be given costs only the fast failure
+                log.exception("telling %s of job %s that its senders finished failed", consumer, self.job.id)
 
     def _resolve_routes(self, endpoints: dict[str, object]) -> dict[str, list[list[Destination]]]:
         """Turn the pipeline's edges into endpoints now that every NCA listens. An NCA's

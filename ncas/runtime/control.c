@@ -4,11 +4,14 @@
  * keeps polling stdin (so that end of input, i.e. a cancelled or crashed control plane, ends the
  * process at once) and a pipe on which workers signal that they finished. Commands that arrive
  * during a phase wait until it is done, except `exit`, which like end of input ends the process
- * immediately. After a failed phase the process reports and exits without joining the other
- * workers: they may be blocked on a peer, and exiting closes every socket anyway.
+ * immediately, and `senders_done`, a notice the phase's UDP inputs need while they run. After a
+ * failed phase the process reports and exits without joining the other workers: they may be
+ * blocked on a peer, and exiting closes every socket anyway.
  */
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -140,6 +143,9 @@ static void bind_inputs(jgr_proc *p, const char *host) {
       int big = UDP_RCVBUF_BYTES;
       if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big) != 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+      /* a sender's GSO run stays one buffer, which in_udp.c cuts into its datagrams: a tenth of
+       * the buffer space of the same datagrams queued one by one (docs/udp-transport.md) */
+      setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one);
     }
     if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 ||
         (!p->inputs[i].udp && listen(fd, SOMAXCONN) != 0))
@@ -277,6 +283,31 @@ static void check_phase(jgr_proc *p) {
 
 #define GROW(arr, n) (arr = realloc(arr, sizeof *(arr) * ((n) + 1)))
 
+/* `senders_done PORT`: every sender of the input port has finished (docs/nca-process-protocol.md).
+ * Only UDP inputs use it (in_udp.c: a stream still without END has lost it); the first notice
+ * counts, a repeated one (a line seen during a phase is handled again after it) changes nothing. */
+static void senders_done(jgr_proc *p, uint32_t port) {
+  uint64_t none = 0;
+  if (p->inputs[port].udp)
+    __atomic_compare_exchange_n(&p->inputs[port].senders_done_ns, &none, jgr_now_ns(), 0, __ATOMIC_RELEASE,
+                                __ATOMIC_RELAXED);
+}
+
+/* During a phase: the commands that cannot wait for its end, among the complete lines of buf. */
+static void immediate_commands(jgr_proc *p, const char *buf, size_t len) {
+  for (const char *s = buf, *e; (e = memchr(s, '\n', len - (size_t)(s - buf))); s = e + 1) {
+    size_t n = (size_t)(e - s) - (e > s && e[-1] == '\r');
+    if (n == 4 && memcmp(s, "exit", 4) == 0) _exit(0);
+    uint32_t port;
+    char num[16];
+    if (n > 13 && n - 13 < sizeof num && memcmp(s, "senders_done ", 13) == 0) {
+      memcpy(num, s + 13, n - 13);
+      num[n - 13] = 0;
+      if (parse_u32(num, 1u << 30, &port) == 0 && (int)port < p->ninputs) senders_done(p, port);
+    }
+  }
+}
+
 static void handle_command(jgr_proc *p, char *line) {
   char *tok[MAX_TOKENS] = {0};
   int nt = 0;
@@ -338,6 +369,9 @@ static void handle_command(jgr_proc *p, char *line) {
     jgr_out_cfg *o = &p->outputs[a];
     GROW(o->dests, o->ndests);
     o->dests[o->ndests++] = dst;
+  } else if (strcmp(cmd, "senders_done") == 0 && nt == 2) {
+    if (parse_u32(tok[1], 1u << 30, &a) || (int)a >= p->ninputs) bad_command("senders_done: no input port %s", tok[1]);
+    senders_done(p, a);
   } else if (strcmp(cmd, "execute") == 0 && nt == 2) {
     if (parse_u32(tok[1], 1000, &a)) bad_command("execute: bad phase %s", tok[1]);
     start_phase(p, (int)a);
@@ -399,6 +433,8 @@ int jgr_main(int argc, char **argv, const jgr_driver *drv) {
       handle_command(p, line);
       free(line);
     }
+    /* lines that came with or after `execute` and cannot wait for the phase's end */
+    if (ph.running) immediate_commands(p, buf, len);
     struct pollfd pfd[2] = {{0, POLLIN, 0}, {ph.done_pipe[0], POLLIN, 0}};
     int r = poll(pfd, ph.running ? 2 : 1, -1);
     if (r < 0) {
@@ -413,11 +449,6 @@ int jgr_main(int argc, char **argv, const jgr_driver *drv) {
         _exit(0); /* end of input: the control plane is gone or cancelled us */
       }
       len += (size_t)k;
-      if (ph.running) { /* `exit` does not wait for the phase */
-        for (char *s = buf, *e; (e = memchr(s, '\n', len - (size_t)(s - buf))); s = e + 1)
-          if ((e - s == 4 && memcmp(s, "exit", 4) == 0) || (e - s == 5 && memcmp(s, "exit\r", 5) == 0))
-            _exit(0);
-      }
     }
     if (ph.running && pfd[1].revents) {
       char drain[64];

@@ -17,8 +17,25 @@
  * nothing at all arrived is failed the same way once all the port's other streams are complete and
  * the port has been quiet for as long. With `param udp.dpdk` worker 0 polls the DPDK port instead
  * (dpdk_io.c) and the other workers only wait.
+ *
+ * The socket takes coalesced datagrams (UDP_GRO, set where control.c binds it): a sender's GSO
+ * run of equal-size datagrams (out_udp.c, the switch model) arrives as one buffer, with the size of
+ * its datagrams in a control message, and `receive` cuts it into them (the last may be shorter).
+ * Queued one by one, a small datagram costs the receive buffer ~830 bytes of kernel accounting, so
+ * 64 MB would hold only ~150,000 of a switch's 52-byte records; coalesced it costs a tenth of that,
+ * and the kernel's work of delivering the run shrinks with it.
+ *
+ * The idle timeout is for a sender the control plane knows nothing about. It usually does know:
+ * `senders_done PORT` (control.c) says that every sender of the port has finished, i.e. sent all
+ * its datagrams and its ENDs. From then on a stream without END fails as soon as the grace period
+ * has passed since the notice and a worker finds the socket empty while no other worker holds
+ * datagrams it has not yet counted: whatever was sent before the notice has then been read, so an
+ * END that is not among it was lost. Reading the socket dry first is what keeps a receiver that
+ * is merely behind (its buffer still full of the stream, the END at the back) from being failed.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -33,6 +50,7 @@
 
 #define BATCH 64
 #define SLOT_BYTES 65536
+#define MAX_DGRAMS (BATCH * (SLOT_BYTES / JG_UDP_HEADER)) /* a batch of coalesced runs, cut up */
 #define POLL_MS 50
 #define MAX_SEQ (1ull << 40) /* a sanity bound on sequence numbers (bitmap growth) */
 
@@ -50,6 +68,8 @@ struct jgr_udp_in {
   uint32_t expected, complete;
   uint64_t grace_ns, idle_ns; /* idle_ns 0: no idle timeout */
   uint64_t last_ns;           /* the port's latest datagram of any stream */
+  const uint64_t *senders_done_ns; /* jgr_in_cfg's: when every sender finished (0: not yet) */
+  int holding; /* atomic: workers between taking datagrams off the socket and counting them */
   stream_state *streams;
   pthread_mutex_t mu;
   int failed; /* atomic */
@@ -81,6 +101,7 @@ struct jgr_udp_in *jgr_udp_in_start(jgr_proc *p, int port, int nworkers, jgr_err
   in->expected = p->inputs[port].expected;
   in->grace_ns = grace_ms * 1000000u;
   in->idle_ns = idle_ms * 1000000u;
+  in->senders_done_ns = &p->inputs[port].senders_done_ns;
   in->streams = calloc(in->expected ? in->expected : 1, sizeof *in->streams);
   pthread_mutex_init(&in->mu, NULL);
   if (jgr_param(p, "udp.dpdk")) {
@@ -226,12 +247,22 @@ static int account(struct jgr_udp_in *in, dgram *g, int n, jg_ctx *ctx) {
   return in->failed ? -1 : 0;
 }
 
-/* With in->mu held: fail a stream whose END arrived more than the grace period ago, and one
- * without END that has been quiet for the idle timeout. */
-static void check_grace(struct jgr_udp_in *in) {
+/* With in->mu held, after this worker found the socket empty (`drained`): have the port's
+ * senders all finished at least the grace period ago, with every datagram taken off the socket
+ * counted? Then a stream's END that has not arrived was lost (file comment). */
+static int ends_overdue(struct jgr_udp_in *in, int drained, uint64_t now) {
+  uint64_t done = __atomic_load_n(in->senders_done_ns, __ATOMIC_ACQUIRE);
+  return drained && done && now >= done && now - done >= in->grace_ns &&
+         __atomic_load_n(&in->holding, __ATOMIC_ACQUIRE) == 0;
+}
+
+/* With in->mu held: fail a stream whose END arrived more than the grace period ago, one without
+ * END after its senders finished (ends_overdue), and one without END that has been quiet for the
+ * idle timeout. */
+static void check_grace(struct jgr_udp_in *in, int drained) {
   uint64_t now = jgr_now_ns();
   uint32_t silent = in->expected; /* the first stream of which nothing arrived */
-  int others_done = 1;
+  int others_done = 1, overdue = ends_overdue(in, drained, now);
   for (uint32_t i = 0; i < in->expected; i++) {
     stream_state *s = &in->streams[i];
     if (s->ended == 1 && now - s->end_ns >= in->grace_ns) {
@@ -243,6 +274,14 @@ static void check_grace(struct jgr_udp_in *in) {
       return;
     }
     if (s->ended) continue;
+    if (overdue) {
+      uint64_t done = __atomic_load_n(in->senders_done_ns, __ATOMIC_ACQUIRE);
+      in_fail(in, "input port %d stream %u: no END datagram: its senders finished %llu ms ago and everything "
+              "that arrived has been read (%llu data datagrams, %llu tuples received); the END was lost "
+              "(UDP loss)", in->port, i, (unsigned long long)((now - done) / 1000000u),
+              (unsigned long long)s->datagrams, (unsigned long long)s->tuples);
+      return;
+    }
     if (!s->last_ns) {
       if (silent == in->expected) silent = i;
       continue;
@@ -298,14 +337,33 @@ static int done_or_failed(struct jgr_udp_in *in, jgr_error *err) {
   return __atomic_load_n(&in->complete, __ATOMIC_ACQUIRE) >= in->expected ? 1 : 0;
 }
 
-/* Receive up to BATCH datagrams into g (kernel socket or DPDK). Returns how many, 0 on a quiet poll. */
+/* Receive a batch into g (kernel socket or DPDK): up to BATCH buffers, each cut into its datagrams
+ * (cut_run). Returns how many datagrams, 0 on a quiet poll. */
 typedef struct {
   uint8_t *bufs;
   struct mmsghdr msgs[BATCH];
   struct iovec iov[BATCH];
+  char ctrl[BATCH][CMSG_SPACE(sizeof(int))];
   void *mbufs[BATCH];
   int nmbufs;
 } rx_state;
+
+/* The datagrams of one received buffer into g: one, or a coalesced run cut at the size the
+ * kernel reports (UDP_GRO). Returns how many. */
+static int cut_run(const uint8_t *data, size_t len, struct msghdr *h, dgram *g) {
+  size_t seg = 0;
+  for (struct cmsghdr *cm = CMSG_FIRSTHDR(h); cm; cm = CMSG_NXTHDR(h, cm))
+    if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+      int v;
+      memcpy(&v, CMSG_DATA(cm), sizeof v);
+      seg = v > 0 ? (size_t)v : 0;
+    }
+  if (!seg || seg >= len) seg = len;
+  int n = 0;
+  for (size_t at = 0; at < len || n == 0; at += seg)
+    g[n++] = (dgram){.data = data + at, .len = (uint32_t)(len - at < seg ? len - at : seg)};
+  return n;
+}
 
 static int receive(struct jgr_udp_in *in, rx_state *rx, dgram *g, jg_ctx *ctx, jgr_error *err) {
   uint64_t t0 = jgr_now_ns();
@@ -313,22 +371,30 @@ static int receive(struct jgr_udp_in *in, rx_state *rx, dgram *g, jg_ctx *ctx, j
   if (in->dpdk) {
     const uint8_t *data[BATCH];
     uint32_t lens[BATCH];
+    __atomic_add_fetch(&in->holding, 1, __ATOMIC_ACQ_REL); /* counted in jgr_udp_in_run */
     n = jgr_dpdk->rx_burst(in->udp_port, data, lens, rx->mbufs, BATCH);
+    if (n <= 0) __atomic_sub_fetch(&in->holding, 1, __ATOMIC_ACQ_REL);
     rx->nmbufs = n;
     for (int i = 0; i < n; i++) g[i] = (dgram){.data = data[i], .len = lens[i]};
   } else {
     struct pollfd pfd = {in->fd, POLLIN, 0};
     int r = poll(&pfd, 1, POLL_MS);
     if (r > 0) {
-      n = recvmmsg(in->fd, rx->msgs, BATCH, MSG_DONTWAIT, NULL);
-      if (n < 0) {
-        if (errno == EAGAIN || errno == EINTR) n = 0;
+      for (int i = 0; i < BATCH; i++)
+        rx->msgs[i].msg_hdr = (struct msghdr){.msg_iov = &rx->iov[i], .msg_iovlen = 1, .msg_control = rx->ctrl[i],
+                                              .msg_controllen = sizeof rx->ctrl[i]};
+      __atomic_add_fetch(&in->holding, 1, __ATOMIC_ACQ_REL); /* counted in jgr_udp_in_run */
+      int m = recvmmsg(in->fd, rx->msgs, BATCH, MSG_DONTWAIT, NULL);
+      if (m <= 0) __atomic_sub_fetch(&in->holding, 1, __ATOMIC_ACQ_REL);
+      if (m < 0) {
+        if (errno == EAGAIN || errno == EINTR) m = 0;
         else {
           jgr_error_set(err, "input port %d: recvmmsg: %s", in->port, strerror(errno));
           return -1;
         }
       }
-      for (int i = 0; i < n; i++) g[i] = (dgram){.data = rx->bufs + (size_t)i * SLOT_BYTES, .len = rx->msgs[i].msg_len};
+      for (int i = 0; i < m; i++)
+        n += cut_run(rx->bufs + (size_t)i * SLOT_BYTES, rx->msgs[i].msg_len, &rx->msgs[i].msg_hdr, g + n);
     }
   }
   ctx->stats.wait_in_ns += jgr_now_ns() - t0;
@@ -337,16 +403,13 @@ static int receive(struct jgr_udp_in *in, rx_state *rx, dgram *g, jg_ctx *ctx, j
 
 int jgr_udp_in_run(struct jgr_udp_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *arg, jgr_error *err) {
   rx_state *rx = calloc(1, sizeof *rx);
-  dgram g[BATCH];
+  dgram *g = malloc(sizeof *g * MAX_DGRAMS); /* only the part a batch fills is ever touched */
+  if (!g) abort();
   int rc = 0, idle = in->dpdk && ctx->worker != 0;
   if (!in->dpdk) {
     rx->bufs = malloc((size_t)BATCH * SLOT_BYTES);
     if (!rx->bufs) abort();
-    for (int i = 0; i < BATCH; i++) {
-      rx->iov[i] = (struct iovec){rx->bufs + (size_t)i * SLOT_BYTES, SLOT_BYTES};
-      rx->msgs[i].msg_hdr.msg_iov = &rx->iov[i];
-      rx->msgs[i].msg_hdr.msg_iovlen = 1;
-    }
+    for (int i = 0; i < BATCH; i++) rx->iov[i] = (struct iovec){rx->bufs + (size_t)i * SLOT_BYTES, SLOT_BYTES};
   }
   for (;;) {
     int st = done_or_failed(in, err);
@@ -372,7 +435,8 @@ int jgr_udp_in_run(struct jgr_udp_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *a
     }
     pthread_mutex_lock(&in->mu);
     int ok = account(in, g, n, ctx) == 0;
-    check_grace(in);
+    if (n > 0) __atomic_sub_fetch(&in->holding, 1, __ATOMIC_ACQ_REL); /* taken in receive */
+    check_grace(in, !idle && n == 0);
     pthread_mutex_unlock(&in->mu);
     if (ok && deliver(g, n, ctx, fn, arg, err) != 0) {
       pthread_mutex_lock(&in->mu);
@@ -391,6 +455,7 @@ int jgr_udp_in_run(struct jgr_udp_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *a
                                                    (unsigned long long)dups);
   free(rx->bufs);
   free(rx);
+  free(g);
   return rc;
 }
 

@@ -14,6 +14,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "jg.h"
 
@@ -80,6 +81,10 @@ typedef struct {
   /* from `key PORT HEX`: every stream must open with the keyed header carrying this key, and
    * connections that do not are closed and ignored; 0 = plain NTF1 streams */
   uint64_t key;
+  /* from `senders_done PORT`: when the control plane said that every sender of this port has
+   * finished (jgr_now_ns; 0 = not yet). Set by the main thread, also during a phase, and read by
+   * the UDP input's workers (atomically): a stream still without END then has lost it. */
+  uint64_t senders_done_ns;
 } jgr_in_cfg;
 
 typedef struct jgr_proc {
@@ -286,10 +291,55 @@ typedef struct {
 /* The contract §2 layout of a schema given as columns (in field order). */
 int jgr_ntf_layout_from_columns(jgr_ntf_layout *l, const jg_column *cols, uint32_t n);
 void jgr_ntf_layout_free(jgr_ntf_layout *l);
+/* Decode one field of a tuple `len` bytes long whose fixed part is known to be complete (the
+ * caller checked len >= fixed_size); strings point into the tuple. Returns 0, or -1 with *why set
+ * when a string points outside the tuple. Inline: it is the inner loop of every NTF consumer. */
+static inline int jgr_ntf_decode_field(const jgr_ntf_field *f, const uint8_t *t, uint32_t len, jg_val *v,
+                                       const char **why) {
+  v->null = (t[f->null_bit >> 3] >> (f->null_bit & 7)) & 1;
+  v->v.i = 0;
+  if (v->null) return 0;
+  const uint8_t *p = t + f->offset;
+  switch (f->type) {
+    case JG_BOOLEAN: v->v.i = p[0] != 0; break;
+    case JG_INT32:
+    case JG_DATE: {
+      int32_t x;
+      memcpy(&x, p, 4);
+      v->v.i = x;
+      break;
+    }
+    case JG_STRING: {
+      uint32_t h[2]; /* offset, length */
+      memcpy(h, p, 8);
+      if (JGR_UNLIKELY(h[0] > len || h[1] > len - h[0])) {
+        *why = "string field points outside the tuple";
+        return -1;
+      }
+      v->v.s.p = (const char *)t + h[0];
+      v->v.s.n = h[1];
+      break;
+    }
+    default: memcpy(&v->v.i, p, 8); break; /* int64, decimal, float64 (the same 8 bytes) */
+  }
+  return 0;
+}
 /* Decode one tuple into row[0 .. nfields-1]; strings point into the tuple. Returns 0, or -1 with
  * *why set when the tuple is malformed (too short, string out of bounds). */
 int jgr_ntf_decode(const jgr_ntf_layout *l, const uint8_t *t, uint32_t len, jg_val *row,
                    const char **why);
+/* The same for the `n` listed fields only, into row[field index] (the fields some generated
+ * function reads; the join's probe loop, hence inline). */
+static inline int jgr_ntf_decode_fields(const jgr_ntf_layout *l, const uint32_t *fields, uint32_t n,
+                                        const uint8_t *t, uint32_t len, jg_val *row, const char **why) {
+  if (JGR_UNLIKELY(len < l->fixed_size)) {
+    *why = "tuple shorter than the layout's fixed size";
+    return -1;
+  }
+  for (uint32_t k = 0; k < n; k++)
+    if (JGR_UNLIKELY(jgr_ntf_decode_field(&l->fields[fields[k]], t, len, &row[fields[k]], why) != 0)) return -1;
+  return 0;
+}
 
 /* ------------------------------------------------------------------ value parsing (JSON input)
  * Own strict parsers rather than expr_support.c's, so that the scan's behaviour on input data is

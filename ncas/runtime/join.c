@@ -190,47 +190,6 @@ static int join_prepare(jgr_proc *p, int phase, jgr_error *err) {
   return st->in ? 0 : -1;
 }
 
-/* Decode the listed fields of an NTF tuple (contract §2) into row[field index]; the same rules as
- * jgr_ntf_decode, for the fields some generated function reads. */
-static int decode_fields(const jgr_ntf_layout *l, const uint32_t *fields, uint32_t n, const uint8_t *t,
-                         uint32_t len, jg_val *row, const char **why) {
-  if (JGR_UNLIKELY(len < l->fixed_size)) {
-    *why = "tuple shorter than the layout's fixed size";
-    return -1;
-  }
-  for (uint32_t k = 0; k < n; k++) {
-    const jgr_ntf_field *f = &l->fields[fields[k]];
-    jg_val *v = &row[fields[k]];
-    v->null = (t[f->null_bit >> 3] >> (f->null_bit & 7)) & 1;
-    v->v.i = 0;
-    if (v->null) continue;
-    const uint8_t *p = t + f->offset;
-    switch (f->type) {
-      case JG_BOOLEAN: v->v.i = p[0] != 0; break;
-      case JG_INT32:
-      case JG_DATE: {
-        int32_t x;
-        memcpy(&x, p, 4);
-        v->v.i = x;
-        break;
-      }
-      case JG_STRING: {
-        uint32_t h[2];
-        memcpy(h, p, 8);
-        if (JGR_UNLIKELY(h[0] > len || h[1] > len - h[0])) {
-          *why = "string field points outside the tuple";
-          return -1;
-        }
-        v->v.s.p = (const char *)t + h[0];
-        v->v.s.n = h[1];
-        break;
-      }
-      default: memcpy(&v->v.i, p, 8); break; /* int64, decimal, float64 (same bytes) */
-    }
-  }
-  return 0;
-}
-
 /* ------------------------------------------------------------------ build phase */
 
 typedef struct {
@@ -442,7 +401,7 @@ static inline int output_row(jg_ctx *ctx, const jg_val *row, jgr_error *err) {
 
 static inline int decode_build(const join_state *st, const jn_entry *e, jg_val *half, jgr_error *err) {
   const char *why;
-  if (JGR_UNLIKELY(decode_fields(&st->build_layout, st->build_fields, st->nbuild_fields, entry_tuple(e), e->len,
+  if (JGR_UNLIKELY(jgr_ntf_decode_fields(&st->build_layout, st->build_fields, st->nbuild_fields, entry_tuple(e), e->len,
                                  half, &why) != 0)) {
     jgr_error_set(err, "hash join: stored build tuple does not decode: %s", why);
     return -1;
@@ -523,7 +482,7 @@ static int probe_tuples(void *arg, jg_ctx *ctx, const uint8_t *const *tuples, co
       const int k = (int)(i & (RING - 1));
       jg_val *row = a->rows + (size_t)k * width;
       const char *why;
-      if (JGR_UNLIKELY(decode_fields(&st->probe_layout, st->probe_fields, st->nprobe_fields, tuples[i], lens[i],
+      if (JGR_UNLIKELY(jgr_ntf_decode_fields(&st->probe_layout, st->probe_fields, st->nprobe_fields, tuples[i], lens[i],
                                      row, &why) != 0)) {
         jgr_error_set(err, "input port 1 (probe side): malformed tuple: %s", why);
         return -1;

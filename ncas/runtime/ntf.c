@@ -41,37 +41,7 @@ int jgr_ntf_decode(const jgr_ntf_layout *l, const uint8_t *t, uint32_t len, jg_v
     *why = "tuple shorter than the layout's fixed size";
     return -1;
   }
-  for (uint32_t i = 0; i < l->nfields; i++) {
-    const jgr_ntf_field *f = &l->fields[i];
-    jg_val *v = &row[i];
-    v->null = (t[f->null_bit >> 3] >> (f->null_bit & 7)) & 1;
-    v->v.i = 0;
-    if (v->null) continue;
-    const uint8_t *p = t + f->offset;
-    switch (f->type) {
-      case JG_BOOLEAN: v->v.i = p[0] != 0; break;
-      case JG_INT32:
-      case JG_DATE: {
-        int32_t x;
-        memcpy(&x, p, 4);
-        v->v.i = x;
-        break;
-      }
-      case JG_FLOAT64: memcpy(&v->v.f, p, 8); break;
-      case JG_STRING: {
-        uint32_t off, n;
-        memcpy(&off, p, 4);
-        memcpy(&n, p + 4, 4);
-        if (JGR_UNLIKELY(off > len || n > len - off)) {
-          *why = "string field points outside the tuple";
-          return -1;
-        }
-        v->v.s.p = (const char *)t + off;
-        v->v.s.n = n;
-        break;
-      }
-      default: memcpy(&v->v.i, p, 8); break; /* int64, decimal */
-    }
-  }
+  for (uint32_t i = 0; i < l->nfields; i++)
+    if (JGR_UNLIKELY(jgr_ntf_decode_field(&l->fields[i], t, len, &row[i], why) != 0)) return -1;
   return 0;
 }

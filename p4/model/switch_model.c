@@ -10,6 +10,19 @@
  * on sockets it binds, one per job port, where a switch matches the UDP destination port), and
  * line rate (it is one thread).
  *
+ * Keeping up. A switch forwards at line rate; the model is one thread on a host, and UDP has no
+ * flow control, so whatever it cannot keep up with waits in its socket's receive buffer, and what
+ * does not fit there is lost (the sender's END copies, which come last, first of all). Two things
+ * keep that from happening to a healthy host. Its ingress sockets take coalesced datagrams
+ * (UDP_GRO): a sender's GSO burst (out_udp.c sends runs of one-tuple datagrams that way) stays
+ * one buffer of up to 64 datagrams, which the model cuts into its datagrams itself, instead of 64
+ * buffers of ~800 bytes of kernel accounting each for 50-byte datagrams; the same receive buffer
+ * then holds ten times as many datagrams, and a receive returns up to 64 of them. And it sends its
+ * own output the same way (UDP_SEGMENT): its records are one-tuple datagrams of one size towards
+ * one destination, and handing them to the kernel one by one cost the model most of its time
+ * (each is routed and delivered separately; a receiver with UDP_GRO, as the runtime's UDP input,
+ * takes a run whole). The datagrams on the wire are the same either way.
+ *
  *   switch_model --bind HOST
  *
  * Prints {"event":"ready"}, then answers each command on standard input with one line:
@@ -24,6 +37,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -38,7 +52,9 @@
 
 #define MAX_PORTS 128
 #define BATCH 64
-#define SLOT 2048 /* the model only parses the first bytes; a longer datagram is malformed anyway */
+#define SLOT 65536 /* a receive may hold a coalesced run of datagrams (UDP_GRO), up to 64 KB */
+#define GSO_SEGMENTS 64 /* datagrams per GSO send: the kernel's UDP_MAX_SEGMENTS on older kernels */
+#define GSO_BYTES 65000 /* and their bytes, within one IPv4 UDP payload */
 
 /* ------------------------------------------------------------------ tables (p4/include/tables.p4) */
 
@@ -115,22 +131,69 @@ static uint32_t crc32_8(const uint8_t *p) {
 /* ------------------------------------------------------------------ output */
 
 static int out_fd = -1;
+static int out_gso = 1; /* send runs of equal datagrams as one UDP GSO send (off if the kernel refuses) */
 static struct mmsghdr out_msgs[2 * BATCH];
 static struct iovec out_iov[2 * BATCH];
 static struct sockaddr_in out_addr[2 * BATCH];
 static uint8_t out_buf[2 * BATCH][JG_UDP_HEADER + 4 + 16 + 8 * JG_MAX_OUT_WORDS + JG_UDP_END_PAYLOAD];
+static char out_ctrl[2 * BATCH][CMSG_SPACE(sizeof(uint16_t))];
 static int nout;
 
-static void flush_out(void) {
-  for (int at = 0; at < nout;) {
-    int k = sendmmsg(out_fd, out_msgs + at, (unsigned)(nout - at), 0);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      /* like a switch port: a datagram that cannot leave is dropped (the receiver's sequence
-       * numbers and END counts turn that into a failed stream) */
-      break;
+static int same_dest(int a, int b) {
+  return out_addr[a].sin_addr.s_addr == out_addr[b].sin_addr.s_addr && out_addr[a].sin_port == out_addr[b].sin_port;
+}
+
+/* Group the queued datagrams into messages: a run of datagrams of one size to one destination is
+ * one message with UDP_SEGMENT (the kernel cuts it into exactly those datagrams), anything else a
+ * message of its own. Returns the number of messages; first[m] is message m's first datagram. */
+static int group_out(int from, int *first) {
+  int m = 0;
+  for (int i = from; i < nout; m++) {
+    int k = 1;
+    size_t size = out_iov[i].iov_len;
+    while (out_gso && i + k < nout && k < GSO_SEGMENTS && out_iov[i + k].iov_len == size && same_dest(i, i + k) &&
+           (size_t)(k + 1) * size <= GSO_BYTES)
+      k++;
+    first[m] = i;
+    out_msgs[m].msg_hdr = (struct msghdr){.msg_name = &out_addr[i], .msg_namelen = sizeof out_addr[i],
+                                          .msg_iov = &out_iov[i], .msg_iovlen = (size_t)k};
+    if (k > 1) {
+      struct msghdr *h = &out_msgs[m].msg_hdr;
+      h->msg_control = out_ctrl[m];
+      h->msg_controllen = sizeof out_ctrl[m];
+      struct cmsghdr *cm = CMSG_FIRSTHDR(h);
+      cm->cmsg_level = SOL_UDP;
+      cm->cmsg_type = UDP_SEGMENT;
+      cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+      uint16_t seg = (uint16_t)size;
+      memcpy(CMSG_DATA(cm), &seg, sizeof seg);
     }
-    at += k;
+    i += k;
+  }
+  first[m] = nout;
+  return m;
+}
+
+static void flush_out(void) {
+  int first[2 * BATCH + 1];
+  int nmsg = group_out(0, first);
+  for (int at = 0; at < nmsg;) {
+    int k = sendmmsg(out_fd, out_msgs + at, (unsigned)(nmsg - at), 0);
+    if (k >= 0) {
+      at += k;
+      continue;
+    }
+    if (errno == EINTR || errno == ENOBUFS || errno == EAGAIN) continue; /* a port queues; it does not drop */
+    if (out_gso && (errno == EINVAL || errno == EIO || errno == ENOPROTOOPT)) {
+      out_gso = 0; /* no UDP GSO here: the rest one datagram per message */
+      int from = first[at];
+      nmsg = group_out(from, first);
+      at = 0;
+      continue;
+    }
+    /* like a switch port: a datagram that cannot leave is dropped (the receiver's sequence
+     * numbers and END counts turn that into a failed stream) */
+    at++;
   }
   nout = 0;
 }
@@ -141,8 +204,6 @@ static uint8_t *out_datagram(uint32_t ip, uint32_t port, size_t len) {
   out_addr[i] = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                                      .sin_addr.s_addr = htonl(ip)};
   out_iov[i] = (struct iovec){out_buf[i], len};
-  out_msgs[i].msg_hdr = (struct msghdr){.msg_name = &out_addr[i], .msg_namelen = sizeof out_addr[i],
-                                        .msg_iov = &out_iov[i], .msg_iovlen = 1};
   return out_buf[i];
 }
 
@@ -342,6 +403,23 @@ static void packet(uint16_t udp_port, const uint8_t *dg, size_t len) {
   data_packet(&c, dg, len, &h);
 }
 
+/* One receive: a datagram, or with UDP_GRO a run of datagrams of `seg` bytes each (the last may be
+ * shorter) as the sender's GSO send cut them; each goes through the pipeline on its own. */
+static void received_run(uint16_t udp_port, const uint8_t *data, size_t len, struct msghdr *h) {
+  size_t seg = 0;
+  for (struct cmsghdr *cm = CMSG_FIRSTHDR(h); cm; cm = CMSG_NXTHDR(h, cm))
+    if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+      int v;
+      memcpy(&v, CMSG_DATA(cm), sizeof v);
+      seg = v > 0 ? (size_t)v : 0;
+    }
+  if (!seg || seg >= len) {
+    packet(udp_port, data, len);
+    return;
+  }
+  for (size_t at = 0; at < len; at += seg) packet(udp_port, data + at, len - at < seg ? len - at : seg);
+}
+
 /* ------------------------------------------------------------------ control (stdin) */
 
 static int ports_fd[MAX_PORTS], ports_num[MAX_PORTS], nports;
@@ -491,6 +569,8 @@ static void add_port(void) {
   int big = 64 << 20;
   if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big) != 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+  int one = 1; /* coalesced runs of datagrams (header comment, "Keeping up"); without it, one by one */
+  setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one);
   if (inet_pton(AF_INET, bind_host, &a.sin_addr) != 1 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
     close(fd);
     return reply("{\"event\":\"error\",\"message\":\"cannot bind a UDP port on %s: %s\"}", bind_host, strerror(errno));
@@ -536,13 +616,10 @@ int main(int argc, char **argv) {
   int big = 16 << 20;
   setsockopt(out_fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
   static uint8_t bufs[BATCH][SLOT];
+  static char ctrl[BATCH][CMSG_SPACE(sizeof(int))];
   static struct mmsghdr msgs[BATCH];
   static struct iovec iov[BATCH];
-  for (int i = 0; i < BATCH; i++) {
-    iov[i] = (struct iovec){bufs[i], SLOT};
-    msgs[i].msg_hdr.msg_iov = &iov[i];
-    msgs[i].msg_hdr.msg_iovlen = 1;
-  }
+  for (int i = 0; i < BATCH; i++) iov[i] = (struct iovec){bufs[i], SLOT};
   reply("{\"event\":\"ready\"}");
   size_t cap = 1 << 16, len = 0;
   char *cmd = malloc(cap);
@@ -559,9 +636,12 @@ int main(int argc, char **argv) {
     for (int i = 0; i < np; i++) {
       if (!pfd[i + 1].revents) continue;
       for (int rounds = 0; rounds < 64; rounds++) {
+        for (int k = 0; k < BATCH; k++)
+          msgs[k].msg_hdr = (struct msghdr){.msg_iov = &iov[k], .msg_iovlen = 1, .msg_control = ctrl[k],
+                                            .msg_controllen = sizeof ctrl[k]};
         int n = recvmmsg(pfd[i + 1].fd, msgs, BATCH, MSG_DONTWAIT, NULL);
         if (n <= 0) break;
-        for (int k = 0; k < n; k++) packet((uint16_t)ports_num[i], bufs[k], msgs[k].msg_len);
+        for (int k = 0; k < n; k++) received_run((uint16_t)ports_num[i], bufs[k], msgs[k].msg_len, &msgs[k].msg_hdr);
         flush_out();
       }
     }

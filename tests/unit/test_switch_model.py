@@ -7,16 +7,21 @@ that spill their high half, counts of nullable columns."""
 from __future__ import annotations
 
 import random
+import socket
+import struct
 import zlib
 
 import pytest
 
 from jumpgate.client import udp
+from jumpgate.client.testing import encode_tuple
 from jumpgate.ncas.switch import defs
 from jumpgate.ncas.switch.backends import ModelBackend
 from jumpgate.ncas.switch.controller import JobSlots, RegisterWrite
 
 from .fixtures.switch_harness import ModelJob, bind, exact, merge_partials, partial_request
+
+UDP_SEGMENT = 103  # <netinet/udp.h>: send a run of datagrams of this size in one call (UDP GSO)
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +148,35 @@ def test_finish_reports_lost_flushes(model):
         job.send_raw(udp.pack_header(0, 0, 0, udp.F_FINISH) + udp.FINISH_PAYLOAD.pack(5))  # 5 sent, 0 arrived
         assert dst.wait(5)
         assert "loss upstream" in (dst.error or "")
+    finally:
+        dst.close()
+        job.close()
+
+
+def test_coalesced_runs_of_datagrams_are_cut_into_their_datagrams(model):
+    """A sender's GSO runs (out_udp.c sends one-tuple datagrams towards a switch that way) reach
+    the model coalesced (UDP_GRO, docs/switch.md "Running it"): every datagram of a run counts,
+    the END that ends a run as its shorter last segment included."""
+    plan = bind(partial_request({"k": "int64", "v": "int64"}, "k", [{"name": "s", "fn": "sum", "expr": "v"}]))
+    dst = udp.UdpReceiver()
+    job = ModelJob(model, plan, JobSlots(job=7, base=7168, size=1024, tag=7), dst)
+    dst.start(1, job.query.layout)
+    rows = [(i % 300, i) for i in range(1000)]
+    dgrams = [udp.data_datagram(0, i, [encode_tuple(r, job.in_layout)]) for i, r in enumerate(rows)]
+    dgrams.append(udp.end_datagram(0, len(rows), len(rows)))
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for at in range(0, len(dgrams), 64):  # 64 per send; the last run: 40 datagrams and the END
+                run = dgrams[at:at + 64]
+                s.sendmsg([b"".join(run)], [(socket.SOL_UDP, UDP_SEGMENT, struct.pack("=H", len(run[0])))],
+                           0, (job.host, job.port))
+        h, data = job.notice()
+        assert (h.flags, h.seq) == (udp.F_END, 1000)
+        assert udp.END_PAYLOAD.unpack_from(data, udp.HEADER_SIZE) == (1000, 1000)  # every datagram counted
+        job.flush()
+        assert dst.wait(10), dst.error
+        got = merge_partials(dst.table(), "k", ["s"], {"s": "sum"})
+        assert got == exact(rows, 0, [("s", "sum", 1)])
     finally:
         dst.close()
         job.close()

@@ -2,12 +2,14 @@
 reasons), its slot pool and the service's capacity check (a job that finds no free slots goes to
 software NCAs), the golden table entries, and the whole life cycle against the switch model:
 compile, allocate (lease, ingress port), configure (table entries), execute (END notices, loss
-detection, flush, FINISH) and destroy (cleared slots, released port, lease and model)."""
+detection, a lost END once the executor says the senders finished, flush, FINISH) and destroy
+(cleared slots, released port, lease and model)."""
 from __future__ import annotations
 
 import random
 import socket
 import threading
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -18,12 +20,24 @@ from jumpgate.client.testing import encode_tuple
 from jumpgate.compiler.ntf import generate_ntf
 from jumpgate.deploy.resources import BlockPool
 from jumpgate.errors import NoResources
-from jumpgate.nca.interface import NTF, Destination, Endpoint, InstanceContext, NcaError, StreamSpec
+from jumpgate.nca.interface import (
+    NTF,
+    CompileResult,
+    Destination,
+    Endpoint,
+    InstanceContext,
+    NcaError,
+    NcaInstance,
+    NcaSpec,
+    PhaseStats,
+    StreamSpec,
+)
 from jumpgate.nca.registry import Registry
 from jumpgate.ncas.software.aggregate import AggregateNca
 from jumpgate.ncas.software.scan_json import JsonScanNca
 from jumpgate.ncas.switch import defs, golden
 from jumpgate.ncas.switch.plugin import SwitchAggregatorNca, SwitchModelNca
+from jumpgate.runtime.executor import JobRunner
 from jumpgate.runtime.service import JumpgateService, Settings
 
 from .fixtures.switch_harness import bind, exact, merge_partials, partial_request
@@ -233,6 +247,74 @@ def test_destroy_wakes_a_waiting_execute(service, tmp_path):
     inst.destroy()
     t.join(5)
     assert not t.is_alive() and errors == ["cancelled"]
+
+
+class RecordingInstance(NcaInstance):
+    """Executes at once and records the executor's `senders_finished` notices."""
+
+    def __init__(self, spec: NcaSpec, told: list[tuple[str, int]]) -> None:
+        super().__init__(spec)
+        self.told = told
+
+    def compile(self) -> CompileResult:
+        return CompileResult()
+
+    def allocate(self) -> list[Endpoint]:
+        return []
+
+    def configure(self, destinations: list[list[Destination]]) -> None:
+        return None
+
+    def execute(self, phase: int) -> PhaseStats:
+        return PhaseStats()
+
+    def senders_finished(self, port: int) -> None:
+        self.told.append((self.spec.id, port))
+
+    def destroy(self) -> None:
+        return None
+
+
+def test_a_lost_end_fails_soon_after_the_senders_finished(service, tmp_path):
+    """Every copy of the sender's END lost before the switch: once the executor says the sender
+    finished, and the switch has stopped counting the stream's datagrams, the job fails with UDP
+    loss within seconds instead of waiting for the END for ever."""
+    impl, inst = switch_instance(service, tmp_path)
+    try:
+        inst.compile()
+        [ep] = inst.allocate()
+        inst.configure([[Destination(Endpoint("127.0.0.1", 9, "udp"), 0, 1)]])
+        layout = inst.spec.inputs[0].spec.layout
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for i in range(100):
+                s.sendto(udp.data_datagram(0, i, [encode_tuple((i, 1.0), layout)]), (ep.host, ep.port))
+        threading.Timer(0.5, inst.senders_finished, (0,)).start()
+        t0 = time.monotonic()
+        with pytest.raises(NcaError, match="UDP loss between the sender of stream 0 and the switch: the sender "
+                                           "finished .* no copy of its END reached the switch .*received 100 "):
+            inst.execute(0)
+        assert time.monotonic() - t0 < 10
+    finally:
+        inst.destroy()
+
+
+def test_the_executor_tells_each_receiver_when_its_senders_finished(service, tmp_path):
+    """scan -> switch -> final aggregation -> client: the switch hears when the scan's last phase
+    is done, the final aggregation when the switch's is, the scan (no network input) never."""
+    job = service.submit(partial_request(*STORE_SALES, final=True, transport="udp"))
+    told: list[tuple[str, int]] = []
+    runner = JobRunner(job, service.store, service.registry, None, tmp_path, tmp_path, lambda j: None)
+    runner.instances = {n.id: RecordingInstance(job.pipeline.build_spec(n), told) for n in job.pipeline.ncas}
+    by_impl = {n.implementation: n.id for n in job.pipeline.ncas}
+    scan, switch, final = (by_impl[i] for i in ("software.scan_json", "switch.model", "software.aggregate"))
+    try:
+        runner._execute_one(0, 0, scan)
+        assert told == [(switch, 0)]
+        runner._execute_one(0, 0, switch)
+        runner._execute_one(0, 0, final)
+        assert told == [(switch, 0), (final, 0)]
+    finally:
+        runner._pool.shutdown()
 
 
 def test_two_jobs_never_share_slots(service, tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import socket
+import time
 
 import pytest
 
@@ -74,3 +75,24 @@ def test_broken_streams_fail_naming_the_stream(mangle, message):
         assert r.error and message in r.error, r.error
         with pytest.raises(StreamError):
             r.table()
+
+
+def test_a_lost_end_fails_soon_after_the_senders_are_done():
+    """The client calls `senders_done()` when the job has succeeded: a stream still without END
+    then fails the grace period later; the complete stream next to it is not affected."""
+    rows = [(i, None) for i in range(50)]
+    r = udp.UdpReceiver(grace=0.3)
+    r.start(2, LAYOUT)
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for d in stream(0, rows, 5) + stream(1, rows, 5)[:-udp.END_COPIES]:
+                s.sendto(d, ("127.0.0.1", r.port))
+        assert not r.wait(0.5)  # without the notice it waits (the session's timeout ends that)
+        t0 = time.monotonic()
+        r.senders_done()
+        assert r.wait(5)
+        assert 0.3 <= time.monotonic() - t0 < 3
+        assert r.error and r.error.startswith("stream 1: no END datagram: its senders finished ")
+        assert "(10 data datagrams, 50 tuples received); the END was lost (UDP loss)" in r.error
+    finally:
+        r.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import socket
+import struct
 import time
 
 import pytest
@@ -26,6 +27,7 @@ from .fixtures.runtime_harness import (
     encode_tuple,
 )
 
+UDP_SEGMENT = 103  # <netinet/udp.h>: send a run of datagrams of this size in one call (UDP GSO)
 COPY_LAYOUT = NtfLayout.from_json({"null_bytes": 8, "fixed_size": COPY_FIXED, "variable": True, "fields": [
     {"name": n, "type": "decimal(10,2)" if t == "decimal" else t, "offset": o,
      "size": 1 if t == "boolean" else 4 if t in ("int32", "date") else 8, "null_bit": i}
@@ -91,6 +93,25 @@ def test_udp_in_and_out_pass_tuples_through(relay, threads, streams, per, max_by
             assert out.datagrams >= sum(len(t) + 4 for ts in inputs.values() for t in ts) / (max_bytes - 24)
     finally:
         out.close()
+        nca.kill()
+
+
+def test_coalesced_runs_of_datagrams_are_cut_into_their_datagrams(relay):
+    """GSO runs (as out_udp.c and the switch model send equal-size datagrams) reach the input
+    coalesced (UDP_GRO): each datagram of a run counts, a run's shorter last one (the END) too."""
+    rng = random.Random(2)
+    ts = [encode_tuple({"i": k, "l": rng.randint(-2**63, 2**63 - 1), "s": "ab", "d": None}) for k in range(1000)]
+    dgrams = datagrams(0, ts, 1)[:-2]  # one END copy: it ends the last run
+    nca = start_relay(relay, 1, None)
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for at in range(0, len(dgrams), 64):
+                run = dgrams[at:at + 64]
+                s.sendmsg([b"".join(run)], [(socket.SOL_UDP, UDP_SEGMENT, struct.pack("=H", len(run[0])))],
+                           0, ("127.0.0.1", nca.ports[0]))
+        done = nca.event("done")
+        assert done["stats"]["tuples_in"] == 1000
+    finally:
         nca.kill()
 
 
@@ -218,5 +239,42 @@ def test_quiet_senders_within_the_idle_timeout_are_not_taken_for_lost_ones(relay
         send(nca.ports[0], dg[-3:])
         done = nca.event("done", timeout=30)
         assert done["stats"]["tuples_in"] == 100
+    finally:
+        nca.kill()
+
+
+def test_a_lost_end_fails_soon_after_the_senders_finished(relay):
+    """`senders_done` (the control plane: every sender of the port finished, ENDs sent): a stream
+    still without END fails the grace period later, not the idle timeout (60 s here) later."""
+    nca = start_relay(relay, 2, None, params={"udp.idle_ms": 60000, "udp.grace_ms": 300})
+    try:
+        d0, d1 = datagrams(0, tuples(3, 200), 5), datagrams(1, tuples(4, 300), 5)
+        send(nca.ports[0], d0 + d1[:-3])  # stream 1 without its END
+        t0 = time.monotonic()
+        nca.send("senders_done 0")
+        ev = nca.event(timeout=30)
+        waited = time.monotonic() - t0
+        assert ev["event"] == "error", ev
+        assert ev["message"].startswith("input port 0 stream 1: no END datagram: its senders finished "), ev
+        assert "(60 data datagrams, 300 tuples received); the END was lost (UDP loss)" in ev["message"]
+        assert 0.3 <= waited < 5
+    finally:
+        nca.kill()
+
+
+def test_a_receiver_behind_its_senders_is_not_failed_for_their_notice(relay):
+    """The END at the back of a full socket buffer: the notice is older than the grace period
+    before the receiver even starts reading, but a stream fails only once the socket has been read
+    dry without its END; here the END is there, and the phase completes."""
+    ts = tuples(9, 6000)
+    nca = NcaProcess(relay, inputs=1, extra_args=("--udp-inputs", "0"))
+    try:
+        nca.send("threads 1", "expect 0 1", "param udp.grace_ms 200")
+        send(nca.ports[0], datagrams(0, ts, 1))  # queued unread: no phase runs yet
+        nca.send("senders_done 0")
+        time.sleep(0.5)  # the notice is now older than the grace period
+        nca.send("execute 0")
+        done = nca.event("done", timeout=30)
+        assert done["stats"]["tuples_in"] == 6000
     finally:
         nca.kill()

@@ -52,6 +52,7 @@ class ProcessNca(NcaInstance):
         self._events: queue.Queue[dict | None] = queue.Queue()
         self._destroyed = threading.Event()
         self._lock = threading.Lock()
+        self._stdin_lock = threading.Lock()  # the executor's notices may come while execute writes
         self.udp: UdpEdges | None = None  # DPDK and receiver settings of its UDP edges (compile on)
         self._log_path: Path | None = None  # the process's standard error (a spare's is not in work_dir)
         self._warm_argv: list[str] | None = None
@@ -141,6 +142,18 @@ class ProcessNca(NcaInstance):
                           cpu_ns=int(stats["cpu_ns"]) if "cpu_ns" in stats else None,
                           extra={k: v for k, v in stats.items() if k not in (*known, "threads", "cpu_ns")})
 
+    def senders_finished(self, port: int) -> None:
+        """Tell the process (`senders_done`, docs/nca-process-protocol.md) so that a UDP input
+        fails at once on a lost END; a TCP input notices a missing end by itself."""
+        spec = self.spec.inputs[port].spec
+        if spec.transport != "udp":
+            return
+        net_index = sum(1 for p in self.spec.inputs[:port] if p.spec.transport != FILE)
+        try:
+            self._send([f"senders_done {net_index}"])
+        except NcaError:
+            pass  # destroyed or gone: its own failure, if any, is reported by execute
+
     def activity(self) -> object | None:
         proc, deployer = self.proc, self.context.deployer
         reading = getattr(deployer, "activity", None)
@@ -168,8 +181,9 @@ class ProcessNca(NcaInstance):
         if proc is None or self._destroyed.is_set():
             raise NcaError("cancelled")
         try:
-            proc.popen.stdin.write(("\n".join(lines) + "\n").encode())
-            proc.popen.stdin.flush()
+            with self._stdin_lock:
+                proc.popen.stdin.write(("\n".join(lines) + "\n").encode())
+                proc.popen.stdin.flush()
         except (BrokenPipeError, OSError, ValueError) as e:
             raise NcaError(f"NCA process is gone ({e}){self._stderr_tail()}") from None
 

@@ -19,7 +19,9 @@ share slots, and the service's capacity check maps a job that would find none to
 Life cycle: compile = translate the aggregation (query.py); allocate = lease slots, open the
 backend, take the job's UDP ingress port and a control socket; configure = write the job's table
 entries (controller.py) and reset its counters; execute = wait for every sender's END (forwarded
-by the switch with its own count of what arrived: loss fails the job), then flush the job's slots
+by the switch with its own count of what arrived: loss fails the job, and so does an END that has
+not come once the executor said the senders finished and the switch stopped counting their
+datagrams, `senders_finished`), then flush the job's slots
 (one FLUSH datagram per slot; the data plane emits occupied ones) and end the switch's output
 stream (FINISH); destroy = clear what a failed job left (FLUSH with DISCARD), delete the entries,
 reset the counters, release the port, the backend and the lease.
@@ -78,7 +80,10 @@ SWITCH_ENV = "JUMPGATE_SWITCH"  # tofino://HOST:PORT?... or bmv2://HOST:PORT?...
 MODEL_ENV = "JUMPGATE_SWITCH_MODEL"  # "1": offer the switch model
 SLOTS_ENV = "JUMPGATE_SWITCH_SLOTS"  # slots leased per job (a power of two, 1024 .. 65536)
 POLL_S = 0.2
-SYNC_TIMEOUT_S = 30.0
+# How long an END notice may take after the control plane said the senders finished, and how long
+# the switch's `flushed` counter may stand still while FLUSHes are outstanding, before the job fails
+# with UDP loss; the receivers' grace period (docs/udp-transport.md) plays the same part.
+LOSS_GRACE_S = 2.0
 
 
 def _slots_per_job() -> int:
@@ -188,6 +193,7 @@ class SwitchInstance(NcaInstance):
         self.flushed = False
         self._opened = False
         self._destroyed = threading.Event()
+        self._senders_done: float | None = None  # when the executor said every sender finished
         self._lock = threading.Lock()
 
     @property
@@ -256,6 +262,12 @@ class SwitchInstance(NcaInstance):
                           extra={"switch_slots": self.slots.size, "switch_bypassed": bypassed,
                                  "switch_spilled": spilled, "switch_flush_ms": (time.monotonic_ns() - flush_t0) / 1e6})
 
+    def senders_finished(self, port: int) -> None:
+        """The senders' ENDs have all been sent: from now on a missing END notice is loss, once
+        the switch has stopped counting datagrams of that stream (_overdue_ends)."""
+        if self._senders_done is None:
+            self._senders_done = time.monotonic()
+
     def destroy(self) -> None:
         with self._lock:
             if self._destroyed.is_set():
@@ -288,11 +300,13 @@ class SwitchInstance(NcaInstance):
         ends: dict[int, tuple[int, int, int]] = {}
         sock = self.sock
         assert sock is not None
+        watch = _StillCounters()
         while len(ends) < expected:
             if self._destroyed.is_set():
                 raise NcaError("cancelled")
             ready, _, _ = select.select([sock], [], [], POLL_S)
             if not ready:
+                self._overdue_ends(watch, [s for s in range(expected) if s not in ends])
                 continue
             data = sock.recv(2048)
             h = parse_header(data)
@@ -310,6 +324,25 @@ class SwitchInstance(NcaInstance):
                                f"datagrams ({tuples} tuples), the switch received {received}")
         return ends
 
+    def _overdue_ends(self, watch: _StillCounters, missing: list[int]) -> None:
+        """Fail with UDP loss when the senders finished at least LOSS_GRACE_S ago and the switch
+        has counted no datagram of the streams still without END notice for that long: their ENDs
+        are not somewhere behind data the switch is still working through, they were lost (every
+        copy; UDP, a full receive buffer). A real switch counts at line rate, so only the grace
+        matters there; the model may have a backlog, which is why the counters are watched."""
+        assert self.slots is not None
+        done = self._senders_done
+        if done is None:
+            return
+        base = self.slots.job * defs.MAX_STREAMS
+        counts = {s: self.backend.read_register(defs.STREAM_REGISTER, base + s)[0] for s in missing}
+        if not watch.still(counts, LOSS_GRACE_S) or time.monotonic() - done < LOSS_GRACE_S:
+            return
+        stream = missing[0]
+        raise NcaError(f"UDP loss between the sender of stream {stream} and the switch: the sender finished "
+                       f"{time.monotonic() - done:.1f} s ago, but no copy of its END reached the switch (which "
+                       f"received {counts[stream]} data datagrams of the stream and is not receiving more)")
+
     def _flush(self, flags: int) -> None:
         """One FLUSH per slot of the job's block (the data plane reads and clears it, and emits it
         unless DISCARD), then, for a real flush, FINISH (the switch's END) three times. Waits until
@@ -319,16 +352,33 @@ class SwitchInstance(NcaInstance):
         before = self.backend.read_register("flushed", job)[0]
         for i in range(n):
             self.sock.sendto(pack_header(0, i, 0, F_FLUSH | flags), self.ingress)
-        deadline = time.monotonic() + SYNC_TIMEOUT_S
-        while self.backend.read_register("flushed", job)[0] < before + n:
-            if time.monotonic() > deadline:
-                raise NcaError(f"the switch processed {self.backend.read_register('flushed', job)[0] - before} of "
-                               f"{n} FLUSH datagrams (lost between the controller and the switch)")
+        watch = _StillCounters()
+        while (flushed := self.backend.read_register("flushed", job)[0]) < before + n:
+            # it stands still only when what is missing will never come (a backlog still moves)
+            if watch.still({0: flushed}, LOSS_GRACE_S):
+                raise NcaError(f"UDP loss between the controller and the switch: it processed {flushed - before} "
+                               f"of {n} FLUSH datagrams and is not processing more")
             time.sleep(0.01)
         if not flags & F_DISCARD:
             finish = pack_header(0, 0, 0, F_FINISH) + FINISH_PAYLOAD.pack(before + n)
             for _ in range(3):
                 self.sock.sendto(finish, self.ingress)
+
+
+class _StillCounters:
+    """Whether some counters of the switch have stood still for a while (they move as long as it
+    still has datagrams of theirs to work through)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] | None = None
+        self.since = time.monotonic()
+
+    def still(self, counts: dict[int, int], seconds: float) -> bool:
+        now = time.monotonic()
+        if counts != self.counts:
+            self.counts, self.since = counts, now
+            return False
+        return now - self.since >= seconds
 
 
 __all__ = ["SwitchAggregatorNca", "SwitchInstance", "SwitchModelNca"]
