@@ -46,7 +46,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jumpgate.compiler.ntf import generate_ntf  # noqa: E402
+from jumpgate.contract.ntf import generate_ntf  # noqa: E402
 from jumpgate.dataflow.request import parse_request  # noqa: E402
 from jumpgate.ncas.software.build import build_nca  # noqa: E402
 from jumpgate.ncas.software.codegen import generate_scan_query  # noqa: E402

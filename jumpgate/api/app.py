@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..errors import JumpgateError, RequestError
+from ..contract.errors import JumpgateError, RequestError
 from ..runtime.jobs import Job
 from ..runtime.service import JumpgateService
 from ..web.pages import router as pages_router
@@ -114,8 +114,8 @@ def create_app(service: JumpgateService) -> FastAPI:
 
     @app.get("/v1/health", summary="Liveness and resources")
     async def health():
-        return {"status": "ok", "cores": service.cores.snapshot(),
-                "ncas_running": len(service.deployer.running()), "ncas_warm": service.deployer.warm.pids()}
+        return {"status": "ok", "cores": service.cores.snapshot(), "hosts": [h.to_json() for h in service.hosts],
+                "ncas_running": len(service.deployer.running()), "ncas_warm": service.deployer.spares()}
 
     app.include_router(pages_router(service))
     return app

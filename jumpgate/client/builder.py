@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..dataflow.types import parse_type
+from ..contract.types import parse_type
 from .errors import BuilderError
 
 if TYPE_CHECKING:  # pragma: no cover

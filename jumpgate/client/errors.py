@@ -1,7 +1,11 @@
-"""What the client raises. All are `JumpgateError`s, so they carry a message and context."""
+"""What the client raises. All are `JumpgateError`s, so they carry a message and context.
+`StreamError` (a stream broke the framing or the layout) is the contract's own, raised by its
+framing code as well; the client exports it beside its own errors."""
 from __future__ import annotations
 
-from ..errors import JumpgateError
+from ..contract.errors import JumpgateError, StreamError
+
+__all__ = ["BuilderError", "ClientError", "JobFailed", "JobTimeout", "RequestRejected", "StreamError"]
 
 
 class ClientError(JumpgateError):
@@ -47,7 +51,3 @@ class JobFailed(ClientError):
 
 class JobTimeout(ClientError):
     """The job did not finish in time; the client has asked the server to cancel it."""
-
-
-class StreamError(ClientError):
-    """An NTF stream broke the framing of contract §3 or the layout of §2."""

@@ -27,9 +27,10 @@ import numpy as np
 import pyarrow as pa
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..compiler.ntf import NtfField, NtfLayout
-from ..dataflow.types import DataType, Kind
-from .errors import StreamError
+from ..contract.errors import StreamError
+from ..contract.ntf import NtfField, NtfLayout
+from ..contract.tcp import END_MARKER_SIZE, HEADER_SIZE, MAX_TUPLE, parse_stream_header
+from ..contract.types import DataType, Kind
 
 try:  # built by setup.py at install; see _ntfscan.c
     from . import _ntfscan
@@ -38,10 +39,6 @@ except ImportError:  # pragma: no cover - depends on the build environment
 
 HAVE_NATIVE = _ntfscan is not None
 
-MAGIC = b"NTF1"
-HEADER_SIZE = 8
-END_MARKER_SIZE = 12
-MAX_TUPLE = 2**31 - 1
 _INT32_OFFSETS_MAX = 2**31 - 1
 
 _EXPECTED_SIZE = {Kind.BOOLEAN: 1, Kind.INT32: 4, Kind.DATE: 4, Kind.INT64: 8, Kind.FLOAT64: 8,
@@ -138,12 +135,7 @@ class ScannedStream:
 
 def read_header(buf: np.ndarray) -> int:
     """Check the 8-byte stream header; return the stream id."""
-    if len(buf) < HEADER_SIZE:
-        raise StreamError(f"stream ended inside its header ({len(buf)} of 8 bytes)")
-    head = buf[:HEADER_SIZE].tobytes()
-    if head[:4] != MAGIC:
-        raise StreamError(f"bad stream header {head[:4]!r}, expected b'NTF1'")
-    return struct.unpack_from("<I", head, 4)[0]
+    return parse_stream_header(buf[:HEADER_SIZE].tobytes())
 
 
 def scan_stream(buffer, layout: NtfLayout | dict) -> ScannedStream:

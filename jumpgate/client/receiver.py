@@ -20,10 +20,10 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from ..compiler.ntf import NtfLayout
-from .errors import StreamError
+from ..contract.errors import StreamError
+from ..contract.ntf import NtfLayout
+from ..contract.tcp import HEADER_SIZE
 from .ntf import (
-    HEADER_SIZE,
     ScannedStream,
     as_layout,
     concat_tables,

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pyarrow as pa
 
-from ..compiler.ntf import NtfLayout
+from ..contract.ntf import NtfLayout
 from .builder import NAME_RE, Dataflow, Read, Send, build_request, read
 from .errors import BuilderError, ClientError, JobFailed, JobTimeout, RequestRejected, StreamError
 from .ntf import as_layout
@@ -163,7 +163,7 @@ class Jumpgate:
         answer = self._call("POST", "/v1/jobs", request)
         try:
             return Job(self, answer)
-        except ClientError:  # an answer we cannot use (e.g. a layout we cannot read): don't leave it
+        except (ClientError, StreamError):  # an answer we cannot use (e.g. a layout we cannot read)
             if isinstance(answer.get("job_id"), (str, int)):
                 try:
                     self._call("DELETE", f"/v1/jobs/{answer['job_id']}")

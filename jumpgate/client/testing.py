@@ -16,23 +16,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..compiler.ntf import NtfLayout
-from ..dataflow.types import Kind
+from ..contract.ntf import NtfLayout
+from ..contract.tcp import end_marker, frame
+from ..contract.tcp import stream_header as header
+from ..contract.types import Kind
 from .ntf import arrow_type, as_layout
 
+__all__ = ["encode_stream", "encode_table", "encode_tuple", "end_marker", "frame", "header"]
+
 EPOCH = dt.date(1970, 1, 1)
-
-
-def header(stream_id: int) -> bytes:
-    return b"NTF1" + struct.pack("<I", stream_id)
-
-
-def frame(tuple_bytes: bytes) -> bytes:
-    return struct.pack("<I", len(tuple_bytes)) + tuple_bytes
-
-
-def end_marker(count: int) -> bytes:
-    return struct.pack("<IQ", 0, count)
 
 
 def _unscaled(value, scale: int) -> int:

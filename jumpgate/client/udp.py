@@ -26,56 +26,16 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from ..compiler.ntf import NtfLayout
-from .errors import StreamError
-from .ntf import MAGIC as TCP_MAGIC
+from ..contract.errors import StreamError
+from ..contract.ntf import NtfLayout
+from ..contract.tcp import end_marker, stream_header
+from ..contract.udp import END_PAYLOAD, F_END, F_LOSS, HEADER_SIZE, MAX_DATAGRAM, Header, parse_header
 from .ntf import as_layout, concat_tables, decode_tuples, empty_table, scan_stream
 
-# ------------------------------------------------------------------ the datagram format
-UDP_MAGIC = b"NTU1"
-HEADER = struct.Struct("<4sIQHHI")  # magic, stream id, sequence, tuples, flags, zero
-HEADER_SIZE = HEADER.size  # 24
-END_PAYLOAD = struct.Struct("<QQ")  # tuples sent, datagrams a switch received (senders write 0)
-FINISH_PAYLOAD = struct.Struct("<Q")  # FLUSH datagrams a controller sent
-F_END, F_LOSS, F_FLUSH, F_FINISH, F_DISCARD, F_ERROR = 0x1, 0x2, 0x4, 0x8, 0x10, 0x20
-DEFAULT_MAX_DATAGRAM = 1472  # a 1500-byte MTU less the IPv4 and UDP headers
-MAX_DATAGRAM = 65507
-END_COPIES = 3
-
+# The datagram format is the contract's (jumpgate.contract.udp); these are the receiver's settings.
 SOCKET_RCVBUF = 64 << 20
 POLL_S = 0.2
 DEFAULT_GRACE_S = 2.0
-
-
-def pack_header(stream: int, seq: int, count: int = 0, flags: int = 0) -> bytes:
-    return HEADER.pack(UDP_MAGIC, stream, seq, count, flags, 0)
-
-
-def data_datagram(stream: int, seq: int, tuples: list[bytes]) -> bytes:
-    """One data datagram carrying `tuples` (each framed with its u32 length)."""
-    body = b"".join(struct.pack("<I", len(t)) + t for t in tuples)
-    return pack_header(stream, seq, len(tuples)) + body
-
-
-def end_datagram(stream: int, datagrams: int, tuples: int, flags: int = 0, received: int = 0) -> bytes:
-    return pack_header(stream, datagrams, 0, F_END | flags) + END_PAYLOAD.pack(tuples, received)
-
-
-@dataclass
-class Header:
-    stream: int
-    seq: int
-    count: int
-    flags: int
-
-
-def parse_header(data: bytes | memoryview) -> Header:
-    if len(data) < HEADER_SIZE:
-        raise StreamError(f"a {len(data)}-byte datagram is shorter than the {HEADER_SIZE}-byte header")
-    magic, stream, seq, count, flags, _ = HEADER.unpack_from(data, 0)
-    if magic != UDP_MAGIC:
-        raise StreamError(f"a datagram with magic {bytes(magic)!r}, not {UDP_MAGIC!r}")
-    return Header(stream, seq, count, flags)
 
 
 # ------------------------------------------------------------------ one stream's state
@@ -196,7 +156,7 @@ class UdpReceiver:
         tables = []
         for sid, s in sorted(self._streams.items()):
             # the tuples of a stream, framed as one TCP stream (contract §3), decode on the TCP path
-            data = TCP_MAGIC + struct.pack("<I", sid) + bytes(s.payload) + struct.pack("<IQ", 0, s.tuples)
+            data = stream_header(sid) + bytes(s.payload) + end_marker(s.tuples)
             scanned = scan_stream(data, self.layout)
             tables.append(decode_tuples(scanned.data, scanned.starts, self.layout))
         return concat_tables(tables, self.layout) if tables else empty_table(self.layout)

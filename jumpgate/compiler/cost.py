@@ -6,11 +6,11 @@ equal totals the first one found wins, and the search explores implementations i
 so ties fall to implementation names. Costs are tuples compared lexicographically and added
 element-wise, which keeps them additive so partial searches can be memoised.
 
-Default: (NCA instances including converters, converters, sum of plugin preferences). A plugin may
-declare a class attribute `preference` (an int, default 0; lower is preferred) to win ties
-against implementations of equal size, e.g. a switch over a software NCA. A plugin that runs in
-the network path (a switch) declares `in_network = True`: its instances do not count as
-instances, because they cost no host process and no extra hop (the packets cross the switch
+Default: (NCA instances including converters, converters, sum of plugin preferences). The cost
+hooks are declared on `NcaImplementation` and checked when a plugin class is defined: `preference`
+(an int, default 0; lower is preferred) wins ties against implementations of equal size, e.g. a
+switch over a software NCA. A plugin that runs in the network path (a switch) declares
+`in_network = True`: its instances do not count as instances, because they cost no host process and no extra hop (the packets cross the switch
 anyway); so a scan feeding a switch that aggregates costs what a scan with a fused aggregation
 costs, and the switch's preference decides. Pass another `PlacementCost` to `map_plan` to change
 the policy (e.g. predicted throughput).
@@ -27,20 +27,11 @@ PlacementCost = Callable[[NcaImplementation, tuple[str, ...], Sequence[NcaImplem
 ZERO: Cost = ()  # the cost of nothing; adds to a cost of any shape
 
 
-def preference(impl: NcaImplementation) -> int:
-    value = getattr(impl, "preference", 0)
-    return value if isinstance(value, int) else 0
-
-
-def in_network(impl: NcaImplementation) -> bool:
-    return getattr(impl, "in_network", False) is True
-
-
 def default_cost(impl: NcaImplementation, ops: tuple[str, ...],
                  converters: Sequence[NcaImplementation]) -> Cost:
     """Cost of one NCA taking `ops`, plus the converters inserted on its edges."""
     n = len(converters)
-    return ((0 if in_network(impl) else 1) + n, n, preference(impl) + sum(preference(c) for c in converters))
+    return ((0 if impl.in_network else 1) + n, n, impl.preference + sum(c.preference for c in converters))
 
 
 def add(a: Cost, b: Cost) -> Cost:

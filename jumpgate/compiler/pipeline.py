@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..contract.ntf import NtfLayout
 from ..dataflow.plan import InputRef, LogicalPlan, Read
 from ..nca.interface import (
     FILE,
@@ -24,8 +25,7 @@ from ..nca.interface import (
     StreamSpec,
 )
 from . import cost as costs
-from .mapping import Conversion, MappedGraph, OperationDecision, Placement, VerdictRecord
-from .ntf import NtfLayout
+from .mapped import Conversion, MappedGraph, OperationDecision, Placement, VerdictRecord
 from .staging import stage_count
 
 
@@ -45,6 +45,7 @@ class NcaNode:
     converter: bool = False
     verdicts: dict[str, tuple[VerdictRecord, ...]] = field(default_factory=dict)  # per operation
     note: str = ""
+    host: str | None = None  # where placement put it (compiler/placement.py); None: the network
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ class StagedPipeline:
         `decisions` (why each operation went where it did) and `search` statistics."""
         return {
             "ncas": [{"id": n.id, "implementation": n.implementation, "operations": list(n.ops),
-                      "stages": list(n.stages), "converter": n.converter} for n in self.ncas],
+                      "stages": list(n.stages), "converter": n.converter, "host": n.host} for n in self.ncas],
             "stages": [list(s) for s in self.stages],
             "outputs": {name: o.to_json() for name, o in self.outputs.items()},
             "edges": [e.to_json() for e in self.edges],

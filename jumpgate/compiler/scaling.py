@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..dataflow.plan import LogicalPlan
-from .mapping import MappedGraph, Placement
+from .mapped import MappedGraph, Placement
 
 # Lower sorts first when spare cores are handed out.
 _PRIORITY = {"read": 0, "join": 1, "aggregate": 2, "shuffle": 3, "filter": 4, "project": 4}

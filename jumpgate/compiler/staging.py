@@ -38,8 +38,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..contract.errors import MappingError
 from ..dataflow.plan import InputRef, Join, LogicalPlan, inputs_of
-from ..errors import MappingError
 
 BUILD, PROBE, STREAM = "build", "probe", "stream"
 

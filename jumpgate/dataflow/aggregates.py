@@ -20,14 +20,14 @@ The output equals complete mode's.
 """
 from __future__ import annotations
 
-from ..errors import RequestError
-from . import types as T
+from ..contract import types as T
+from ..contract.errors import RequestError
+from ..contract.types import DataType, Field, Kind, Schema
 from .expr import Column, Expr
 from .jsonshape import at, check_column_name, check_keys, expect_object, get_list, json_type, show
 from .opbind import RawOp, bind_expr, choice, parse_named
 from .plan import AggFn, AggMode, Aggregate, AggregateCall, InputRef
 from .typecheck import bind_named
-from .types import DataType, Field, Kind, Schema
 
 
 def sum_type(t: DataType) -> DataType:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .types import DataType
+from ..contract.types import DataType
 
 
 @dataclass(frozen=True, slots=True)

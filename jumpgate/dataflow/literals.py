@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 
-from . import types as T
+from ..contract import types as T
 from .expr import Literal
 
 EPOCH = _dt.date(1970, 1, 1)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
-from ..errors import RequestError
-from . import types as T
+from ..contract import types as T
+from ..contract.errors import RequestError
+from ..contract.types import Field, Schema
 from .expr import Expr, columns_used
 from .jsonshape import (
     at,
@@ -28,8 +28,8 @@ from .parse import parse_expression
 from .paths import resolve_read_paths
 from .plan import FileFormat, Filter, InputRef, Join, JoinType, NamedExpr, Project, Read, Send, Shuffle
 from .sqltext import quote_name
+from .storage import Storage
 from .typecheck import bind, bind_named, cast_to, common_type, named_schema
-from .types import Field, Schema
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def choice(obj: dict, key: str, path: str, choices: type, default: str | None = 
 
 # --- read --------------------------------------------------------------------------------------
 
-def bind_read(op: RawOp, data_root: Path) -> tuple[Read, Schema]:
+def bind_read(op: RawOp, storage: Storage) -> tuple[Read, Schema]:
     fmt = choice(op.obj, "format", op.path, FileFormat)
     items = get_list(op.obj, "schema", op.path)
     fields: list[Field] = []
@@ -116,8 +116,8 @@ def bind_read(op: RawOp, data_root: Path) -> tuple[Read, Schema]:
             raise RequestError(str(e), at(jpath, "type"), type_text if isinstance(type_text, str) else None) from None
         fields.append(Field(name, dtype))
     schema = Schema(tuple(fields))
-    paths = resolve_read_paths(op.obj["path"], data_root, op.at("path"))
-    return Read(op.name, paths, fmt, schema), schema
+    files = resolve_read_paths(op.obj["path"], storage, op.at("path"))
+    return Read(op.name, files.paths, fmt, schema, files.sizes), schema
 
 
 # --- filter, project, shuffle, send -------------------------------------------------------------

@@ -31,8 +31,8 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, ParseError, SqlglotError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-from ..errors import RequestError
-from . import types as T
+from ..contract import types as T
+from ..contract.errors import RequestError
 from .expr import Binary, Case, Cast, Column, Expr, Func, InList, IsNull, Like, Literal, Unary
 from .literals import negate_literal, number_literal, parse_date
 

@@ -5,22 +5,29 @@ component, and resolve (after following every symlink) to a regular file inside 
 root. An entry containing `*`, `?` or `[` is a glob (Python `glob` syntax, `**` recursive; `[[]`
 matches a literal `[`); its matches are sorted, and one that matches nothing is an error. A file
 named twice (directly, through a glob or through a symlink) is an error, so no file is read twice.
-The result holds absolute, symlink-free paths.
+The result holds absolute, symlink-free paths and the files' sizes. The file system is asked
+through a `Storage` (dataflow/storage.py): the data root may be on another host.
 """
 from __future__ import annotations
 
-import glob
-import os
-from pathlib import Path, PurePosixPath
+from dataclasses import dataclass
+from pathlib import PurePosixPath
 
-from ..errors import RequestError
+from ..contract.errors import RequestError
 from .jsonshape import at, json_type, show
+from .storage import FileFacts, Storage
 
 GLOB_CHARS = frozenset("*?[")
 
 
-def resolve_read_paths(spec: object, data_root: Path, path: str) -> tuple[str, ...]:
-    """Check and resolve `path` of a read (a string or a list of strings) against `data_root`."""
+@dataclass(frozen=True, slots=True)
+class ResolvedFiles:
+    paths: tuple[str, ...]
+    sizes: tuple[int, ...]
+
+
+def resolve_read_paths(spec: object, storage: Storage, path: str) -> ResolvedFiles:
+    """Check and resolve `path` of a read (a string or a list of strings) in `storage`."""
     if isinstance(spec, str):
         entries = [(spec, path)]
     elif isinstance(spec, list):
@@ -34,22 +41,23 @@ def resolve_read_paths(spec: object, data_root: Path, path: str) -> tuple[str, .
     else:
         raise RequestError(f"'path' must be a string or a list of strings, got {json_type(spec)}", path)
 
-    root = Path(os.path.realpath(data_root))
     resolved: list[str] = []
+    sizes: list[int] = []
     named_by: dict[str, str] = {}
     for entry, entry_path in entries:
         _check_relative(entry, entry_path)
         if GLOB_CHARS.intersection(entry):
-            files = _expand_glob(entry, root, entry_path)
+            files = _expand_glob(entry, storage, entry_path)
         else:
-            files = [(entry, _resolve_file(entry, root, entry_path))]
-        for spelled, real in files:
-            if real in named_by:
-                raise RequestError(f"file {show(spelled)} is named twice (also as {show(named_by[real])}); "
+            files = [(entry, _resolve_file(entry, storage, entry_path))]
+        for spelled, facts in files:
+            if facts.real in named_by:
+                raise RequestError(f"file {show(spelled)} is named twice (also as {show(named_by[facts.real])}); "
                                    "each file may be read once", entry_path, entry)
-            named_by[real] = spelled
-            resolved.append(real)
-    return tuple(resolved)
+            named_by[facts.real] = spelled
+            resolved.append(facts.real)
+            sizes.append(facts.size)
+    return ResolvedFiles(tuple(resolved), tuple(sizes))
 
 
 def _check_relative(entry: str, path: str) -> None:
@@ -64,36 +72,32 @@ def _check_relative(entry: str, path: str) -> None:
         raise RequestError(f"path {show(entry)} must not contain '..'", path, entry)
 
 
-def _inside(real: Path, root: Path) -> bool:
-    return real == root or real.is_relative_to(root)
-
-
-def _resolve_file(entry: str, root: Path, path: str) -> str:
-    real = Path(os.path.realpath(root / entry))
+def _resolve_file(entry: str, storage: Storage, path: str) -> FileFacts:
+    facts = storage.stat(entry)
     # Containment is checked before existence, so nothing is revealed about files outside.
-    if not _inside(real, root):
+    if not facts.inside:
         raise RequestError(f"path {show(entry)} resolves outside the data root (through a symlink)",
                            path, entry)
-    if not real.exists():
+    if not facts.exists:
         raise RequestError(f"file {show(entry)} does not exist in the data root", path, entry)
-    if not real.is_file():
+    if not facts.is_file:
         raise RequestError(f"path {show(entry)} is not a regular file", path, entry)
-    return str(real)
+    return facts
 
 
-def _expand_glob(pattern: str, root: Path, path: str) -> list[tuple[str, str]]:
-    matches = sorted(glob.glob(pattern, root_dir=root, recursive=True))
-    files: list[tuple[str, str]] = []
-    for match in matches:
-        real = Path(os.path.realpath(root / match))
-        if not _inside(real, root):
+def _expand_glob(pattern: str, storage: Storage, path: str) -> list[tuple[str, FileFacts]]:
+    files: list[tuple[str, FileFacts]] = []
+    for match in storage.glob(pattern):
+        facts = storage.stat(match)
+        if not facts.inside:
             # Name the match only if it was listed inside the root: never list an outside directory.
-            listed_inside = _inside(Path(os.path.realpath((root / match).parent)), root)
+            parent = str(PurePosixPath(match).parent)
+            listed_inside = storage.stat(parent).inside
             what = show(match) if listed_inside else "a file"
             raise RequestError(f"glob {show(pattern)} matches {what}, which resolves outside "
                                "the data root (through a symlink)", path, pattern)
-        if real.is_file():
-            files.append((match, str(real)))
+        if facts.is_file:
+            files.append((match, facts))
     if not files:
         raise RequestError(f"glob {show(pattern)} matches no files in the data root", path, pattern)
     return files

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from ..contract.types import Schema
 from .expr import Expr
-from .types import Schema
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,7 @@ class Read:
     paths: tuple[str, ...]  # absolute paths inside the data root, resolved and checked
     format: FileFormat
     schema: Schema
+    sizes: tuple[int, ...] = ()  # bytes of each file, as the storage reported them at parse time
     kind: str = field(default="read", init=False)
 
 

@@ -20,12 +20,13 @@ import heapq
 import re
 from pathlib import Path
 
-from ..errors import RequestError
+from ..contract.errors import RequestError
+from ..contract.types import Schema
 from .aggregates import bind_aggregate
 from .jsonshape import at, check_keys, expect_object, get_int, get_list, json_type, show
 from .opbind import RawOp, bind_filter, bind_join, bind_project, bind_read, bind_send, bind_shuffle
 from .plan import InputRef, LogicalPlan, Operation
-from .types import Schema
+from .storage import LocalStorage, Storage
 
 # kind -> (required fields, optional fields), besides "kind" and "name".
 FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -43,8 +44,11 @@ NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REF_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?")
 
 
-def parse_request(body: object, data_root: Path) -> LogicalPlan:
-    """Validate a dataflow request and build its typed logical plan."""
+def parse_request(body: object, storage: Storage | Path | str) -> LogicalPlan:
+    """Validate a dataflow request and build its typed logical plan. Reads' files are looked up in
+    `storage` (dataflow/storage.py); a path stands for the data root of this machine."""
+    if isinstance(storage, (str, Path)):
+        storage = LocalStorage(storage)
     body = expect_object(body, None, "the request")
     check_keys(body, None, ["operations"], ["name"], "the request")
     label = body.get("name")
@@ -58,7 +62,7 @@ def parse_request(body: object, data_root: Path) -> LogicalPlan:
     refs = {op.name: _references(op, by_name) for op in ops}
     order = _topological(ops, refs, by_name)
     _check_usage(ops, refs, by_name)
-    return _bind(label, order, refs, Path(data_root))
+    return _bind(label, order, refs, storage)
 
 
 # --- 1. shape ----------------------------------------------------------------------------------
@@ -227,13 +231,13 @@ def _first_missing(present: set[int], count: int, limit: int) -> list[int]:
 # --- 4. binding --------------------------------------------------------------------------------
 
 def _bind(label: str, order: list[RawOp], refs: dict[str, dict[str, InputRef]],
-          data_root: Path) -> LogicalPlan:
+          storage: Storage) -> LogicalPlan:
     schemas: dict[str, Schema] = {}
     bound: list[Operation] = []
     for op in order:
         r = refs[op.name]
         if op.kind == "read":
-            node, schema = bind_read(op, data_root)
+            node, schema = bind_read(op, storage)
         elif op.kind == "filter":
             node, schema = bind_filter(op, r["input"], schemas[r["input"].op])
         elif op.kind == "project":

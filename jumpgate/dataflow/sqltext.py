@@ -10,8 +10,8 @@ from __future__ import annotations
 import datetime as _dt
 import re
 
+from ..contract.types import Kind
 from .expr import Binary, Case, Cast, Column, Expr, Func, InList, IsNull, Like, Literal, Unary
-from .types import Kind
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _EPOCH = _dt.date(1970, 1, 1)

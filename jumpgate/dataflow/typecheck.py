@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 
-from ..errors import RequestError
-from . import types as T
+from ..contract import types as T
+from ..contract.errors import RequestError
+from ..contract.types import DataType, Field, Kind, Schema
 from .expr import (
     ARITHMETIC_OPS,
     COMPARISON_OPS,
@@ -47,7 +48,6 @@ from .expr import (
 from .literals import integer_literal, parse_date
 from .plan import NamedExpr
 from .sqltext import to_sql
-from .types import DataType, Field, Kind, Schema
 
 Fields = Schema | Sequence[Field]
 

@@ -1,10 +1,12 @@
-"""The local deployer: NCAs run as processes on this machine.
+"""The local deployer: NCAs run as processes on this machine, its one host.
 
 Each NCA process gets its own process group so that `stop` takes every child with it, and its
 standard input is a pipe from the control plane: if the control plane dies, the pipe closes and
-the NCA exits (docs/nca-process-protocol.md), so nothing is ever left behind.
+the NCA exits (docs/nca-process-protocol.md), so nothing is ever left behind. Its control channel
+is that pipe and its standard output; its standard error goes to `<name>.stderr` in the job's
+directory.
 
-`start_for_job` takes a pre-started spare of the same command line when the warm pool
+`start(..., reuse=True)` takes a pre-started spare of the same command line when the warm pool
 (deploy/warm.py) has one; `warm_up` has the pool start one for the next job.
 """
 from __future__ import annotations
@@ -14,9 +16,10 @@ import select
 import signal
 import subprocess
 import threading
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
+from ..nca.deployment import ControlChannel, Deployer, Host
 from .warm import WarmPool, WarmSettings
 
 
@@ -39,62 +42,95 @@ def _wait_exit(p: subprocess.Popen, timeout: float) -> bool:
     return p.poll() is not None
 
 
-@dataclass
-class NcaProcess:
-    popen: subprocess.Popen
-    log_path: Path
-    remove_log: bool = False  # a spare's log lives outside any job's directory: removed on stop
-    # Set by whoever reads stdout in a thread of its own: that thread closes it at end of file.
-    # Closing it here while the thread may be about to read would let the read land on the same
-    # descriptor number reused by the next pipe opened (a spare's stdout), stealing its bytes.
-    reader_closes_stdout: bool = False
+class LocalProcess(ControlChannel):
+    """An NCA process of this machine: stdin carries commands, stdout events."""
+
+    def __init__(self, popen: subprocess.Popen, host: Host, name: str, log_path: Path,
+                 remove_log: bool = False) -> None:
+        self.popen = popen
+        self.host = host
+        self.name = name
+        self.log_path = log_path
+        self.remove_log = remove_log  # a spare's log lives outside any job's directory
+        # Set once a thread reads the events: that thread closes stdout at end of file. Closing
+        # it in `stop` while the thread may be about to read would let the read land on the same
+        # descriptor number reused by the next pipe opened (a spare's stdout), stealing its bytes.
+        self.reading = False
+        self._send_lock = threading.Lock()
 
     @property
     def pid(self) -> int:
         return self.popen.pid
 
+    def send(self, data: bytes) -> None:
+        with self._send_lock:  # the executor's notices may come while a command is written
+            self.popen.stdin.write(data)
+            self.popen.stdin.flush()
 
-class LocalDeployer:
+    def events(self) -> Iterator[bytes]:
+        self.reading = True  # now, not when the iteration starts: `stop` may come first
+        return self._lines()
+
+    def _lines(self) -> Iterator[bytes]:
+        stdout = self.popen.stdout
+        try:
+            yield from stdout
+        except (OSError, ValueError):
+            return
+        finally:
+            try:
+                stdout.close()
+            except OSError:
+                pass
+
+
+class LocalDeployer(Deployer):
     """Starts and stops NCA processes; keeps a registry so shutdown can sweep stragglers."""
 
     kind = "local"
 
     def __init__(self, bind_host: str = "127.0.0.1", warm: WarmSettings | None = None,
-                 spare_dir: Path | None = None) -> None:
-        self.bind_host = bind_host
-        self._procs: dict[int, NcaProcess] = {}
+                 spare_dir: Path | None = None, cores: int | None = None) -> None:
+        self.host = Host("local", bind_host, cores or os.cpu_count() or 1)
+        self._procs: dict[int, LocalProcess] = {}
         self._lock = threading.Lock()
         settings = warm if warm is not None and spare_dir is not None else WarmSettings(per_binary=0)
-        self.warm = WarmPool(settings, lambda argv, d, name: self.start(argv, d, name, remove_log=True),
+        self.warm = WarmPool(settings, lambda argv, d, name: self._spawn(argv, d, name, remove_log=True),
                              self.stop, lambda p: p.popen.poll() is None, spare_dir or Path("."))
 
-    def start(self, argv: list[str], work_dir: Path, log_name: str, *, remove_log: bool = False) -> NcaProcess:
-        log_path = work_dir / f"{log_name}.stderr"
+    def hosts(self) -> list[Host]:
+        return [self.host]
+
+    def start(self, host: Host, argv: list[str], work_dir: Path, name: str, *,
+              reuse: bool = False) -> LocalProcess:
+        """A process for one job; with `reuse`, a waiting spare started with the same `argv` if
+        there is one (its working directory and log are the pool's), else a fresh one."""
+        if host.name != self.host.name:
+            raise ValueError(f"the local deployer has no host {host.name!r}")
+        proc = self.warm.take(argv) if reuse else None
+        return proc if proc is not None else self._spawn(argv, work_dir, name)
+
+    def _spawn(self, argv: list[str], work_dir: Path, name: str, *, remove_log: bool = False) -> LocalProcess:
+        log_path = work_dir / f"{name}.stderr"
         with open(log_path, "wb") as log:
             popen = subprocess.Popen(argv, cwd=work_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=log, start_new_session=True, bufsize=0)
-        proc = NcaProcess(popen, log_path, remove_log)
+        proc = LocalProcess(popen, self.host, name, log_path, remove_log)
         with self._lock:
             self._procs[popen.pid] = proc
         return proc
 
-    def start_for_job(self, argv: list[str], work_dir: Path, log_name: str) -> NcaProcess:
-        """A process for one job: a waiting spare started with the same `argv` if there is one
-        (its working directory and log are the pool's), else a fresh one. The NCA must not
-        depend on its working directory (software NCAs get absolute paths)."""
-        proc = self.warm.take(argv)
-        return proc if proc is not None else self.start(argv, work_dir, log_name)
-
-    def warm_up(self, argv: list[str]) -> None:
+    def warm_up(self, host: Host, argv: list[str]) -> None:
         """Have a spare started with `argv` wait for the next job (in the background; the pool
         keeps at most its per-binary number). Software NCAs call it when their job's process
         is destroyed, so that the start does not compete with the job for CPU."""
         self.warm.replenish(argv)
 
-    def stop(self, proc: NcaProcess, grace: float = 2.0) -> None:
+    def stop(self, channel: ControlChannel, grace: float = 2.0) -> None:
         """Close stdin (the NCA's signal to exit), then TERM and KILL the process group."""
+        proc = self._own(channel)
         p = proc.popen
-        for stream in (p.stdin,) if proc.reader_closes_stdout else (p.stdin, p.stdout):
+        for stream in (p.stdin,) if proc.reading else (p.stdin, p.stdout):
             try:
                 if stream:
                     stream.close()
@@ -120,14 +156,15 @@ class LocalDeployer:
         if proc.remove_log:
             proc.log_path.unlink(missing_ok=True)
 
-    def activity(self, proc: NcaProcess) -> tuple[int, ...] | None:
-        """A reading that changes whenever the process (any of its threads) moves bytes through
-        a system call or uses CPU: /proc's rchar, wchar and utime+stime. None when it cannot be
-        read (the process is gone, or no /proc). The executor's stall watchdog compares them."""
+    def activity(self, channel: ControlChannel) -> tuple[int, ...] | None:
+        """/proc's rchar, wchar and utime+stime of the process: they change whenever any of its
+        threads moves bytes through a system call or uses CPU. None when they cannot be read (the
+        process is gone, or no /proc)."""
+        pid = self._own(channel).pid
         try:
-            with open(f"/proc/{proc.pid}/io") as f:
+            with open(f"/proc/{pid}/io") as f:
                 io = dict(line.split(": ", 1) for line in f.read().splitlines() if ": " in line)
-            with open(f"/proc/{proc.pid}/stat") as f:
+            with open(f"/proc/{pid}/stat") as f:
                 stat = f.read()
             # fields after the command name (which may hold spaces): utime and stime are 14 and 15
             fields = stat[stat.rindex(")") + 2:].split()
@@ -135,11 +172,23 @@ class LocalDeployer:
         except (OSError, KeyError, ValueError, IndexError):
             return None
 
-    def running(self) -> list[NcaProcess]:
+    def log_tail(self, channel: ControlChannel, limit: int = 2000) -> str:
+        try:
+            return self._own(channel).log_path.read_text(errors="replace")[-limit:].strip()
+        except OSError:
+            return ""
+
+    def running(self) -> list[LocalProcess]:
         """Processes that belong to jobs (not idle spares) and still run."""
         spares = set(self.warm.pids())
         with self._lock:
             return [p for p in self._procs.values() if p.popen.poll() is None and p.pid not in spares]
+
+    def spares(self) -> list[int]:
+        return self.warm.pids()
+
+    def close_spares(self) -> None:
+        self.warm.shutdown()
 
     def shutdown(self) -> None:
         self.warm.shutdown()
@@ -147,3 +196,9 @@ class LocalDeployer:
             procs = list(self._procs.values())
         for proc in procs:
             self.stop(proc, grace=0.5)
+
+    @staticmethod
+    def _own(channel: ControlChannel) -> LocalProcess:
+        if not isinstance(channel, LocalProcess):
+            raise TypeError(f"not a process of the local deployer: {channel!r}")
+        return channel

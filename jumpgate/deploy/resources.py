@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import NoResources
+from ..contract.errors import NoResources
+from ..nca.deployment import Host
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,60 @@ class CoreManager:
     def snapshot(self) -> dict:
         with self._lock:
             return {"capacity": self.capacity, "used": dict(self._used)}
+
+
+class HostCores:
+    """The resource view of a deployment: a `CoreManager` per host. A job's demand is per host
+    (its placed instances, stage by stage); it is granted on every host or on none."""
+
+    def __init__(self, hosts: Sequence[Host], capacity: int | None = None) -> None:
+        if not hosts:
+            raise ValueError("a deployment needs at least one host")
+        self.hosts = list(hosts)
+        self._cores = {h.name: CoreManager(capacity or h.cores) for h in hosts}
+        self._lock = threading.Lock()
+
+    def acquire(self, job_id: str, demand: dict[str, list[int]]) -> None:
+        """Lease each host's demand (its stages' cores) for `job_id`; NoResources naming the
+        first host that lacks them, and then nothing is held."""
+        with self._lock:
+            taken = []
+            try:
+                for host, stage_cores in demand.items():
+                    manager = self._cores.get(host)
+                    if manager is None:
+                        raise NoResources(f"no resources: the job was placed on host {host!r}, which "
+                                          f"this deployment does not have")
+                    try:
+                        manager.acquire(job_id, stage_cores)
+                    except NoResources as e:
+                        raise NoResources(f"{e.message} (host {host})" if len(self._cores) > 1 else e.message,
+                                          **e.context) from None
+                    taken.append(manager)
+            except NoResources:
+                for manager in taken:
+                    manager.release(job_id)
+                raise
+
+    def release(self, job_id: str) -> None:
+        for manager in self._cores.values():
+            manager.release(job_id)
+
+    def free_on(self, host: str) -> int:
+        return self._cores[host].free
+
+    @property
+    def free(self) -> int:
+        """Cores free on all hosts together."""
+        return sum(m.free for m in self._cores.values())
+
+    @property
+    def most_free(self) -> int:
+        """The most cores free on any one host (the budget of a stage's thread assignment)."""
+        return max(m.free for m in self._cores.values())
+
+    def snapshot(self) -> dict:
+        return {name: m.snapshot() for name, m in self._cores.items()}
 
 
 # ------------------------------------------------------------------ named pools (ResourceRequest.pools)

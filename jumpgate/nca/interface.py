@@ -17,8 +17,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import ClassVar, Generic, TypeVar
 
-from ..compiler.ntf import NtfLayout
+from ..contract.ntf import NtfLayout
 from ..dataflow.plan import InputRef, LogicalPlan, Operation
+from .deployment import Deployer, Host
 
 # ------------------------------------------------------------------ formats on edges
 
@@ -201,6 +202,18 @@ def _reject_incomplete(cls: type, required_attrs: tuple[str, ...]) -> None:
                         f"missing {', '.join(missing + abstract)}")
 
 
+def _check_class_types(cls: type, types: dict[str, type]) -> None:
+    """Fail at class definition when a declared hook has the wrong type (a typo'd value would
+    otherwise be silently ignored by the compiler)."""
+    for attr, want in types.items():
+        value = getattr(cls, attr)
+        ok = isinstance(value, want) and (want is bool or not isinstance(value, bool))
+        if not ok:
+            kind = "an int" if want is int else f"a {want.__name__}"
+            raise TypeError(f"NCA plugin {cls.__module__}.{cls.__qualname__}: {attr} must be {kind}, "
+                            f"not {value!r}")
+
+
 class NcaInstance(ABC):
     """The life-cycle interface of one NCA in one job (thesis Table 3.3).
 
@@ -285,10 +298,17 @@ class NcaImplementation(ABC):
     # NCAs"): they honour InputPort.key and Destination.key. Between two such NCAs a stray
     # connection to a reused port number can then never pass for one of the job's streams.
     keyed_streams: ClassVar[bool] = False
+    # Cost hooks (jumpgate.compiler.cost): among graphs of the same size a lower `preference` wins
+    # (e.g. a switch over a software NCA); an `in_network` NCA (a switch the packets cross anyway)
+    # costs no instance, since it adds no host process and no hop.
+    preference: ClassVar[int] = 0
+    in_network: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kw) -> None:
         super().__init_subclass__(**kw)
         _reject_incomplete(cls, ("name", "description"))
+        _check_class_types(cls, {"preference": int, "in_network": bool, "converter": bool,
+                                 "keyed_streams": bool})
 
     # -- operator interface ------------------------------------------------------------
 
@@ -339,9 +359,12 @@ class NcaImplementation(ABC):
 
 @dataclass
 class InstanceContext:
-    """Services an instance may use: where to run, where to keep artifacts and logs."""
+    """Services an instance may use: where to run, where to keep artifacts and logs. `host` is
+    where the compiler's placement put the instance (None for an NCA the network hosts, such as
+    a switch, which reaches its device itself)."""
 
-    deployer: object  # jumpgate.deploy.Deployer
+    deployer: Deployer | None
     work_dir: str  # per-job scratch directory, removed when the job ends
     cache_dir: str  # long-lived cache (compiled binaries)
     settings: dict = field(default_factory=dict)
+    host: Host | None = None

@@ -34,7 +34,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..compiler.pipeline import StagedPipeline
-from ..errors import NcaFailure
+from ..contract.errors import NcaFailure
+from ..nca.deployment import Deployer, Host
 from ..nca.interface import FILE, Destination, Endpoint, InstanceContext, NcaError, NcaInstance
 from ..nca.registry import Registry
 from .jobs import Job, JobState, JobStore
@@ -94,7 +95,7 @@ class StallWatchdog:
 
 
 class JobRunner:
-    def __init__(self, job: Job, store: JobStore, registry: Registry, deployer, cache_dir: Path,
+    def __init__(self, job: Job, store: JobStore, registry: Registry, deployer: Deployer | None, cache_dir: Path,
                  work_root: Path, on_finish: Callable[[Job], None], stall_timeout: float | None = None) -> None:
         self.job = job
         self.store = store
@@ -137,14 +138,15 @@ class JobRunner:
         state = JobState.SUCCEEDED
         try:
             self.work_dir.mkdir(parents=True, exist_ok=True)
-            context = InstanceContext(deployer=self.deployer, work_dir=str(self.work_dir),
-                                      cache_dir=str(self.cache_dir))
+            hosts = {h.name: h for h in self.deployer.hosts()} if self.deployer is not None else {}
             self._keys = stream_keys(job.pipeline)
             for node in job.pipeline.ncas:
                 impl = self.registry.get(node.implementation)
                 spec = job.pipeline.build_spec(node, job.id)
                 spec = replace(spec, inputs=tuple(replace(port, key=self._keys.get((node.id, i), 0))
                                                   for i, port in enumerate(spec.inputs)))
+                context = InstanceContext(deployer=self.deployer, work_dir=str(self.work_dir),
+                                          cache_dir=str(self.cache_dir), host=self._host_of(node, hosts))
                 self.instances[node.id] = impl.instantiate(spec, context)
             setup = tl.begin("setup")
             endpoints = self._lockstep("compile", self._compile_and_allocate)
@@ -177,6 +179,16 @@ class JobRunner:
             self.store.transition(job, state, (JobState.RUNNING,))
         except Exception:  # already ended by DELETE after a timeout: keep that state
             pass
+
+    def _host_of(self, node, hosts: dict[str, Host]) -> Host | None:
+        """Where placement put the instance; a pipeline compiled without placement runs what a
+        host can run on the deployer's first host (as on a single machine)."""
+        if node.host is not None:
+            if node.host not in hosts:
+                raise RuntimeError(f"{node.id} was placed on host {node.host!r}, which the deployer does not have")
+            return hosts[node.host]
+        first = next(iter(hosts.values()), None)
+        return first if first is not None and node.resources.deployment in first.kinds else None
 
     def _compile_and_allocate(self, nid: str, inst: NcaInstance) -> list[Endpoint]:
         """Compile, then at once allocate (module docstring): each with its own timeline span."""

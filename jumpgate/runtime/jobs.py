@@ -8,8 +8,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from ..contract.errors import JobStateError, UnknownJob
 from ..dataflow.plan import LogicalPlan
-from ..errors import JobStateError, UnknownJob
 from .timeline import Timeline
 
 

@@ -12,11 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..compiler.compile import compile_plan
+from ..contract.errors import JobStateError
 from ..dataflow.request import parse_request
+from ..dataflow.storage import LocalStorage
 from ..deploy.local import LocalDeployer
-from ..deploy.resources import CoreManager
+from ..deploy.resources import HostCores
 from ..deploy.warm import WarmSettings
-from ..errors import JobStateError
+from ..nca.deployment import Deployer
 from ..nca.interface import ResourceRequest, Verdict
 from ..nca.registry import Registry, load_registry
 from .executor import JobRunner
@@ -26,16 +28,30 @@ from .timeline import Timeline
 log = logging.getLogger(__name__)
 
 
-def stage_cores(pipeline) -> list[int]:
+def stage_cores(pipeline, host: str | None = None, default_host: str | None = None) -> list[int]:
     """Cores each stage needs: its NCAs run together, those of other stages sit idle. As in the
     thread assignment (compiler/scaling.py), in a stage that reads files the first thread of an NCA
-    fed by other NCAs is not counted: it mostly waits for them."""
+    fed by other NCAs is not counted: it mostly waits for them. With `host`, only the instances
+    placed there count; instances placed on no host (a switch, whose driver or model still runs on
+    the control plane's machine) count on `default_host`."""
     fed = {e.consumer for e in pipeline.edges if not e.to_client}
+
+    def here(nid: str) -> bool:
+        placed = pipeline.node(nid).host or default_host
+        return host is None or placed == host
+
     out = []
     for stage in pipeline.stages:
+        mine = [nid for nid in stage if here(nid)]
         free = 1 if any(nid not in fed for nid in stage) else 0
-        out.append(sum(pipeline.node(nid).resources.cores - (free if nid in fed else 0) for nid in stage))
+        out.append(sum(pipeline.node(nid).resources.cores - (free if nid in fed else 0) for nid in mine))
     return out
+
+
+def cores_by_host(pipeline, default_host: str) -> dict[str, list[int]]:
+    """Per host that runs any instance of the job, the cores of each stage there."""
+    used = {n.host or default_host for n in pipeline.ncas}
+    return {h: stage_cores(pipeline, h, default_host) for h in sorted(used)}
 
 
 def default_cache_dir() -> Path:
@@ -61,18 +77,24 @@ class Settings:
 
 
 class JumpgateService:
-    def __init__(self, settings: Settings, registry: Registry | None = None) -> None:
+    """`deployer` says where NCAs run (its hosts); by default this machine (LocalDeployer)."""
+
+    def __init__(self, settings: Settings, registry: Registry | None = None,
+                 deployer: Deployer | None = None) -> None:
         self.settings = settings
         self.data_root = Path(settings.data_root).resolve()
+        self.storage = LocalStorage(self.data_root)  # where reads' paths are resolved
         self.registry = registry or load_registry(settings.plugins)
         self.store = JobStore()
-        self.cores = CoreManager(settings.cores)
         self.cache_dir = Path(settings.cache_dir)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.work_root = Path(settings.work_root or self.cache_dir / "jobs" / str(os.getpid()))
         self.work_root.mkdir(parents=True, exist_ok=True)
         # spares live in their own directory: a job's directory goes when the job ends
-        self.deployer = LocalDeployer(settings.bind_host, settings.warm, self.work_root / "warm")
+        self.deployer = deployer or LocalDeployer(settings.bind_host, settings.warm, self.work_root / "warm",
+                                                  settings.cores)
+        self.hosts = list(self.deployer.hosts())
+        self.cores = HostCores(self.hosts, settings.cores)
         self.pools = {name: pool for impl in self.registry.all() for name, pool in impl.resource_pools().items()}
 
     # ---------------------------------------------------------------- use cases
@@ -80,11 +102,12 @@ class JumpgateService:
     def submit(self, body: object) -> Job:
         timeline = Timeline()
         t = time.monotonic_ns()
-        plan = parse_request(body, self.data_root)
+        plan = parse_request(body, self.storage)
         t_parse = time.monotonic_ns()
         # Thread counts follow the cores free now; the job's demand is checked again at execute.
         pipeline = compile_plan(plan, self.registry.all(), capacity_check=self.capacity_check,
-                                op_paths=plan.op_paths, thread_budget=max(1, self.cores.free))
+                                op_paths=plan.op_paths, thread_budget=max(1, self.cores.most_free),
+                                hosts=self.hosts)
         t_map = time.monotonic_ns()
         timeline.record("parse", t, t_parse)
         timeline.record("mapping", t_parse, t_map)
@@ -97,7 +120,7 @@ class JumpgateService:
         if job.state is not JobState.COMPILED:
             raise JobStateError(f"job {job_id} is {job.state.value}; only a compiled job can execute",
                                 state=job.state.value)
-        self.cores.acquire(job.id, stage_cores(job.pipeline))
+        self.cores.acquire(job.id, cores_by_host(job.pipeline, self.hosts[0].name))
         try:
             self.store.transition(job, JobState.RUNNING, (JobState.COMPILED,))
         except Exception:
@@ -140,7 +163,7 @@ class JumpgateService:
         return self.store.get(job_id)
 
     def shutdown(self) -> None:
-        self.deployer.warm.shutdown()  # first: jobs cancelled below must not start new spares
+        self.deployer.close_spares()  # first: jobs cancelled below must not start new spares
         for job in self.store.all():
             if not job.state.terminal:
                 try:

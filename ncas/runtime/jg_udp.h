@@ -1,6 +1,6 @@
 /* The UDP NTF transport's datagram format (docs/udp-transport.md), header only: used by the
  * runtime's UDP output and input (out_udp.c, in_udp.c) and by the switch model (p4/model/), and
- * restated by the P4 programs (p4/include/headers.p4) and the Python client (jumpgate/client/udp.py).
+ * restated by the P4 programs (p4/include/headers.p4) and the contract layer (jumpgate/contract/udp.py).
  *
  *   offset size  field (integers little-endian, as everywhere in NTF)
  *   0      4     magic "NTU1" (the last byte is the version)

@@ -3,6 +3,7 @@ and DuckDB over the same files as the oracle."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,17 @@ def server(data_root, tmp_path_factory):
     left = srv.children()
     srv.stop()
     assert not left, f"NCA processes left behind: {left}"
+
+
+def switch_model_server(root: Path, logs: Path) -> Iterator[LocalServer]:
+    """A server that offers the switch model (JUMPGATE_SWITCH_MODEL=1) over `root`; afterwards no
+    NCA or model process may be left."""
+    cache = os.environ.get("JUMPGATE_TEST_CACHE")
+    srv = LocalServer(root, Path(cache) if cache else None, logs / "server.log", env={"JUMPGATE_SWITCH_MODEL": "1"})
+    yield srv
+    left = srv.children()
+    srv.stop()
+    assert not left, f"processes left behind (NCAs or the switch model): {left}"
 
 
 @pytest.fixture

@@ -7,13 +7,13 @@ data reduction is reported. A second job whose scan fails mid-stream must clear 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from jumpgate.client import JobFailed, Jumpgate
-from jumpgate.local_server import LocalServer
+
+from .conftest import switch_model_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -44,21 +44,7 @@ def tpcds_root() -> Path:
 
 @pytest.fixture(scope="module")
 def switch_server(tpcds_root, tmp_path_factory):
-    old = os.environ.get("JUMPGATE_SWITCH_MODEL")
-    os.environ["JUMPGATE_SWITCH_MODEL"] = "1"  # the server inherits it: switch.model is offered
-    cache = os.environ.get("JUMPGATE_TEST_CACHE")
-    try:
-        srv = LocalServer(tpcds_root, Path(cache) if cache else None,
-                          tmp_path_factory.mktemp("switch-logs") / "server.log")
-    finally:
-        if old is None:
-            os.environ.pop("JUMPGATE_SWITCH_MODEL")
-        else:
-            os.environ["JUMPGATE_SWITCH_MODEL"] = old
-    yield srv
-    left = srv.children()
-    srv.stop()
-    assert not left, f"processes left behind (NCAs or the switch model): {left}"
+    yield from switch_model_server(tpcds_root, tmp_path_factory.mktemp("switch-logs"))
 
 
 def test_store_sales_through_the_switch_model_matches_duckdb(switch_server, tpcds_root):

@@ -26,6 +26,8 @@ from jumpgate.client import JobFailed, Jumpgate
 from jumpgate.client.errors import StreamError
 from jumpgate.local_server import LocalServer
 
+from .conftest import switch_model_server
+
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ROWS, KEYS = 400_000, 150_000
@@ -89,21 +91,7 @@ def want(root) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def server(root, tmp_path_factory):
-    old = os.environ.get("JUMPGATE_SWITCH_MODEL")
-    os.environ["JUMPGATE_SWITCH_MODEL"] = "1"  # the server inherits it: switch.model is offered
-    cache = os.environ.get("JUMPGATE_TEST_CACHE")
-    try:
-        srv = LocalServer(root, Path(cache) if cache else None,
-                          tmp_path_factory.mktemp("many-groups-logs") / "server.log")
-    finally:
-        if old is None:
-            os.environ.pop("JUMPGATE_SWITCH_MODEL")
-        else:
-            os.environ["JUMPGATE_SWITCH_MODEL"] = old
-    yield srv
-    left = srv.children()
-    srv.stop()
-    assert not left, f"processes left behind (NCAs or the switch model): {left}"
+    yield from switch_model_server(root, tmp_path_factory.mktemp("many-groups-logs"))
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import struct
 import threading
 import time
 
-from jumpgate.compiler.ntf import generate_ntf
+from jumpgate.contract.ntf import generate_ntf
 from jumpgate.dataflow.plan import LogicalPlan, Read
 from jumpgate.nca.interface import (
     FILE,

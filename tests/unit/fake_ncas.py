@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from jumpgate.compiler.mapping import fusable_chain
-from jumpgate.compiler.ntf import generate_ntf
+from jumpgate.contract.ntf import generate_ntf
+from jumpgate.contract.types import BOOLEAN, FLOAT64, INT64, DataType, Field, Schema
 from jumpgate.dataflow.expr import Binary, Column, Expr, IsNull, Literal
 from jumpgate.dataflow.plan import (
     AggFn,
@@ -30,7 +30,7 @@ from jumpgate.dataflow.plan import (
     Shuffle,
     output_count,
 )
-from jumpgate.dataflow.types import BOOLEAN, FLOAT64, INT64, DataType, Field, Schema
+from jumpgate.nca.fusion import fusable_chain
 from jumpgate.nca.interface import (
     NTF,
     NcaImplementation,
@@ -128,7 +128,7 @@ class PlanBuilder:
 
 def running_example(send_transport: str = "tcp") -> LogicalPlan:
     """The thesis' running example (Figures 3.2, 3.4, A.1), in Figure A.1's order."""
-    from jumpgate.dataflow.types import INT32, STRING
+    from jumpgate.contract.types import INT32, STRING
 
     pb = PlanBuilder("running_example")
     pb.read("read_sales", (("item_id", INT32), ("store_id", INT32), ("price", FLOAT64)))

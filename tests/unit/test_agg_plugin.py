@@ -5,16 +5,12 @@ from __future__ import annotations
 import pytest
 
 from jumpgate.compiler.compile import compile_plan
-from jumpgate.compiler.ntf import generate_ntf
+from jumpgate.contract.ntf import generate_ntf
 from jumpgate.dataflow.request import parse_request
 from jumpgate.nca.interface import FILE, NTF, InstanceContext, NcaError, StreamSpec
 from jumpgate.nca.registry import load_registry
-from jumpgate.ncas.software.aggregate import (
-    DEFAULT_TABLE_BYTES,
-    TABLE_BYTES_ENV,
-    AggregateInstance,
-    AggregateNca,
-)
+from jumpgate.ncas.software.aggregate import AggregateInstance, AggregateNca
+from jumpgate.ncas.software.common import DEFAULT_TABLE_BYTES, TABLE_BYTES_ENV
 from jumpgate.ncas.software.scan_json import JsonScanInstance, JsonScanNca
 
 SCHEMA = [{"name": "k", "type": "int64"}, {"name": "s", "type": "string"}, {"name": "d", "type": "decimal(10,2)"}]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from jumpgate.compiler.ntf import generate_ntf
+from jumpgate.contract.ntf import generate_ntf
 from jumpgate.dataflow.request import parse_request
 from jumpgate.ncas.software.build import build_nca
 from jumpgate.ncas.software.codegen import generate_scan_query

@@ -20,8 +20,8 @@ from jumpgate.client import (
     scan_stream,
 )
 from jumpgate.client.testing import encode_stream, encode_table, encode_tuple, end_marker, frame, header
-from jumpgate.compiler.ntf import generate_ntf
-from jumpgate.dataflow.types import Field, Schema, parse_type
+from jumpgate.contract.ntf import generate_ntf
+from jumpgate.contract.types import Field, Schema, parse_type
 
 EPOCH = dt.date(1970, 1, 1)
 ARROW = {"boolean": pa.bool_(), "int32": pa.int32(), "int64": pa.int64(), "float64": pa.float64(),

@@ -12,8 +12,8 @@ import pytest
 
 from jumpgate.client import Receiver, StreamError
 from jumpgate.client.testing import encode_stream, end_marker, frame, header
-from jumpgate.compiler.ntf import generate_ntf
-from jumpgate.dataflow.types import Field, Schema, parse_type
+from jumpgate.contract.ntf import generate_ntf
+from jumpgate.contract.types import Field, Schema, parse_type
 
 LAYOUT = generate_ntf(Schema(tuple(Field(n, parse_type(t)) for n, t in
                                    [("id", "int64"), ("name", "string"), ("price", "decimal(10,2)")])))

@@ -15,8 +15,8 @@ import pytest
 import jumpgate.client.session as session_mod
 from jumpgate.client import ClientError, JobFailed, JobTimeout, Jumpgate, RequestRejected, StreamError
 from jumpgate.client.testing import encode_table, end_marker, header
-from jumpgate.compiler.ntf import generate_ntf
-from jumpgate.dataflow.types import Field, Schema, parse_type
+from jumpgate.contract.ntf import generate_ntf
+from jumpgate.contract.types import Field, Schema, parse_type
 
 COLS = [("state", "string"), ("total", "decimal(12,2)"), ("n", "int64")]
 LAYOUT = generate_ntf(Schema(tuple(Field(n, parse_type(t)) for n, t in COLS)))

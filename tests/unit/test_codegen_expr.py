@@ -9,10 +9,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from jumpgate.compiler.ntf import generate_ntf
-from jumpgate.dataflow.expr import Binary, Case, Cast, Column, Func, InList, IsNull, Like, Literal, Unary
-from jumpgate.dataflow.plan import FileFormat, Filter, InputRef, NamedExpr, Project, Read, Shuffle
-from jumpgate.dataflow.types import (
+from jumpgate.contract.ntf import generate_ntf
+from jumpgate.contract.types import (
     BOOLEAN,
     DATE,
     FLOAT64,
@@ -25,6 +23,8 @@ from jumpgate.dataflow.types import (
     Schema,
     decimal,
 )
+from jumpgate.dataflow.expr import Binary, Case, Cast, Column, Func, InList, IsNull, Like, Literal, Unary
+from jumpgate.dataflow.plan import FileFormat, Filter, InputRef, NamedExpr, Project, Read, Shuffle
 from jumpgate.ncas.software.codegen import CodegenError, generate_scan_query
 from jumpgate.ncas.software.codegen.casts import CASTS
 from jumpgate.ncas.software.codegen.csyntax import c_bytes, c_double, c_int, c_message

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from jumpgate.compiler.ntf import NtfLayout, generate_ntf
+from jumpgate.contract.ntf import NtfLayout, generate_ntf
+from jumpgate.contract.types import Field, Kind, Schema, parse_type
 from jumpgate.dataflow.plan import FileFormat, Filter, InputRef, NamedExpr, Project, Read
-from jumpgate.dataflow.types import Field, Kind, Schema, parse_type
 from jumpgate.ncas.software.codegen import generate_scan_query
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,8 @@ import time
 import pytest
 
 from jumpgate.client.receiver import Receiver
-from jumpgate.errors import NoResources
+from jumpgate.contract.errors import NoResources
+from jumpgate.deploy.resources import HostCores
 from jumpgate.nca.registry import Registry
 from jumpgate.runtime.jobs import JobState
 from jumpgate.runtime.service import JumpgateService, Settings
@@ -110,7 +111,7 @@ def test_cancel_running_job(service):
 
 
 def test_no_resources_is_503_and_retry_works(tmp_path, service):
-    service.cores.capacity = 1
+    service.cores = HostCores(service.hosts, capacity=1)
     with Receiver() as rx1, Receiver() as rx2:
         slow = submit(service, "slow", rx1)
         other = submit(service, "ok", rx2)

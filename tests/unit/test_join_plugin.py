@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from jumpgate.compiler.compile import compile_plan
-from jumpgate.compiler.ntf import generate_ntf
+from jumpgate.contract.ntf import generate_ntf
+from jumpgate.contract.types import Field, Schema, parse_type
 from jumpgate.dataflow.request import parse_request
-from jumpgate.dataflow.types import Field, Schema, parse_type
 from jumpgate.nca.interface import FILE, NTF, InstanceContext, StreamSpec
 from jumpgate.ncas.software import hash_join
 from jumpgate.ncas.software.codegen import CodegenError

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from jumpgate.compiler.ntf import generate_ntf
+from jumpgate.contract.ntf import generate_ntf
 from jumpgate.ncas.software.build import build_nca
 from jumpgate.ncas.software.codegen.golden import join_chain
 from jumpgate.ncas.software.codegen.join import generate_join_query

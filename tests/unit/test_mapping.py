@@ -10,10 +10,10 @@ import pytest
 
 from jumpgate.compiler.compile import compile_plan
 from jumpgate.compiler.mapping import map_plan
-from jumpgate.compiler.ntf import generate_ntf
 from jumpgate.compiler.pipeline import StagedPipeline
+from jumpgate.contract.errors import MappingError
+from jumpgate.contract.ntf import generate_ntf
 from jumpgate.dataflow.plan import InputRef
-from jumpgate.errors import MappingError
 from jumpgate.nca.interface import FILE, NcaImplementation, Verdict
 from tests.unit.fake_ncas import (
     ALL_FAKES,
@@ -77,7 +77,7 @@ def test_running_example_json_answer_has_the_contract_fields():
     doc = json.loads(json.dumps(p.to_json()))
     assert doc["ncas"][2] == {"id": "nca2", "implementation": "fake.join",
                               "operations": ["join_sales_stores", "project_join"], "stages": [0, 1],
-                              "converter": False}
+                              "converter": False, "host": None}  # placed by the service (test_placement)
     assert doc["stages"] == [["nca0", "nca2"], ["nca1", "nca2", "nca3", "nca4"]]
     assert doc["outputs"]["host1"] == {"layout": generate_ntf(running_example().schemas["agg"]).to_json(),
                                        "expected_streams": 1}
@@ -405,3 +405,20 @@ def test_decisions_carry_request_paths():
     doc = compile_plan(plan, fakes(*THESIS_NCAS), op_paths=paths).to_json()
     assert doc["decisions"]["agg"]["path"] == paths["agg"]
     assert doc["decisions"]["host1"]["path"] == paths["host1"]
+
+
+@pytest.mark.parametrize("attrs, wrong", [
+    ({"preference": "-1"}, "preference must be an int"), ({"preference": True}, "preference must be an int"),
+    ({"in_network": 1}, "in_network must be a bool"), ({"converter": "yes"}, "converter must be a bool"),
+])
+def test_cost_hooks_of_the_wrong_type_fail_at_class_definition(attrs, wrong):
+    """The compiler reads `preference` and `in_network` as declared on NcaImplementation: a value of
+    the wrong type (a string, a flag for a number) is refused when the plugin is defined, not
+    silently ignored when a job is mapped."""
+    with pytest.raises(TypeError, match=wrong):
+        type("Typo", (NcaImplementation,), {
+            "name": "typo", "description": "a plugin with a wrongly typed hook", **attrs,
+            "match_operations": lambda self, plan, anchor: Verdict.no("none"),
+            "match_input": lambda self, plan, ops, inputs: Verdict.no("none"),
+            "match_output": lambda self, plan, ops, inputs, wanted: Verdict.no("none"),
+            "instantiate": lambda self, spec, context: None})

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from jumpgate.compiler.ntf import NtfField, NtfLayout, generate_ntf
-from jumpgate.dataflow.types import (
+from jumpgate.contract.ntf import NtfField, NtfLayout, generate_ntf
+from jumpgate.contract.types import (
     BOOLEAN,
     DATE,
     FLOAT64,

@@ -5,11 +5,11 @@ import random
 
 import pytest
 
-from jumpgate.dataflow import types as T
+from jumpgate.contract import types as T
+from jumpgate.contract.errors import RequestError
 from jumpgate.dataflow.expr import Binary, Case, Cast, Column, Func, InList, IsNull, Like, Literal, Unary
 from jumpgate.dataflow.parse import MAX_DEPTH, parse_expression
 from jumpgate.dataflow.sqltext import to_sql
-from jumpgate.errors import RequestError
 
 PATH = "operations[1].condition"
 

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from jumpgate.dataflow import types as T
+from jumpgate.contract import types as T
+from jumpgate.contract.errors import RequestError
+from jumpgate.contract.types import Field, Schema
 from jumpgate.dataflow.expr import Cast, Column
 from jumpgate.dataflow.plan import (
     AggFn,
@@ -24,8 +26,6 @@ from jumpgate.dataflow.plan import (
 )
 from jumpgate.dataflow.request import parse_request
 from jumpgate.dataflow.typecheck import check_bound
-from jumpgate.dataflow.types import Field, Schema
-from jumpgate.errors import RequestError
 
 D = T.decimal
 

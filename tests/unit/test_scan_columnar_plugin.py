@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from jumpgate.compiler.compile import compile_plan
+from jumpgate.contract.errors import MappingError
 from jumpgate.dataflow.request import parse_request
-from jumpgate.errors import MappingError
 from jumpgate.nca.interface import FILE, StreamSpec
 from jumpgate.ncas.software import arrow_cpp, scan_columnar
 from jumpgate.ncas.software.pruning import PrunePredicate, prune_params, prune_predicates

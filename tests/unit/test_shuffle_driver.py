@@ -16,7 +16,7 @@ import threading
 
 import pytest
 
-from jumpgate.compiler.ntf import generate_ntf
+from jumpgate.contract.ntf import generate_ntf
 from jumpgate.dataflow.request import parse_request
 from jumpgate.ncas.software import hashing
 from jumpgate.ncas.software.build import build_nca

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from jumpgate.compiler.compile import compile_plan
-from jumpgate.compiler.ntf import NtfField, NtfLayout, generate_ntf
+from jumpgate.contract.ntf import NtfField, NtfLayout, generate_ntf
+from jumpgate.contract.types import INT64
 from jumpgate.dataflow.request import parse_request
-from jumpgate.dataflow.types import INT64
 from jumpgate.nca.interface import FILE, NTF, StreamSpec
 from jumpgate.nca.registry import load_registry
 from jumpgate.ncas.software.codegen.csyntax import CodegenError
@@ -220,7 +220,7 @@ def test_shuffle_after_another_ncas_join(root):
 
 
 def test_no_nca_for_a_csv_read(root):
-    from jumpgate.errors import MappingError
+    from jumpgate.contract.errors import MappingError
 
     with pytest.raises(MappingError) as info:
         mapped(root, [read(fmt="csv"), flt("f", "r"), send("x", "f")])

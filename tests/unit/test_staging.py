@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from jumpgate.compiler.staging import compute_stages, stage_count
-from jumpgate.errors import MappingError
+from jumpgate.contract.errors import MappingError
 from tests.unit.fake_ncas import PlanBuilder, running_example
 
 

@@ -13,8 +13,9 @@ import zlib
 
 import pytest
 
-from jumpgate.client import udp
 from jumpgate.client.testing import encode_tuple
+from jumpgate.client.udp import UdpReceiver
+from jumpgate.contract import udp
 from jumpgate.ncas.switch import defs
 from jumpgate.ncas.switch.backends import ModelBackend
 from jumpgate.ncas.switch.controller import JobSlots, RegisterWrite
@@ -35,7 +36,7 @@ def model(tmp_path_factory):
 
 def run_job(model, plan, rows_by_stream: dict[int, list[tuple]], slots: JobSlots):
     """Configure, send every stream's rows and END, flush, return (records table, job, notices)."""
-    dst = udp.UdpReceiver()
+    dst = UdpReceiver()
     job = ModelJob(model, plan, slots, dst)
     dst.start(1, job.query.layout)
     try:
@@ -141,7 +142,7 @@ def test_end_notice_counts_what_arrived_and_bad_datagrams_are_reported(model):
 
 def test_finish_reports_lost_flushes(model):
     plan = bind(partial_request({"k": "int64", "v": "int64"}, "k", [{"name": "s", "fn": "sum", "expr": "v"}]))
-    dst = udp.UdpReceiver()
+    dst = UdpReceiver()
     job = ModelJob(model, plan, JobSlots(job=6, base=6144, size=1024, tag=6), dst)
     dst.start(1, job.query.layout)
     try:
@@ -158,7 +159,7 @@ def test_coalesced_runs_of_datagrams_are_cut_into_their_datagrams(model):
     the model coalesced (UDP_GRO, docs/switch.md "Running it"): every datagram of a run counts,
     the END that ends a run as its shorter last segment included."""
     plan = bind(partial_request({"k": "int64", "v": "int64"}, "k", [{"name": "s", "fn": "sum", "expr": "v"}]))
-    dst = udp.UdpReceiver()
+    dst = UdpReceiver()
     job = ModelJob(model, plan, JobSlots(job=7, base=7168, size=1024, tag=7), dst)
     dst.start(1, job.query.layout)
     rows = [(i % 300, i) for i in range(1000)]

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from jumpgate.client import udp
 from jumpgate.client.testing import encode_tuple
-from jumpgate.compiler.ntf import generate_ntf
+from jumpgate.client.udp import UdpReceiver
+from jumpgate.contract import udp
+from jumpgate.contract.errors import NoResources
+from jumpgate.contract.ntf import generate_ntf
 from jumpgate.deploy.resources import BlockPool
-from jumpgate.errors import NoResources
 from jumpgate.nca.interface import (
     NTF,
     CompileResult,
@@ -181,7 +182,7 @@ def send_as_scan(ep: Endpoint, rows, layout, claim: int | None = None, stream: i
 
 def test_life_cycle_against_the_model(service, tmp_path):
     impl, inst = switch_instance(service, tmp_path)
-    dst = udp.UdpReceiver()
+    dst = UdpReceiver()
     try:
         inst.compile()
         [ep] = inst.allocate()

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from jumpgate.dataflow import types as T
+from jumpgate.contract import types as T
+from jumpgate.contract.errors import RequestError
+from jumpgate.contract.types import Field, Schema
 from jumpgate.dataflow.expr import Binary, Case, Cast, Column, Func, InList, Literal, Unary, walk
 from jumpgate.dataflow.parse import parse_expression
 from jumpgate.dataflow.plan import NamedExpr
@@ -15,8 +17,6 @@ from jumpgate.dataflow.typecheck import (
     common_type,
     named_schema,
 )
-from jumpgate.dataflow.types import Field, Schema
-from jumpgate.errors import RequestError
 
 PATH = "operations[3].condition"
 D = T.decimal

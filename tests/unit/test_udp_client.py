@@ -9,11 +9,12 @@ import time
 
 import pytest
 
-from jumpgate.client import udp
 from jumpgate.client.errors import StreamError
 from jumpgate.client.testing import encode_tuple
-from jumpgate.compiler.ntf import generate_ntf
-from jumpgate.dataflow.types import Field, Schema, parse_type
+from jumpgate.client.udp import UdpReceiver
+from jumpgate.contract import udp
+from jumpgate.contract.ntf import generate_ntf
+from jumpgate.contract.types import Field, Schema, parse_type
 
 LAYOUT = generate_ntf(Schema((Field("k", parse_type("int64")), Field("s", parse_type("string")))))
 
@@ -24,8 +25,8 @@ def stream(sid: int, rows: list[tuple], per: int) -> list[bytes]:
     return out + [udp.end_datagram(sid, len(out), len(ts))] * udp.END_COPIES
 
 
-def run(dgrams: list[bytes], expected: int, grace: float = 0.3) -> udp.UdpReceiver:
-    r = udp.UdpReceiver(grace=grace)
+def run(dgrams: list[bytes], expected: int, grace: float = 0.3) -> UdpReceiver:
+    r = UdpReceiver(grace=grace)
     r.start(expected, LAYOUT)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         for d in dgrams:
@@ -49,7 +50,7 @@ def test_streams_reordered_and_duplicated_decode_exactly():
 
 
 def test_no_streams_is_done_at_once():
-    r = udp.UdpReceiver()
+    r = UdpReceiver()
     r.start(0, LAYOUT)
     assert r.done and r.table().num_rows == 0
     r.close()
@@ -81,7 +82,7 @@ def test_a_lost_end_fails_soon_after_the_senders_are_done():
     """The client calls `senders_done()` when the job has succeeded: a stream still without END
     then fails the grace period later; the complete stream next to it is not affected."""
     rows = [(i, None) for i in range(50)]
-    r = udp.UdpReceiver(grace=0.3)
+    r = UdpReceiver(grace=0.3)
     r.start(2, LAYOUT)
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:

@@ -142,7 +142,7 @@ def test_dpdk_receiver_from_a_kernel_sender(netns, tmp_path):
         n = 5000
         sender = in_netns(ns, f"""
 import socket, time
-from jumpgate.client import udp
+from jumpgate.contract import udp
 from tests.unit.fixtures.runtime_harness import encode_tuple
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 time.sleep(1.0)  # EAL and the port start after `execute`

@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from jumpgate.client import udp
-from jumpgate.compiler.ntf import NtfLayout
+from jumpgate.client.udp import UdpReceiver
+from jumpgate.contract import udp
+from jumpgate.contract.ntf import NtfLayout
 from jumpgate.ncas.software.build import build_nca
 from jumpgate.ncas.software.codegen import generate_scan_query
 from jumpgate.ncas.software.codegen.golden import scan_chain
@@ -73,7 +74,7 @@ def send(port: int, dgrams: list[bytes]) -> None:
     (1, 1, 10, 0, 0), (2, 3, 1, 0, 1), (2, 4, 25, 700, 0), (1, 2, 7, 65507, 3)])
 def test_udp_in_and_out_pass_tuples_through(relay, threads, streams, per, max_bytes, max_tuples):
     inputs = {s: tuples(s, 2000 + 300 * s) for s in range(streams)}
-    out = udp.UdpReceiver()
+    out = UdpReceiver()
     out.start(threads, COPY_LAYOUT)
     nca = start_relay(relay, streams, (out.port, max_bytes, max_tuples), threads)
     try:
@@ -117,7 +118,7 @@ def test_coalesced_runs_of_datagrams_are_cut_into_their_datagrams(relay):
 
 def test_duplicates_are_dropped(relay):
     ts = tuples(1, 500)
-    out = udp.UdpReceiver()
+    out = UdpReceiver()
     out.start(1, COPY_LAYOUT)
     nca = start_relay(relay, 1, (out.port, 0, 0))
     try:
@@ -155,7 +156,7 @@ def test_a_tuple_larger_than_a_datagram_fails_the_sender(tmp_path, relay):
     ops, layout = scan_chain({"s": "string"}, [])
     scan = build_nca(generate_scan_query(ops, layout), "scan_json", tmp_path.parent / "nca-cache").path
     (tmp_path / "t.jsonl").write_text(json.dumps({"s": "x" * 3000}) + "\n")
-    out = udp.UdpReceiver()
+    out = UdpReceiver()
     nca = NcaProcess(scan)
     try:
         nca.send(f"file {tmp_path / 't.jsonl'}", f"dest 0 127.0.0.1 {out.port} 0 1 udp 1472 0", "execute 0")
@@ -171,7 +172,7 @@ def test_scan_sends_one_tuple_per_datagram_towards_a_switch(tmp_path):
     scan = build_nca(generate_scan_query(ops, layout), "scan_json", tmp_path.parent / "nca-cache").path
     rows = [{"k": i % 97, "v": f"{i}.25"} for i in range(3000)]
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = udp.UdpReceiver()
+    out = UdpReceiver()
     out.start(2, layout)
     nca = NcaProcess(scan)
     try:

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from jumpgate.compiler.ntf import NtfLayout
+from jumpgate.contract.ntf import NtfLayout
 from jumpgate.dataflow.plan import InputRef, LogicalPlan
 from jumpgate.nca.interface import (
     InputPort,

@@ -74,22 +74,22 @@ def deployer(tmp_path):
 
 
 def ready_ports(proc) -> list[int]:
-    event = json.loads(proc.popen.stdout.readline())
+    event = json.loads(next(proc.events()))
     assert event["event"] == "ready", event
     return event["ports"]
 
 
 def test_a_spare_goes_to_one_job_with_the_same_command_line(deployer, binary, tmp_path):
     d = deployer(per_binary=1)
-    d.warm_up(argv(binary))
+    d.warm_up(d.host, argv(binary))
     [spare] = wait_for(d.warm.pids)
     assert d.running() == []  # idle spares are not counted as jobs' NCAs
-    assert d.start_for_job(argv(binary, inputs=2), tmp_path, "other").pid != spare  # other command line
-    proc = d.start_for_job(argv(binary), tmp_path, "job")
+    assert d.start(d.host, argv(binary, inputs=2), tmp_path, "other", reuse=True).pid != spare  # other command line
+    proc = d.start(d.host, argv(binary), tmp_path, "job", reuse=True)
     assert proc.pid == spare and d.warm.pids() == []
     assert len(ready_ports(proc)) == 1  # it said `ready` before the job took it, ports bound
     assert proc.log_path.parent == tmp_path / "warm"
-    again = d.start_for_job(argv(binary), tmp_path, "job2")  # handed out once only: a fresh start
+    again = d.start(d.host, argv(binary), tmp_path, "job2", reuse=True)  # handed out once only: a fresh start
     assert again.pid != spare and again.log_path == tmp_path / "job2.stderr"
     d.stop(proc)
     assert not proc.log_path.exists()  # the spare's log goes with it
@@ -99,31 +99,31 @@ def test_a_spare_goes_to_one_job_with_the_same_command_line(deployer, binary, tm
 def test_per_binary_and_total_caps_stop_the_oldest(deployer, binary):
     d = deployer(per_binary=1, total=2)
     for _ in range(3):
-        d.warm_up(argv(binary, 1))
+        d.warm_up(d.host, argv(binary, 1))
     [first] = wait_for(d.warm.pids)
     time.sleep(0.2)
     assert d.warm.pids() == [first]  # one per command line
-    d.warm_up(argv(binary, 2))
+    d.warm_up(d.host, argv(binary, 2))
     wait_for(lambda: len(d.warm.pids()) == 2)
-    d.warm_up(argv(binary, 3))
+    d.warm_up(d.host, argv(binary, 3))
     wait_for(lambda: first not in d.warm.pids() and len(d.warm.pids()) == 2)
     assert wait_for(lambda: first not in my_children())  # the oldest was stopped, not forgotten
 
 
 def test_idle_spares_expire_and_dead_ones_are_never_handed_out(deployer, binary, tmp_path):
     d = deployer(per_binary=1, idle_s=0.3)
-    d.warm_up(argv(binary))
+    d.warm_up(d.host, argv(binary))
     [spare] = wait_for(d.warm.pids)
     wait_for(lambda: not d.warm.pids(), 5.0)
     assert wait_for(lambda: spare not in my_children())
     assert not list((tmp_path / "warm").glob("*.stderr"))
 
     d = deployer(per_binary=1)
-    d.warm_up(argv(binary))
+    d.warm_up(d.host, argv(binary))
     [spare] = wait_for(d.warm.pids)
     os.kill(spare, 9)
     wait_for(lambda: spare not in my_children())
-    proc = d.start_for_job(argv(binary), tmp_path, "job")
+    proc = d.start(d.host, argv(binary), tmp_path, "job", reuse=True)
     assert proc.pid != spare and len(ready_ports(proc)) == 1
     d.stop(proc)
 
@@ -132,12 +132,12 @@ def test_shutdown_stops_spares_and_starts_under_way(deployer, binary):
     before = my_children()
     d = deployer(per_binary=1, total=8)
     for n in range(1, 6):
-        d.warm_up(argv(binary, n))
+        d.warm_up(d.host, argv(binary, n))
     wait_for(d.warm.pids)  # some started, others still being started
     d.shutdown()
     assert d.warm.pids() == []
     assert wait_for(lambda: not (my_children() - before), 10.0)
-    d.warm_up(argv(binary))  # after shutdown nothing starts again
+    d.warm_up(d.host, argv(binary))  # after shutdown nothing starts again
     time.sleep(0.2)
     assert not (my_children() - before)
 

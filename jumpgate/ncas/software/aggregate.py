@@ -2,25 +2,22 @@
 input from another NCA, with the filters and projections after it fused in (a HAVING-like filter
 and a projection of the groups are common), on the `ntf_relay` driver (thesis Table 3.4 "Agg").
 
-The JSON scan fuses a trailing aggregate the same way (`fuse_trailing_aggregate`, thesis Table
-3.4 "JSON scan-[agg]"); both generate their query with `codegen.aggregate`.
+The file scans fuse a trailing aggregate the same way (`common.fuse_trailing_aggregate`, thesis
+Table 3.4 "JSON scan-[agg]"); both generate their query with `codegen.aggregate`.
 
 Partial mode keeps each worker's table within a bound (`param agg.table_bytes`, default 8 MiB as
 in the thesis' §2.1.2) and emits and clears the table when an insert would exceed it; the bound
 comes from the instance settings' `agg.table_bytes`, else the environment variable
-JUMPGATE_AGG_TABLE_BYTES, else the default. Complete and final mode grow without bound and report
-the table size in the phase stats (`agg_table_bytes`).
+JUMPGATE_AGG_TABLE_BYTES, else the default (`common.aggregation_params`, which the scans with a
+fused aggregate send too). Complete and final mode grow without bound and report the table size
+in the phase stats (`agg_table_bytes`).
 """
 from __future__ import annotations
 
-import os
-
-from ...compiler.mapping import fusable_chain
-from ...compiler.ntf import generate_ntf
-from ...dataflow.plan import AggMode, Aggregate, LogicalPlan, Operation
+from ...contract.ntf import generate_ntf
+from ...dataflow.plan import AggMode, Aggregate, LogicalPlan
 from ...nca.interface import (
     InstanceContext,
-    NcaError,
     NcaImplementation,
     NcaInstance,
     NcaSpec,
@@ -29,44 +26,17 @@ from ...nca.interface import (
     Verdict,
 )
 from .codegen.aggregate import generate_aggregate_query
-from .ntf_filter_project import ntf_input_verdict, tcp_outputs
+from .common import (
+    DEFAULT_TABLE_BYTES,
+    aggregation_params,
+    filter_project_chain,
+    ntf_input_verdict,
+    tcp_outputs,
+)
 from .process import ProcessNca
 
 MAX_THREADS = 4  # workers take whole input streams; more help only with as many streams
-TABLE_BYTES_PARAM = "agg.table_bytes"
-TABLE_BYTES_ENV = "JUMPGATE_AGG_TABLE_BYTES"
-DEFAULT_TABLE_BYTES = 8 << 20  # the thesis' partial aggregation bound (§2.1.2)
 TRANSPORTS = ("tcp", "udp")  # udp: docs/udp-transport.md (e.g. a final aggregation after a switch)
-
-
-def fuse_trailing_aggregate(plan: LogicalPlan, chain: tuple[str, ...]) -> tuple[str, ...]:
-    """`chain` plus the aggregate that is the single consumer of its last operation, and that
-    aggregate's filters and projections; `chain` unchanged when no aggregate follows. Used by the
-    scan: a fused complete or final aggregation is correct with several scan threads because the
-    workers' tables are merged before any group is emitted."""
-    consumers = plan.consumers(chain[-1])
-    if len(consumers) != 1 or not isinstance(consumers[0][0], Aggregate):
-        return chain
-    return chain + fusable_chain(plan, consumers[0][0].name, ("filter", "project"))
-
-
-def table_bytes(context: InstanceContext) -> int:
-    """The partial mode's table bound: instance settings, then the environment, then 8 MiB."""
-    value = context.settings.get(TABLE_BYTES_PARAM) or os.environ.get(TABLE_BYTES_ENV) or DEFAULT_TABLE_BYTES
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        raise NcaError(f"{TABLE_BYTES_PARAM} must be a number of bytes, got {value!r}") from None
-    if n < 1024:
-        raise NcaError(f"{TABLE_BYTES_PARAM} must be at least 1024 bytes, got {n}")
-    return n
-
-
-def aggregation_params(ops: list[Operation], context: InstanceContext) -> dict[str, str]:
-    """`param` settings of an NCA whose operations include an aggregate."""
-    if any(isinstance(op, Aggregate) and op.mode is AggMode.PARTIAL for op in ops):
-        return {TABLE_BYTES_PARAM: str(table_bytes(context))}
-    return {}
 
 
 class AggregateNca(NcaImplementation):
@@ -82,7 +52,7 @@ class AggregateNca(NcaImplementation):
         op = plan.op(anchor)
         if not isinstance(op, Aggregate):
             return Verdict.no(f"starts with an 'aggregate' operation, not '{op.kind}'")
-        return Verdict.yes(fusable_chain(plan, anchor, ("filter", "project")))
+        return Verdict.yes(filter_project_chain(plan, anchor))
 
     def match_input(self, plan, ops, inputs) -> Verdict[None]:
         return ntf_input_verdict(plan, ops, inputs, TRANSPORTS)

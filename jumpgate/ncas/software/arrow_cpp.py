@@ -15,14 +15,24 @@ columns of small integers and decimals (ncas/runtime/jg_snappy.h); the drivers l
 Arrow 26's headers need C++20. The C++ ABI (`_GLIBCXX_USE_CXX11_ABI`) must match the wheel's:
 manylinux_2_28 wheels use the new ABI, older manylinux2014 ones the old; we read it off the
 library's symbol names rather than guess from the wheel tag.
+
+The drivers are built on first use (ensure_arrow_drivers), not with the runtime: the runtime
+builds, and every other driver works, without pyarrow, and only a job that scans ORC or Parquet
+pays for compiling against Arrow's headers. They register themselves in the driver registry
+(drivers.py) as any plugin's driver does.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
 import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from .buildstep import beside_runtime, stamped_build
+from .drivers import DriverLink, NcaDriver, register_driver
+from .toolchain import NcaBuildError, extra_flags, run_make
 
 DRIVERS = ("scan_orc", "scan_parquet")  # driver objects of the Makefile's `arrow` target
 MAKE_TARGET = "arrow"
@@ -110,3 +120,39 @@ def unavailable_reason() -> str | None:
     if not os.access(arrow_toolchain().include_dir, os.R_OK):
         return f"cannot read {arrow_toolchain().include_dir}"
     return None
+
+
+# ------------------------------------------------------------------ the drivers
+
+
+def ensure_arrow_drivers(runtime: Path) -> tuple[Path, ArrowToolchain]:
+    """Build the Arrow drivers (`make arrow`) into runtime/arrow-<hash of the wheel> unless there."""
+    try:
+        tc = arrow_toolchain()
+    except (ArrowUnavailable, OSError) as e:
+        raise NcaBuildError(f"the ORC/Parquet scan drivers cannot be built: {e}") from None
+
+    def make(tmp: Path) -> None:
+        make_vars = [f"ARROW_CXXFLAGS={' '.join(tc.cxxflags)}"]
+        if extra_flags():
+            make_vars.append(f"CXXFLAGS={' '.join(extra_flags())}")
+        run_make(tmp, MAKE_TARGET, make_vars, "the ORC/Parquet scan drivers", jobs=min(2, os.cpu_count() or 1))
+
+    target, lock = beside_runtime(runtime, f"arrow-{hashlib.sha256(tc.key.encode()).hexdigest()[:12]}")
+    return stamped_build(target, make, {"arrow": tc.key}, lock=lock), tc
+
+
+@dataclass(frozen=True)
+class ArrowDriver(NcaDriver):
+    """An ORC or Parquet scan driver: its object and the shared columnar scan, linked against the
+    wheel's libraries (whose identity is part of the binary's cache key)."""
+
+    name: str
+
+    def link(self, runtime: Path) -> DriverLink:
+        objs, tc = ensure_arrow_drivers(runtime)
+        return DriverLink((objs / f"{self.name}.o", objs / COMMON_OBJECT), tc.ldflags, tc.key)
+
+
+for _name in DRIVERS:
+    register_driver(ArrowDriver(_name))

@@ -1,61 +1,57 @@
 """Build software NCAs: the precompiled runtime (once per runtime source and compiler version) and
-one small binary per generated query (generated C + a driver object + libjgrt.a).
+one small binary per generated query (generated C + a driver's objects + libjgrt.a).
 
 Everything lands in a cache directory and is keyed by content, so a query that was built before
 costs a hash and a `stat`. Builds are safe to run concurrently from several jobs or test workers:
-the runtime is built under a file lock into a temporary directory that is renamed into place, and
-query binaries are written to a temporary file and renamed (the last writer wins with identical
-bytes).
+the runtime (like every optional part built beside it) is built under a file lock into a
+temporary directory that is renamed into place (buildstep.py), and query binaries are written to a
+temporary file and renamed (the last writer wins with identical bytes).
+
+Which driver a query is linked with is looked up in the driver registry (drivers.py), where the
+built-in drivers are registered as a plugin's own are.
 """
 from __future__ import annotations
 
-import fcntl
-import functools
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import JumpgateError
-from . import arrow_cpp
+# arrow_cpp registers the ORC/Parquet scan drivers when imported
+from .arrow_cpp import DRIVERS as ARROW_DRIVERS
+from .arrow_cpp import ensure_arrow_drivers
+from .buildstep import stamped_build
+from .dpdk import ensure_dpdk_object
+from .drivers import RuntimeDriver, driver_named, register_driver
+from .toolchain import (
+    ENV_SOURCES,
+    NcaBuildError,
+    arch_flags,
+    extra_flags,
+    nca_sources_dir,
+    run_make,
+    runtime_dir,
+    toolchain_id,
+)
 
-ENV_SOURCES = "JUMPGATE_NCA_SOURCES"  # overrides the ncas/ directory (runtime/ and templates/)
-DRIVERS = ("scan_json", "ntf_relay")  # driver objects the runtime Makefile builds
-DRIVERS += ("join",)  # the hash join (ncas/runtime/join.c)
-DRIVERS += arrow_cpp.DRIVERS  # ORC/Parquet scans on Arrow C++ from pyarrow: built on first use (below)
+__all__ = ["BuildResult", "DRIVERS", "ENV_SOURCES", "NcaBuildError", "arch_flags", "build_nca", "ensure_arrow_drivers",
+           "ensure_runtime", "nca_sources_dir", "runtime_dir", "runtime_hash"]
+
+RUNTIME_DRIVERS = ("scan_json", "ntf_relay")  # driver objects the runtime Makefile builds (`all`)
+RUNTIME_DRIVERS += ("join",)  # the hash join (ncas/runtime/join.c)
+# The built-in drivers. Not a closed list: build_nca links any registered driver (drivers.py).
+DRIVERS = RUNTIME_DRIVERS + ARROW_DRIVERS  # ORC/Parquet scans on Arrow C++ from pyarrow: built on first use
 CC = "g++"  # compiles the generated C (-x c) and links with libstdc++ for simdjson, in one call
 CFLAGS = ("-x", "c", "-std=c11", "-O2", "-pthread")
-# The target level is chosen from the CPU that builds (and, for the local deployer, runs) the NCA:
-# x86-64-v3 (AVX2) doubles simdjson's structural indexing speed over v2. The level is part of the
-# cache keys, so a cache moved to an older machine rebuilds instead of crashing. Override with
-# JUMPGATE_NCA_MARCH (e.g. "x86-64-v2").
-MARCH_ENV = "JUMPGATE_NCA_MARCH"
-_V3_FLAGS = {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}
 LDLIBS = ("-lsimdjson", "-lpthread")
-# JUMPGATE_NCA_SANITIZE=1 builds the runtime and queries with AddressSanitizer and UBSan, for
-# debugging a crashing NCA (a separate cache key, so normal binaries are never mixed in).
-SANITIZE_ENV = "JUMPGATE_NCA_SANITIZE"
-_SANITIZE_FLAGS = ("-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined")
 _RUNTIME_SUFFIXES = {".c", ".cpp", ".h"}
-_STAMP = ".complete"
 
-
-class NcaBuildError(JumpgateError):
-    """The runtime or a generated query failed to build; `stderr` is the compiler's output."""
-
-    status = 500
-
-    def __init__(self, message: str, stderr: str = "", command: list[str] | None = None) -> None:
-        super().__init__(message, compiler_output=stderr[-4000:] or None)
-        self.stderr = stderr
-        self.command = command or []
+for _name in RUNTIME_DRIVERS:
+    register_driver(RuntimeDriver(_name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,56 +59,6 @@ class BuildResult:
     path: Path  # the executable
     cached: bool  # True when an earlier build was reused
     seconds: float
-
-
-def nca_sources_dir() -> Path:
-    """The ncas/ directory: the repository's, next to the jumpgate package, unless overridden."""
-    env = os.environ.get(ENV_SOURCES)
-    if env:
-        return Path(env).resolve()
-    return Path(__file__).resolve().parents[3] / "ncas"
-
-
-def runtime_dir() -> Path:
-    """Sources of the runtime library and drivers (ncas/runtime)."""
-    return nca_sources_dir() / "runtime"
-
-
-@functools.cache
-def _toolchain_id() -> str:
-    """Compiler versions and the simdjson header's identity: a change in any means a rebuild."""
-    parts = []
-    for tool in ("gcc", "g++"):
-        try:
-            out = subprocess.run([tool, "--version"], capture_output=True, text=True, check=True).stdout
-        except (OSError, subprocess.CalledProcessError) as e:
-            raise NcaBuildError(f"the C toolchain is not usable: {tool}: {e}") from None
-        parts.append(out.splitlines()[0] if out else tool)
-    for header in ("/usr/include/simdjson.h", "/usr/local/include/simdjson.h"):
-        try:
-            st = os.stat(header)
-            parts.append(f"{header}:{st.st_size}:{st.st_mtime_ns}")
-        except OSError:
-            pass
-    return "\n".join(parts)
-
-
-@functools.cache
-def arch_flags() -> tuple[str, ...]:
-    """-march for NCA builds: x86-64-v3 when this CPU has AVX2 and friends, else x86-64-v2."""
-    level = os.environ.get(MARCH_ENV)
-    if not level:
-        try:
-            with open("/proc/cpuinfo") as f:
-                flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-        except OSError:
-            flags = []
-        level = "x86-64-v3" if _V3_FLAGS <= set(flags) else "x86-64-v2"
-    return (f"-march={level}", "-mpclmul")
-
-
-def _extra_flags() -> tuple[str, ...]:
-    return _SANITIZE_FLAGS if os.environ.get(SANITIZE_ENV, "") not in ("", "0") else ()
 
 
 def _runtime_files(root: Path) -> list[tuple[str, int, int]]:
@@ -137,12 +83,12 @@ def runtime_hash() -> str:
     root = runtime_dir()
     if not (root / "Makefile").is_file():
         raise NcaBuildError(f"no NCA runtime sources at {root} (set {ENV_SOURCES} to the ncas/ directory)")
-    flags = " ".join(arch_flags() + _extra_flags())
+    flags = " ".join(arch_flags() + extra_flags())
     memo = (str(root), flags, tuple(_runtime_files(root)))
     known = _RUNTIME_HASHES.get(memo)
     if known is not None:
         return known
-    h = hashlib.sha256(_toolchain_id().encode() + flags.encode())
+    h = hashlib.sha256(toolchain_id().encode() + flags.encode())
     for name, _, _ in memo[2]:
         h.update(name.encode() + b"\0" + (root / name).read_bytes() + b"\0")
     if len(_RUNTIME_HASHES) > 64:  # edits during development: keep the memo small
@@ -151,60 +97,30 @@ def runtime_hash() -> str:
     return _RUNTIME_HASHES[memo]
 
 
-@contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    with open(path, "a+b") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def ensure_runtime(cache_dir: Path) -> Path:
     """Build the runtime into cache_dir/runtime-<hash> unless it is there; return that directory."""
-    cache_dir = Path(cache_dir)
-    build = cache_dir / f"runtime-{runtime_hash()}"
-    if (build / _STAMP).exists():
-        return build
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    with _file_lock(cache_dir / f"{build.name}.lock"):
-        if (build / _STAMP).exists():  # another process built it while we waited
-            return build
-        tmp = Path(tempfile.mkdtemp(prefix=f".{build.name}-", dir=cache_dir))
-        try:
-            cmd = ["make", "-C", str(runtime_dir()), f"BUILD={tmp}", f"-j{os.cpu_count() or 1}",
-                   f"ARCH={' '.join(arch_flags())}", "all"]
-            if _extra_flags():
-                flags = " ".join(_extra_flags())
-                cmd += [f"CFLAGS={flags}", f"CXXFLAGS={flags}"]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise NcaBuildError("building the NCA runtime failed", proc.stderr + proc.stdout, cmd)
-            (tmp / _STAMP).write_text(json.dumps({"toolchain": _toolchain_id(), "built": time.time()}))
-            if build.exists():  # left over from a build that crashed before its stamp
-                shutil.rmtree(build)
-            os.rename(tmp, build)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
-    return build
+
+    def make(tmp: Path) -> None:
+        flags = " ".join(extra_flags())
+        run_make(tmp, "all", [f"CFLAGS={flags}", f"CXXFLAGS={flags}"] if flags else [], "the NCA runtime",
+                 jobs=os.cpu_count() or 1)
+
+    return stamped_build(Path(cache_dir) / f"runtime-{runtime_hash()}", make, {"toolchain": toolchain_id()})
 
 
 def build_nca(generated_source: str, driver: str, cache_dir: Path, *, dpdk: bool = False) -> BuildResult:
-    """The executable of one NCA: generated C compiled and linked with `driver` and libjgrt.a
-    (and, with `dpdk`, the runtime's DPDK transport and libdpdk: jumpgate/ncas/software/dpdk.py)."""
+    """The executable of one NCA: generated C compiled and linked with the registered driver named
+    `driver` (drivers.py) and libjgrt.a (and, with `dpdk`, the runtime's DPDK transport and
+    libdpdk: jumpgate/ncas/software/dpdk.py)."""
     t0 = time.perf_counter()
-    if driver not in DRIVERS:
-        raise NcaBuildError(f"unknown NCA driver {driver!r} (known: {', '.join(DRIVERS)})")
+    spec = driver_named(driver)
     cache_dir = Path(cache_dir)
     runtime = ensure_runtime(cache_dir)
-    extra = arch_flags() + _extra_flags()
-    objects, ldflags, ext_key = _driver_link(driver, runtime)
+    extra = arch_flags() + extra_flags()
+    link = spec.link(runtime)
+    objects, ldflags, ext_key = [str(o) for o in link.objects], link.ldflags, link.key
     if dpdk:  # docs/udp-transport.md, "DPDK"
-        from .dpdk import ensure_dpdk_object
-
-        obj, tc = ensure_dpdk_object(runtime, [f"ARCH={' '.join(arch_flags())}"])
+        obj, tc = ensure_dpdk_object(runtime)
         objects, ldflags, ext_key = [*objects, str(obj)], (*ldflags, *tc.ldflags), ext_key + tc.key
     key = hashlib.sha256(json.dumps([generated_source, driver, runtime.name, CC, CFLAGS, extra, LDLIBS]
                                     + ([ext_key] if ext_key else [])).encode())
@@ -225,49 +141,3 @@ def build_nca(generated_source: str, driver: str, cache_dir: Path, *, dpdk: bool
         os.replace(src, exe.with_suffix(".c"))
         os.replace(out, exe)
     return BuildResult(exe, False, time.perf_counter() - t0)
-
-
-# ------------------------------------------------------------------ drivers on Arrow C++ (pyarrow)
-
-
-def _driver_link(driver: str, runtime: Path) -> tuple[list[str], tuple[str, ...], str]:
-    """The object files of `driver`, extra link flags, and the identity of any outside library
-    they link (part of the binary's cache key)."""
-    if driver not in arrow_cpp.DRIVERS:
-        return [str(runtime / f"{driver}.o")], (), ""
-    objs, tc = ensure_arrow_drivers(runtime)
-    return [str(objs / f"{driver}.o"), str(objs / arrow_cpp.COMMON_OBJECT)], tc.ldflags, tc.key
-
-
-def ensure_arrow_drivers(runtime: Path) -> tuple[Path, arrow_cpp.ArrowToolchain]:
-    """Build the Arrow drivers (`make arrow`) into runtime/arrow-<hash of the wheel> unless there.
-
-    Separate from ensure_runtime: the runtime builds (and every other driver works) without
-    pyarrow, and only a job that scans ORC or Parquet pays for compiling against Arrow's headers."""
-    try:
-        tc = arrow_cpp.arrow_toolchain()
-    except (arrow_cpp.ArrowUnavailable, OSError) as e:
-        raise NcaBuildError(f"the ORC/Parquet scan drivers cannot be built: {e}") from None
-    build = runtime / f"arrow-{hashlib.sha256(tc.key.encode()).hexdigest()[:12]}"
-    if (build / _STAMP).exists():
-        return build, tc
-    with _file_lock(runtime.parent / f"{runtime.name}-{build.name}.lock"):
-        if (build / _STAMP).exists():
-            return build, tc
-        tmp = Path(tempfile.mkdtemp(prefix=f".{build.name}-", dir=runtime))
-        try:
-            cmd = ["make", "-C", str(runtime_dir()), f"BUILD={tmp}", f"-j{min(2, os.cpu_count() or 1)}",
-                   f"ARCH={' '.join(arch_flags())}", f"ARROW_CXXFLAGS={' '.join(tc.cxxflags)}", arrow_cpp.MAKE_TARGET]
-            if _extra_flags():
-                cmd.append(f"CXXFLAGS={' '.join(_extra_flags())}")
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise NcaBuildError("building the ORC/Parquet scan drivers failed", proc.stderr + proc.stdout, cmd)
-            (tmp / _STAMP).write_text(json.dumps({"arrow": tc.key, "built": time.time()}))
-            if build.exists():
-                shutil.rmtree(build)
-            os.rename(tmp, build)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
-    return build, tc

@@ -15,18 +15,16 @@ import ipaddress
 import json
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ...nca.interface import NcaError
+from .buildstep import beside_runtime, stamped_build
+from .toolchain import NcaBuildError, run_make
 
 OBJECT = "dpdk_io.o"
-_STAMP = ".complete"
 SELECT_ENV = "JUMPGATE_DPDK"  # which NCAs send and receive UDP through DPDK, and on which ports
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 
@@ -68,34 +66,16 @@ def dpdk_missing() -> str | None:
     return None
 
 
-def ensure_dpdk_object(runtime: Path, make_vars: list[str]) -> tuple[Path, DpdkToolchain]:
+def ensure_dpdk_object(runtime: Path) -> tuple[Path, DpdkToolchain]:
     """Build dpdk_io.o (`make dpdk`) into runtime/dpdk-<hash of the libdpdk version> unless there."""
-    from .build import NcaBuildError, _file_lock, runtime_dir
-
     try:
         tc = dpdk_toolchain()
     except DpdkUnavailable as e:
         raise NcaBuildError(f"the NCA cannot be built with DPDK: {e}") from None
-    build = runtime / f"dpdk-{hashlib.sha256(tc.key.encode()).hexdigest()[:12]}"
-    if (build / _STAMP).exists():
-        return build / OBJECT, tc
-    with _file_lock(runtime.parent / f"{runtime.name}-{build.name}.lock"):
-        if (build / _STAMP).exists():
-            return build / OBJECT, tc
-        tmp = Path(tempfile.mkdtemp(prefix=f".{build.name}-", dir=runtime))
-        try:
-            cmd = ["make", "-C", str(runtime_dir()), f"BUILD={tmp}", *make_vars, "dpdk"]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise NcaBuildError("building the DPDK transport failed", proc.stderr + proc.stdout, cmd)
-            (tmp / _STAMP).write_text(json.dumps({"dpdk": tc.key, "built": time.time(), "pid": os.getpid()}))
-            if build.exists():
-                shutil.rmtree(build)
-            os.rename(tmp, build)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
-    return build / OBJECT, tc
+    target, lock = beside_runtime(runtime, f"dpdk-{hashlib.sha256(tc.key.encode()).hexdigest()[:12]}")
+    stamped_build(target, lambda tmp: run_make(tmp, "dpdk", [], "the DPDK transport"), {"dpdk": tc.key},
+                  lock=lock)
+    return target / OBJECT, tc
 
 
 # ------------------------------------------------------------------ which NCAs use DPDK

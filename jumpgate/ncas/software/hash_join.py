@@ -10,8 +10,7 @@ output) comes from `codegen.join`.
 """
 from __future__ import annotations
 
-from ...compiler.mapping import fusable_chain
-from ...compiler.ntf import NtfLayout, generate_ntf
+from ...contract.ntf import NtfLayout, generate_ntf
 from ...dataflow.plan import Join, LogicalPlan
 from ...nca.interface import (
     NTF,
@@ -26,6 +25,7 @@ from ...nca.interface import (
 )
 from .codegen import CodegenError
 from .codegen.join import generate_join_query
+from .common import filter_project_chain
 from .process import ProcessNca
 
 TRANSPORTS = ("tcp",)
@@ -55,7 +55,7 @@ class HashJoinNca(NcaImplementation):
         op = plan.op(anchor)
         if not isinstance(op, Join):
             return Verdict.no(f"takes only 'join' as its first operation, not '{op.kind}'")
-        chain = fusable_chain(plan, anchor, ("filter", "project"))
+        chain = filter_project_chain(plan, anchor)
         # generate once here so that what the code generator cannot do is a verdict with a reason,
         # not a failed job; fall back to fewer fused operations first
         first_error = None

@@ -88,7 +88,7 @@ def _days(value: object) -> int:
 
 
 def _kind_and_scale(t: object) -> tuple[str, int]:
-    from ...dataflow.types import DataType, parse_type
+    from ...contract.types import DataType, parse_type
 
     dtype = t if isinstance(t, DataType) else parse_type(str(t))
     return dtype.kind.value, dtype.scale

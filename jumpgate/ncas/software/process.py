@@ -11,9 +11,11 @@ import queue
 import threading
 import time
 from abc import abstractmethod
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
+from ...nca.deployment import ControlChannel
 from ...nca.interface import (
     FILE,
     CompileResult,
@@ -52,9 +54,8 @@ class ProcessNca(NcaInstance):
         self._events: queue.Queue[dict | None] = queue.Queue()
         self._destroyed = threading.Event()
         self._lock = threading.Lock()
-        self._stdin_lock = threading.Lock()  # the executor's notices may come while execute writes
         self.udp: UdpEdges | None = None  # DPDK and receiver settings of its UDP edges (compile on)
-        self._log_path: Path | None = None  # the process's standard error (a spare's is not in work_dir)
+        self._last_proc: ControlChannel | None = None  # for the log tail of a process that is gone
         self._warm_argv: list[str] | None = None
 
     # -- what subclasses provide ----------------------------------------------------------
@@ -82,32 +83,31 @@ class ProcessNca(NcaInstance):
     def allocate(self) -> list[Endpoint]:
         if self.binary is None or self.udp is None:
             raise NcaError("allocate called before compile")
+        deployer, host = self.context.deployer, self.context.host
+        if deployer is None or host is None:
+            raise NcaError("no host to run on: the job placed this NCA nowhere")
         net_inputs = [p for p in self.spec.inputs if p.spec.transport != FILE]
-        deployer = self.context.deployer
-        argv = [str(self.binary), "--bind", deployer.bind_host, "--inputs", str(len(net_inputs))]
+        argv = [deployer.ship(host, self.binary), "--bind", host.address, "--inputs", str(len(net_inputs))]
         udp = [str(i) for i, p in enumerate(net_inputs) if p.spec.transport == "udp"]
         if udp:  # docs/udp-transport.md
             argv += ["--udp-inputs", ",".join(udp)]
+        # A pre-started spare when the deployer keeps them (deploy/warm.py); not with DPDK, whose
+        # port lease and environment belong to one process.
+        reuse = not self.udp.dpdk
         with self._lock:
             if self._destroyed.is_set():
                 raise NcaError("cancelled")
             self.udp.acquire()
-            # A pre-started spare when the deployer keeps them (deploy/warm.py); not with DPDK,
-            # whose port lease and environment belong to one process.
-            start = getattr(deployer, "start_for_job", None) if not self.udp.dpdk else None
-            self.proc = proc = (start or deployer.start)(argv, Path(self.context.work_dir), self.spec.id)
-            self._log_path = getattr(proc, "log_path", None)
-            if hasattr(proc, "reader_closes_stdout"):
-                proc.reader_closes_stdout = True
-        threading.Thread(target=self._read_events, args=(proc,), name=f"{self.spec.id}-events",
+            self.proc = proc = deployer.start(host, argv, Path(self.context.work_dir), self.spec.id, reuse=reuse)
+        threading.Thread(target=self._read_events, args=(proc.events(),), name=f"{self.spec.id}-events",
                          daemon=True).start()
         ready = self._next_event(READY_TIMEOUT_S, "ready")
-        if start is not None:
+        if reuse:
             self._warm_argv = argv  # a spare for the next job is started when this one ends
         ports = ready.get("ports", [])
         if len(ports) != len(net_inputs):
             raise NcaError(f"NCA process reported {len(ports)} ports, expected {len(net_inputs)}")
-        return [Endpoint(self.udp.input_host(deployer.bind_host) if port.spec.transport == "udp" else deployer.bind_host,
+        return [Endpoint(self.udp.input_host(host.address) if port.spec.transport == "udp" else host.address,
                          int(p), port.spec.transport) for p, port in zip(ports, net_inputs)]
 
     def configure(self, destinations: list[list[Destination]]) -> None:
@@ -155,23 +155,23 @@ class ProcessNca(NcaInstance):
             pass  # destroyed or gone: its own failure, if any, is reported by execute
 
     def activity(self) -> object | None:
-        proc, deployer = self.proc, self.context.deployer
-        reading = getattr(deployer, "activity", None)
-        return reading(proc) if proc is not None and reading is not None else None
+        proc = self.proc
+        return self.context.deployer.activity(proc) if proc is not None else None
 
     def destroy(self) -> None:
         with self._lock:
             self._destroyed.set()
             proc, self.proc = self.proc, None
+            self._last_proc = proc or self._last_proc
         if proc is not None:
             self.context.deployer.stop(proc)
         if self.udp is not None:
             self.udp.release()  # after the process is gone: its DPDK port is free again
         self._events.put(None)  # wake a blocked execute
-        if self._warm_argv is not None:
+        if self._warm_argv is not None and self.context.host is not None:
             # Now rather than at allocate: starting a process costs a Parquet scan ~8 ms of CPU,
             # which would slow the job's own stages on a small machine.
-            self.context.deployer.warm_up(self._warm_argv)
+            self.context.deployer.warm_up(self.context.host, self._warm_argv)
             self._warm_argv = None
 
     # -- plumbing -------------------------------------------------------------------------
@@ -181,17 +181,14 @@ class ProcessNca(NcaInstance):
         if proc is None or self._destroyed.is_set():
             raise NcaError("cancelled")
         try:
-            with self._stdin_lock:
-                proc.popen.stdin.write(("\n".join(lines) + "\n").encode())
-                proc.popen.stdin.flush()
+            proc.send(("\n".join(lines) + "\n").encode())
         except (BrokenPipeError, OSError, ValueError) as e:
             raise NcaError(f"NCA process is gone ({e}){self._stderr_tail()}") from None
 
-    def _read_events(self, proc) -> None:
-        """Events until end of file (the process exited, or was stopped), then closes stdout."""
-        stdout = proc.popen.stdout
+    def _read_events(self, lines: Iterator[bytes]) -> None:
+        """Events until the instance exits or is stopped."""
         try:
-            for raw in stdout:
+            for raw in lines:
                 try:
                     event = json.loads(raw)
                 except ValueError:
@@ -200,11 +197,6 @@ class ProcessNca(NcaInstance):
                     self._events.put(event)
         except (OSError, ValueError):
             pass
-        finally:
-            try:
-                stdout.close()
-            except OSError:
-                pass
         self._events.put(None)
 
     def _next_event(self, timeout: float | None, want: str) -> dict:
@@ -230,9 +222,6 @@ class ProcessNca(NcaInstance):
             # unknown events are informational
 
     def _stderr_tail(self, limit: int = 2000) -> str:
-        path = self._log_path or Path(self.context.work_dir) / f"{self.spec.id}.stderr"
-        try:
-            text = path.read_text(errors="replace")[-limit:].strip()
-        except OSError:
-            return ""
+        proc = self.proc or self._last_proc
+        text = self.context.deployer.log_tail(proc, limit) if proc is not None else ""
         return f": {text}" if text else ""

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from urllib.parse import quote
 
+from ...contract.types import DataType, Kind
 from ...dataflow.expr import Binary, Cast, Column, Expr, InList, IsNull, Literal, Unary
 from ...dataflow.plan import Filter, Operation, Project, Read
-from ...dataflow.types import DataType, Kind
 from .codegen.scan import plan_scan
 
 PARAM_PREFIX = "prune."

@@ -1,6 +1,6 @@
 """The ORC and Parquet scan NCAs: read, with the filters and projections after it fused in, and a
 trailing aggregate (its partial mode is the thesis' "ORC scan-[agg]", Table 3.4) or shuffle, as
-the JSON scan does — the generated query is format-independent and shared with it.
+the JSON scan does — the generated query is format-independent and shared with it (file_scan.py).
 
 Reading runs in the native drivers ncas/runtime/scan_orc.cpp and scan_parquet.cpp (Arrow C++ from
 the pyarrow wheel, see arrow_cpp.py); they read only the columns the query uses, split the work by
@@ -10,86 +10,46 @@ than one so that `GET /v1/ncas` and the mapping decisions say plainly which form
 """
 from __future__ import annotations
 
-import os
+from collections.abc import Sequence
 from typing import ClassVar
 
-from ...compiler.mapping import fusable_chain
-from ...compiler.ntf import generate_ntf
-from ...dataflow.plan import Aggregate, FileFormat, LogicalPlan, Read, Shuffle, output_count
-from ...nca.interface import (
-    FILE,
-    NTF,
-    InstanceContext,
-    NcaImplementation,
-    NcaInstance,
-    NcaSpec,
-    OutputSpec,
-    ResourceRequest,
-    StreamSpec,
-    Verdict,
-)
+from ...dataflow.plan import FileFormat
 from . import arrow_cpp
-from .aggregate import aggregation_params, fuse_trailing_aggregate
-from .codegen import generate_scan_query
-from .codegen.aggregate import generate_aggregate_query
-from .codegen.shuffle import generate_scan_shuffle_query
-from .ntf_filter_project import fuse_trailing_shuffle
-from .process import ProcessNca
+from .file_scan import MAX_THREADS, FileScanInstance, FileScanNca
 from .pruning import prune_params
 
-TRANSPORTS = ("tcp", "udp")  # udp: docs/udp-transport.md (towards a switch, as the JSON scan)
-MAX_THREADS = 64
 MIN_BYTES_PER_THREAD = 4 << 20  # compressed: a few MB of ORC/Parquet is a lot of rows
 BATCH_ROWS_SETTING = "scan.batch_rows"  # instance setting passed through as a param
 
 
-class ColumnarScanNca(NcaImplementation):
-    """Shared by the ORC and Parquet plugins; each sets the format, the driver and its unit."""
+class ColumnarScanInstance(FileScanInstance):
+    def params(self) -> dict[str, str]:
+        params = super().params()
+        params.update(prune_params(self.spec.operations()))
+        batch = self.context.settings.get(BATCH_ROWS_SETTING)
+        if batch:
+            params[BATCH_ROWS_SETTING] = str(int(batch))
+        return params
+
+
+class ColumnarScanNca(FileScanNca):
+    """Shared by the ORC and Parquet plugins (Arrow C++ readers); each sets the format, the driver,
+    its unit and how reasons name its files."""
 
     abstract = True
-    format: ClassVar[FileFormat]
-    driver: ClassVar[str] = ""
     unit: ClassVar[str] = ""  # what the work is split by, for descriptions
     operation_kinds = ("read", "filter", "project", "aggregate", "shuffle")
-    keyed_streams = True  # its process runtime speaks keyed streams (ncas/runtime/in_tcp.c)
+    # Workers take whole stripes / row groups: more threads than units would idle, and a few MB
+    # of compressed input per thread is the least worth a thread.
+    min_bytes_per_thread = MIN_BYTES_PER_THREAD
+    instance_class = ColumnarScanInstance
 
-    def match_operations(self, plan: LogicalPlan, anchor: str) -> Verdict[tuple[str, ...]]:
-        if not anchor:
-            return Verdict.no("not a format converter")
-        op = plan.op(anchor)
-        if not isinstance(op, Read):
-            return Verdict.no(f"takes only 'read' as its first operation, not '{op.kind}'")
-        if op.format is not self.format:
-            return Verdict.no(f"reads only {self.format.value} files, not {op.format.value}")
+    def unavailable(self) -> str:
         why = arrow_cpp.unavailable_reason()
-        if why:
-            return Verdict.no(f"Arrow C++ is unavailable: {why}")
-        chain = fusable_chain(plan, anchor, ("filter", "project"))
-        fused = fuse_trailing_aggregate(plan, chain)
-        return Verdict.yes(fused if fused != chain else fuse_trailing_shuffle(plan, chain))
+        return f"Arrow C++ is unavailable: {why}" if why else ""
 
-    def match_input(self, plan, ops, inputs) -> Verdict[None]:
-        if len(inputs) != 1 or inputs[0].transport != FILE or inputs[0].format != self.format.value:
-            got = ", ".join(i.describe() for i in inputs) or "nothing"
-            return Verdict.no(f"reads {self.format.value} files only, got {got}")
-        return Verdict.yes()
-
-    def match_output(self, plan, ops, inputs, wanted) -> Verdict[tuple[OutputSpec, ...]]:
-        transport = wanted[0] if wanted and wanted[0] else "tcp"
-        if transport not in TRANSPORTS or any(w and w != transport for w in wanted):
-            return Verdict.no(f"sends over {', '.join(TRANSPORTS)} only, not {', '.join(w for w in wanted if w)}")
-        layout = generate_ntf(plan.schemas[ops[-1]])
-        # one stream per worker thread; a fused shuffle has one port per output, in the same layout
-        ports = output_count(plan.op(ops[-1]))
-        return Verdict.yes(tuple(OutputSpec(StreamSpec(NTF, transport, layout), streams=None) for _ in range(ports)))
-
-    def resources(self, plan, ops) -> ResourceRequest:
-        # Workers take whole stripes / row groups: more threads than units would idle, and a few
-        # MB of compressed input per thread is the least worth a thread.
-        paths = plan.op(ops[0]).paths
-        total = sum(os.path.getsize(p) for p in paths)
-        units = count_units(self.format, paths, limit=MAX_THREADS)
-        return ResourceRequest(cores=1, max_cores=max(1, min(MAX_THREADS, units, total // MIN_BYTES_PER_THREAD)))
+    def max_workers(self, paths: Sequence[str]) -> int:
+        return count_units(self.format, paths, limit=MAX_THREADS)
 
     def capabilities(self) -> dict:
         caps = super().capabilities()
@@ -100,9 +60,6 @@ class ColumnarScanNca(NcaImplementation):
             caps["unavailable"] = why
         return caps
 
-    def instantiate(self, spec: NcaSpec, context: InstanceContext) -> NcaInstance:
-        return ColumnarScanInstance(spec, context, self.driver)
-
 
 class OrcScanNca(ColumnarScanNca):
     name = "software.scan_orc"
@@ -111,6 +68,7 @@ class OrcScanNca(ColumnarScanNca):
     format = FileFormat.ORC
     driver = "scan_orc"
     unit = "stripe"
+    reads_only = reads_files = "orc files"
 
 
 class ParquetScanNca(ColumnarScanNca):
@@ -120,6 +78,7 @@ class ParquetScanNca(ColumnarScanNca):
     format = FileFormat.PARQUET
     driver = "scan_parquet"
     unit = "row group"
+    reads_only = reads_files = "parquet files"
 
 
 def count_units(fmt: FileFormat, paths, limit: int) -> int:
@@ -141,26 +100,3 @@ def count_units(fmt: FileFormat, paths, limit: int) -> int:
         except Exception:  # any unreadable file
             n += 1
     return n
-
-
-class ColumnarScanInstance(ProcessNca):
-    def __init__(self, spec: NcaSpec, context: InstanceContext, driver: str) -> None:
-        super().__init__(spec, context)
-        self.driver = driver
-
-    def generate_source(self) -> str:
-        ops = self.spec.operations()
-        layout = self.spec.outputs[0].spec.layout
-        if isinstance(ops[-1], Shuffle):
-            return generate_scan_shuffle_query(ops, layout)
-        if any(isinstance(op, Aggregate) for op in ops):
-            return generate_aggregate_query(ops, layout)
-        return generate_scan_query(ops, layout)
-
-    def params(self) -> dict[str, str]:
-        params = aggregation_params(self.spec.operations(), self.context)
-        params.update(prune_params(self.spec.operations()))
-        batch = self.context.settings.get(BATCH_ROWS_SETTING)
-        if batch:
-            params[BATCH_ROWS_SETTING] = str(int(batch))
-        return params

@@ -22,7 +22,7 @@ from ...nca.interface import (
     ResourceRequest,
     Verdict,
 )
-from .ntf_filter_project import RelayInstance, ntf_input_verdict, relay_resources, tcp_outputs
+from .common import RelayInstance, ntf_input_verdict, relay_resources, tcp_outputs
 
 
 class ShuffleNca(NcaImplementation):

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ...compiler.ntf import generate_ntf
+from ...contract.ntf import generate_ntf
 from ...dataflow.request import parse_request
 from .controller import JobConfig, JobSlots, Output, StreamCounters
 from .query import compile_query, input_reason, operation_reason

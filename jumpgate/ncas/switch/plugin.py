@@ -38,7 +38,8 @@ import threading
 import time
 from pathlib import Path
 
-from ...client.udp import (
+from ...contract.ntf import NtfLayout
+from ...contract.udp import (
     END_PAYLOAD,
     F_DISCARD,
     F_END,
@@ -50,7 +51,6 @@ from ...client.udp import (
     pack_header,
     parse_header,
 )
-from ...compiler.ntf import NtfLayout
 from ...dataflow.plan import Aggregate, LogicalPlan
 from ...deploy.resources import BlockLease, BlockPool
 from ...nca.interface import (

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...compiler.ntf import NtfLayout, generate_ntf
+from ...contract.ntf import NtfLayout, generate_ntf
+from ...contract.types import Kind
 from ...dataflow.expr import Column
 from ...dataflow.plan import AggFn, AggMode, Aggregate, LogicalPlan
-from ...dataflow.types import Kind
 from . import defs
 
 KEY_KINDS = (Kind.BOOLEAN, Kind.INT32, Kind.INT64, Kind.DATE, Kind.DECIMAL)  # at most 64 bits, exact

@@ -29,11 +29,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ....compiler.ntf import NtfLayout
+from ....contract.ntf import NtfLayout
+from ....contract.types import FLOAT64, INT64, DataType, Field, Kind, Schema
 from ....dataflow.aggregates import partial_fields, result_type
 from ....dataflow.expr import Column, Expr, walk
-from ....dataflow.plan import AggFn, AggMode, Aggregate, Operation, Project, Shuffle
-from ....dataflow.types import FLOAT64, INT64, DataType, Field, Kind, Schema
+from ....dataflow.plan import AggFn, AggMode, Aggregate, Operation
+from .chain import ChainFold, emit_filters, emit_outputs
 from .csyntax import (
     CodegenError,
     CValue,
@@ -41,15 +42,10 @@ from .csyntax import (
     LiteralPool,
     c_int,
     c_type,
-    is_true,
-    not_,
     same_representation,
 )
 from .expr import ExprCompiler, compare_condition, count_subtrees
-from .output import emit_tuple
-from .rewrite import substitute_columns
-from .scan import RowEnv, column_table, plan_scan, used_columns
-from .shuffle import plan_relay
+from .scan import RowEnv, column_table, fold_scan, used_columns
 from .templates import render
 
 _MODE = {AggMode.COMPLETE: "JG_AGG_COMPLETE", AggMode.PARTIAL: "JG_AGG_PARTIAL", AggMode.FINAL: "JG_AGG_FINAL"}
@@ -110,19 +106,6 @@ def aggregate_output_fields(agg: Aggregate) -> list[Field]:
     return fields
 
 
-def _schema_after(ops: Sequence[Operation], schema: Schema) -> Schema:
-    """The output schema of a chain of filters and projections over `schema`."""
-    for op in ops:
-        if isinstance(op, Project):
-            schema = Schema(tuple(Field(c.name, c.expr.type) for c in op.columns))  # type: ignore[arg-type]
-    return schema
-
-
-def _reads_previous(op: Operation, previous: str) -> bool:
-    ref = getattr(op, "input", None)
-    return ref is not None and ref.op == previous and ref.port == 0
-
-
 def plan_aggregate(ops: Sequence[Operation], input_schema: Schema | None = None) -> AggPlan:
     """Check the chain and bind everything to the input row.
 
@@ -134,48 +117,37 @@ def plan_aggregate(ops: Sequence[Operation], input_schema: Schema | None = None)
     agg = ops[k]
     assert isinstance(agg, Aggregate)
     if k > 0:
-        pre = plan_scan(ops[:k])
-        row_schema, filters = pre.read.schema, pre.filters
-        below = [e for _, e in pre.outputs]
-        agg_input = _schema_after(ops[1:k], pre.read.schema)
-        if not _reads_previous(agg, ops[k - 1].name):
+        read, pre = fold_scan(ops[:k])
+        row_schema = read.schema
+        if not pre.reads_previous(agg):
             raise CodegenError(f"aggregate {agg.name!r} does not read the previous operation of the chain")
     else:
         if input_schema is None:
             raise CodegenError("an aggregation over NTF input needs the input schema")
-        row_schema, filters, agg_input = input_schema, (), input_schema
-        below = [Column(f.name, i, f.type) for i, f in enumerate(input_schema.fields)]
+        row_schema, pre = input_schema, ChainFold.over(input_schema)
 
-    def bind(e: Expr) -> Expr:
-        return substitute_columns(e, below)
-
-    keys = tuple((f"group column '{g.name}' of '{agg.name}'", bind(g.expr)) for g in agg.group_by)
+    keys = tuple((f"group column '{g.name}' of '{agg.name}'", pre.bind(g.expr)) for g in agg.group_by)
     calls = []
     for c in agg.aggregates:
         count = None
         if agg.mode is AggMode.FINAL and c.fn is AggFn.AVG:
-            f = agg_input.get(c.name + "__count")
-            if f is None:
-                raise CodegenError(f"final avg {c.name!r} has no {c.name + '__count'!r} column in its input")
-            count = bind(Column(f.name, agg_input.index(f.name), f.type))
+            state = c.name + "__count"
+            if state not in pre.names:
+                raise CodegenError(f"final avg {c.name!r} has no {state!r} column in its input")
+            count = pre.columns[pre.names.index(state)]
         if c.fn is not AggFn.COUNT_STAR and c.expr is None:
             raise CodegenError(f"aggregate {c.name!r} ({c.fn.value}) has no expression")
-        calls.append(AggCall(c.name, c.fn, bind(c.expr) if c.expr is not None else None, count))
+        calls.append(AggCall(c.name, c.fn, pre.bind(c.expr) if c.expr is not None else None, count))
     agg_schema = Schema(tuple(aggregate_output_fields(agg)))
     post_filters, outputs = _plan_post(agg, ops[k + 1:], agg_schema)
-    return AggPlan(row_schema, k > 0, tuple(filters), keys, tuple(calls), agg.mode, agg_schema,
+    return AggPlan(row_schema, k > 0, tuple(pre.filters), keys, tuple(calls), agg.mode, agg_schema,
                    post_filters, outputs)
 
 
 def _plan_post(agg: Aggregate, ops: Sequence[Operation], schema: Schema):
-    """Filters and projections after the aggregate, bound to its output columns (as a relay's)."""
-    if not ops:
-        return (), tuple((f"column '{f.name}' of '{agg.name}'", Column(f.name, i, f.type))
-                         for i, f in enumerate(schema.fields))
-    if not _reads_previous(ops[0], agg.name) or any(isinstance(op, Shuffle) for op in ops):
-        raise CodegenError(f"an aggregation takes filters and projections of its groups, not {ops[0].name!r}")
-    post = plan_relay(ops, schema)
-    return post.filters, post.outputs
+    """Filters and projections after the aggregate, bound to its output columns."""
+    post = ChainFold.over(schema, agg.name).fold(ops, "an aggregation takes filters and projections of its groups")
+    return tuple(post.filters), post.outputs()
 
 
 # ------------------------------------------------------------------ the entry and its accumulators
@@ -473,10 +445,7 @@ def _evaluate(plan: AggPlan, pool: LiteralPool, used: list[int], row_exprs: list
     members): the pending values are `p->...` CValues, read by `q_apply`."""
     body = FunctionBody(message_ref=pool.message)
     comp = ExprCompiler(body, pool, RowEnv(plan.row_schema, used), shared=count_subtrees(row_exprs))
-    for i, (where, cond) in enumerate(plan.filters):
-        comp.where = where
-        body.comment(f"filter {i + 1} of {len(plan.filters)}")
-        body.line(f"if {body.cond(not_(is_true(comp.compile(cond))))} {skip}")
+    emit_filters(body, comp, plan.filters, skip=skip)
     members: list[str] = ["uint64_t h;"]
     stores: list[str] = []
 
@@ -556,15 +525,8 @@ def _emit_body(plan: AggPlan, accs: list[_Acc], key_nullable: list[bool], pool: 
         else:
             values += [None] * width
     comp = ExprCompiler(body, pool, _ValuesEnv(values), shared=count_subtrees(exprs))  # type: ignore[arg-type]
-    for i, (where, cond) in enumerate(plan.post_filters):
-        comp.where = where
-        body.comment(f"filter {i + 1} of {len(plan.post_filters)} after the aggregate")
-        body.line(f"if {body.cond(not_(is_true(comp.compile(cond))))} return JG_ROW_OK;")
-    out = []
-    for (where, e), f in zip(plan.outputs, layout.fields):
-        comp.where = where
-        out.append(comp.coerce(comp.compile(e), f.type))
-    emit_tuple(body, out, layout)
+    emit_filters(body, comp, plan.post_filters, "filter {i} of {n} after the aggregate")
+    emit_outputs(body, comp, plan.outputs, layout)
     return body.text()
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ....contract.types import DataType, Kind
 from ....dataflow.expr import Binary
-from ....dataflow.types import DataType, Kind
 from .csyntax import CodegenError, CValue, c_int, or_nulls
 
 if TYPE_CHECKING:

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ....contract.types import BOOLEAN, INT64, DataType, Kind
 from ....dataflow.expr import Cast
-from ....dataflow.types import BOOLEAN, INT64, DataType, Kind
 from .csyntax import CodegenError, CValue, c_double, c_int, c_zero
 from .expr import handles
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ....dataflow.types import DataType, Kind
+from ....contract.types import DataType, Kind
 
 
 class CodegenError(Exception):

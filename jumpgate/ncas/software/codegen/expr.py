@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from contextlib import ExitStack, contextmanager
 from typing import Protocol
 
+from ....contract.types import BOOLEAN, DataType, Kind
 from ....dataflow.expr import (
     ARITHMETIC_OPS,
     COMPARISON_OPS,
@@ -37,7 +38,6 @@ from ....dataflow.expr import (
     Unary,
     children,
 )
-from ....dataflow.types import BOOLEAN, DataType, Kind
 from .csyntax import (
     CodegenError,
     CValue,

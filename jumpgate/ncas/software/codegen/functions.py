@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ....contract.types import DataType, Kind
 from ....dataflow.expr import Func
-from ....dataflow.types import DataType, Kind
 from .csyntax import CodegenError, CValue, c_zero, or_nulls
 from .expr import handles
 

@@ -15,9 +15,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ....compiler.ntf import generate_ntf
+from ....contract.ntf import generate_ntf
+from ....contract.types import Field, Schema, parse_type
 from ....dataflow.plan import FileFormat, Filter, InputRef, NamedExpr, Operation, Project, Read
-from ....dataflow.types import Field, Schema, parse_type
 from .scan import generate_scan_query
 
 GOLDEN_DIR = Path(__file__).resolve().parents[4] / "tests" / "unit" / "golden"

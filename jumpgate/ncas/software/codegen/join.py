@@ -9,17 +9,18 @@ Generated here, from the typed trees only:
 - `keys_equal`: exact equality of two key tuples, consistent with the hash;
 - `join_condition`: the optional extra condition over the joined row (probe values, then build);
 - `query_row` (JG_QUERY.row): the join's output columns, then the fused filters and projections,
-  composed by substitution down to the joined row as the scan does, then one NTF tuple.
+  folded onto the joined row (chain.py), then one NTF tuple.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ....compiler.ntf import NtfLayout
+from ....contract.ntf import NtfLayout
+from ....contract.types import DataType, Kind, Schema
 from ....dataflow.expr import Column, Expr, walk
-from ....dataflow.plan import Filter, Join, JoinType, Operation, Project
-from ....dataflow.types import DataType, Kind, Schema
+from ....dataflow.plan import Join, JoinType, Operation
+from .chain import ChainFold, emit_filters, emit_outputs
 from .csyntax import (
     CodegenError,
     CValue,
@@ -28,14 +29,11 @@ from .csyntax import (
     c_bytes,
     is_true,
     jg_type,
-    not_,
     row_member,
     same_representation,
     utf8,
 )
 from .expr import ExprCompiler, count_subtrees
-from .output import emit_tuple
-from .rewrite import substitute_columns
 from .templates import render
 
 JOIN_TYPE_C = {JoinType.INNER: "JG_JOIN_INNER", JoinType.LEFT_SEMI: "JG_JOIN_LEFT_SEMI",
@@ -88,23 +86,9 @@ def plan_join(ops: Sequence[Operation], probe_schema: Schema, build_schema: Sche
     if not ops or not isinstance(ops[0], Join):
         raise CodegenError("a join query starts with a 'join' operation")
     join = ops[0]
-    names, current = join_output_columns(join, probe_schema, build_schema)
-    filters: list[tuple[str, Expr]] = []
-    previous = join.name
-    for op in ops[1:]:
-        if getattr(op, "input", None) is None or op.input.op != previous or op.input.port != 0:
-            raise CodegenError(f"operation {op.name!r} does not read the previous operation of the chain")
-        if isinstance(op, Filter):
-            filters.append((f"filter '{op.name}'", substitute_columns(op.condition, current)))
-        elif isinstance(op, Project):
-            current = [substitute_columns(c.expr, current) for c in op.columns]
-            names = [c.name for c in op.columns]
-        else:
-            raise CodegenError(f"a join query fuses filter and project operations, not {op.kind!r}")
-        previous = op.name
-    last = ops[-1].name
-    outputs = tuple((f"column '{n}' of '{last}'", e) for n, e in zip(names, current, strict=True))
-    return JoinPlan(join, probe_schema, build_schema, _key_types(join), tuple(filters), outputs)
+    names, columns = join_output_columns(join, probe_schema, build_schema)
+    chain = ChainFold(names, columns, join.name).fold(ops[1:], "a join query fuses filter and project operations")
+    return JoinPlan(join, probe_schema, build_schema, _key_types(join), tuple(chain.filters), chain.outputs())
 
 
 class JoinedRowEnv:
@@ -190,18 +174,8 @@ def _output_function(pool: LiteralPool, plan: JoinPlan, row_types: Sequence[Data
     exprs = [e for _, e in plan.filters] + [e for _, e in plan.outputs]
     body = FunctionBody(message_ref=pool.message)
     comp = ExprCompiler(body, pool, JoinedRowEnv(row_types, "joined row"), shared=count_subtrees(exprs))
-    for i, (where, cond) in enumerate(plan.filters):
-        comp.where = where
-        body.comment(f"fused filter {i + 1} of {len(plan.filters)}")
-        v = comp.compile(cond)
-        body.line(f"if {body.cond(not_(is_true(v)))} return JG_ROW_OK;")
-    if len(layout.fields) != len(plan.outputs):
-        raise CodegenError(f"NTF layout has {len(layout.fields)} fields, the query outputs {len(plan.outputs)}")
-    values = []
-    for (where, e), f in zip(plan.outputs, layout.fields, strict=True):
-        comp.where = where
-        values.append(comp.coerce(comp.compile(e), f.type))
-    emit_tuple(body, values, layout, 1)
+    emit_filters(body, comp, plan.filters, "fused filter {i} of {n}")
+    emit_outputs(body, comp, plan.outputs, layout)
     return body.text()
 
 

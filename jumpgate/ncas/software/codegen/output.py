@@ -1,14 +1,14 @@
 """Writing one output tuple in an NTF layout (contract §2) from evaluated values.
 
 Shared by every software NCA template that emits tuples (scan, join probe, aggregation,
-shuffle). The layout (jumpgate.compiler.ntf) decides offsets; this module only follows it.
+shuffle). The layout (jumpgate.contract.ntf) decides offsets; this module only follows it.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ....compiler.ntf import NtfLayout
-from ....dataflow.types import Kind
+from ....contract.ntf import NtfLayout
+from ....contract.types import Kind
 from .csyntax import CodegenError, CValue, FunctionBody, same_representation
 
 _SIZES = {Kind.BOOLEAN: 1, Kind.INT32: 4, Kind.DATE: 4, Kind.INT64: 8, Kind.DECIMAL: 8, Kind.FLOAT64: 8,

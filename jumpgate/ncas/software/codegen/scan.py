@@ -1,36 +1,28 @@
-"""The query file of a scan NCA: `read` followed by any chain of `filter` and `project`.
-
-Projections compose by substitution: an expression over a projection's output is rewritten to
-the projection's input, down to the read's columns, so a dropped column is never evaluated, and
-common sub-expression elimination (`ExprCompiler`) makes a column used several times evaluate
-once per row. The row function evaluates the filters in order (a row passes only when the
-condition is TRUE), then the output values, then writes one NTF tuple.
+"""The query file of a scan NCA: `read` followed by any chain of `filter` and `project`, folded
+onto the read's row as chain.py describes.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ....compiler.ntf import NtfLayout
+from ....contract.ntf import NtfLayout
+from ....contract.types import DataType, Schema
 from ....dataflow.expr import Column, Expr, walk
-from ....dataflow.plan import Filter, Operation, Project, Read
-from ....dataflow.types import DataType, Schema
+from ....dataflow.plan import Operation, Read
+from .chain import ChainFold, emit_filters, emit_outputs
 from .csyntax import (
     CodegenError,
     CValue,
     FunctionBody,
     LiteralPool,
     c_bytes,
-    is_true,
     jg_type,
-    not_,
     row_member,
     same_representation,
     utf8,
 )
 from .expr import ExprCompiler, count_subtrees
-from .output import emit_tuple
-from .rewrite import substitute_columns
 from .templates import render
 
 
@@ -44,29 +36,19 @@ class ScanPlan:
     outputs: tuple[tuple[str, Expr], ...]  # (where, value)
 
 
-def plan_scan(ops: Sequence[Operation]) -> ScanPlan:
-    """Check the chain and bind every filter and output to the read's columns."""
+def fold_scan(ops: Sequence[Operation]) -> tuple[Read, ChainFold]:
+    """The read, and its filters and projections folded onto the read's columns."""
     if not ops or not isinstance(ops[0], Read):
         raise CodegenError("a scan query starts with a 'read' operation")
     read = ops[0]
-    current: list[Expr] = [Column(f.name, i, f.type) for i, f in enumerate(read.schema.fields)]
-    names = list(read.schema.names)
-    filters: list[tuple[str, Expr]] = []
-    previous = read.name
-    for op in ops[1:]:
-        if getattr(op, "input", None) is None or op.input.op != previous or op.input.port != 0:
-            raise CodegenError(f"operation {op.name!r} does not read the previous operation of the chain")
-        if isinstance(op, Filter):
-            filters.append((f"filter '{op.name}'", substitute_columns(op.condition, current)))
-        elif isinstance(op, Project):
-            current = [substitute_columns(c.expr, current) for c in op.columns]
-            names = [c.name for c in op.columns]
-        else:
-            raise CodegenError(f"a scan query takes filter and project operations, not {op.kind!r}")
-        previous = op.name
-    last = ops[-1].name
-    outputs = tuple((f"column '{n}' of '{last}'", e) for n, e in zip(names, current))
-    return ScanPlan(read, tuple(filters), outputs)
+    chain = ChainFold.over(read.schema, read.name).fold(ops[1:], "a scan query takes filter and project operations")
+    return read, chain
+
+
+def plan_scan(ops: Sequence[Operation]) -> ScanPlan:
+    """Check the chain and bind every filter and output to the read's columns."""
+    read, chain = fold_scan(ops)
+    return ScanPlan(read, tuple(chain.filters), chain.outputs())
 
 
 class RowEnv:
@@ -116,17 +98,7 @@ def generate_scan_query(ops: Sequence[Operation], layout: NtfLayout, ports: int 
     pool = LiteralPool()
     body = FunctionBody(message_ref=pool.message)
     comp = ExprCompiler(body, pool, RowEnv(scan.read.schema, used), shared=count_subtrees(exprs))
-    for i, (where, cond) in enumerate(scan.filters):
-        comp.where = where
-        body.comment(f"filter {i + 1} of {len(scan.filters)}")
-        v = comp.compile(cond)
-        body.line(f"if {body.cond(not_(is_true(v)))} return JG_ROW_OK;")
-    values = []
-    for (where, e), f in zip(scan.outputs, layout.fields):
-        comp.where = where
-        values.append(comp.coerce(comp.compile(e), f.type))
-    if len(layout.fields) != len(scan.outputs):
-        raise CodegenError(f"NTF layout has {len(layout.fields)} fields, the query outputs {len(scan.outputs)}")
-    emit_tuple(body, values, layout, ports)
+    emit_filters(body, comp, scan.filters)
+    emit_outputs(body, comp, scan.outputs, layout, ports)
     return render("scan_query.c.j2", kind="scan", body=body.text(), literals=pool.declarations(),
                   columns=column_table(scan.read.schema, used), nfilters=len(scan.filters), ports=ports)

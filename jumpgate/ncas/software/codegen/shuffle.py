@@ -18,15 +18,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ....compiler.ntf import NtfLayout, generate_ntf
+from ....contract.ntf import NtfLayout, generate_ntf
+from ....contract.types import Kind, Schema
 from ....dataflow.expr import Column, Expr
-from ....dataflow.plan import Filter, Operation, Project, Read, Shuffle
-from ....dataflow.types import Kind, Schema
-from .csyntax import CodegenError, CValue, FunctionBody, LiteralPool, is_true, not_
+from ....dataflow.plan import Operation, Read, Shuffle
+from .chain import ChainFold, emit_filters, emit_outputs
+from .csyntax import CodegenError, CValue, FunctionBody, LiteralPool
 from .expr import ExprCompiler, count_subtrees
-from .output import emit_tuple
-from .rewrite import substitute_columns
-from .scan import RowEnv, column_table, plan_scan, used_columns
+from .scan import RowEnv, column_table, fold_scan, used_columns
 from .templates import render
 
 _INTEGER_LIKE = (Kind.BOOLEAN, Kind.INT32, Kind.INT64, Kind.DATE, Kind.DECIMAL)
@@ -64,34 +63,21 @@ def plan_relay(ops: Sequence[Operation], schema: Schema) -> RelayPlan:
     shuffle) and bind every expression to the input schema `schema`."""
     if not ops:
         raise CodegenError("an NTF relay query takes at least one operation")
-    current: list[Expr] = [Column(f.name, i, f.type) for i, f in enumerate(schema.fields)]
-    names = list(schema.names)
-    filters: list[tuple[str, Expr]] = []
+    chain = ChainFold.over(schema)
     keys: tuple[tuple[str, Expr], ...] = ()
     partitions = 0
-    previous: str | None = None
     for k, op in enumerate(ops):
         if isinstance(op, Read):
             raise CodegenError("an NTF relay query reads NTF, not files: no 'read' operation")
-        ref = getattr(op, "input", None)
-        if ref is None or (previous is not None and (ref.op != previous or ref.port != 0)):
-            raise CodegenError(f"operation {op.name!r} does not read the previous operation of the chain")
-        if isinstance(op, Filter):
-            filters.append((f"filter '{op.name}'", substitute_columns(op.condition, current)))
-        elif isinstance(op, Project):
-            current = [substitute_columns(c.expr, current) for c in op.columns]
-            names = [c.name for c in op.columns]
-        elif isinstance(op, Shuffle):
-            if k != len(ops) - 1:
-                raise CodegenError(f"shuffle {op.name!r} must be the last operation of the chain")
-            keys = tuple((_key_where(op, j), substitute_columns(e, current)) for j, e in enumerate(op.keys))
-            partitions = op.partitions
-        else:
+        if chain.add(op):
+            continue
+        if not isinstance(op, Shuffle):
             raise CodegenError(f"an NTF relay query takes filter, project and shuffle operations, not {op.kind!r}")
-        previous = op.name
-    last = ops[-1].name
-    outputs = tuple((f"column '{n}' of '{last}'", e) for n, e in zip(names, current))
-    return RelayPlan(schema, tuple(filters), outputs, keys, partitions)
+        if k != len(ops) - 1:
+            raise CodegenError(f"shuffle {op.name!r} must be the last operation of the chain")
+        keys = tuple((_key_where(op, j), chain.bind(e)) for j, e in enumerate(op.keys))
+        partitions = op.partitions
+    return RelayPlan(schema, tuple(chain.filters), chain.outputs(ops[-1].name), keys, partitions)
 
 
 def same_layout(a: NtfLayout, b: NtfLayout) -> bool:
@@ -169,25 +155,6 @@ def forward_input(body: FunctionBody, port: str) -> None:
     body.line(f"__builtin_memcpy(jg_emit(jg_output(ctx, {port}), len{k}), in{k}, len{k});")
 
 
-def _filters(body: FunctionBody, comp: ExprCompiler, filters: Sequence[tuple[str, Expr]]) -> None:
-    for i, (where, cond) in enumerate(filters):
-        comp.where = where
-        body.comment(f"filter {i + 1} of {len(filters)}")
-        v = comp.compile(cond)
-        body.line(f"if {body.cond(not_(is_true(v)))} return JG_ROW_OK;")
-
-
-def _emit(body: FunctionBody, comp: ExprCompiler, outputs: Sequence[tuple[str, Expr]], layout: NtfLayout,
-          port: str) -> None:
-    if len(layout.fields) != len(outputs):
-        raise CodegenError(f"NTF layout has {len(layout.fields)} fields, the query outputs {len(outputs)}")
-    values = []
-    for (where, e), f in zip(outputs, layout.fields):
-        comp.where = where
-        values.append(comp.coerce(comp.compile(e), f.type))
-    emit_tuple(body, values, layout, port=port)
-
-
 # ------------------------------------------------------------------ query files
 
 
@@ -207,12 +174,12 @@ def generate_relay_query(ops: Sequence[Operation], schema: Schema, input_layout:
     pool = LiteralPool()
     body = FunctionBody(message_ref=pool.message)
     comp = ExprCompiler(body, pool, RowEnv(schema, everything), shared=count_subtrees(evaluated))
-    _filters(body, comp, plan.filters)
+    emit_filters(body, comp, plan.filters)
     port = shuffle_port(body, comp, plan.keys, plan.partitions) if plan.partitions else "0"
     if forward:
         forward_input(body, port)
     else:
-        _emit(body, comp, plan.outputs, output_layout, port)
+        emit_outputs(body, comp, plan.outputs, output_layout, port=port)
     what = (f"{len(plan.filters)} filter condition(s), "
             + (f"the key hash picks 1 of {plan.partitions} output ports, " if plan.partitions else "")
             + ("the input tuple is forwarded unchanged" if forward else "then the output tuple"))
@@ -229,20 +196,20 @@ def generate_scan_shuffle_query(ops: Sequence[Operation], layout: NtfLayout) -> 
     chain, shuffle = split_shuffle(ops)
     if shuffle is None:
         raise CodegenError("a scan-shuffle query ends in a 'shuffle' operation")
-    scan = plan_scan(chain)
-    if shuffle.input.op != chain[-1].name or shuffle.input.port != 0:
+    read, scan = fold_scan(chain)
+    if not scan.reads_previous(shuffle):
         raise CodegenError(f"shuffle {shuffle.name!r} does not read the previous operation of the chain")
-    current = [e for _, e in scan.outputs]
-    keys = tuple((_key_where(shuffle, j), substitute_columns(e, current)) for j, e in enumerate(shuffle.keys))
-    exprs = [e for _, e in scan.filters] + [e for _, e in keys] + current
+    keys = tuple((_key_where(shuffle, j), scan.bind(e)) for j, e in enumerate(shuffle.keys))
+    outputs = scan.outputs()
+    exprs = [e for _, e in scan.filters] + [e for _, e in keys] + [e for _, e in outputs]
     used = used_columns(exprs)
     pool = LiteralPool()
     body = FunctionBody(message_ref=pool.message)
-    comp = ExprCompiler(body, pool, RowEnv(scan.read.schema, used), shared=count_subtrees(exprs))
-    _filters(body, comp, scan.filters)
+    comp = ExprCompiler(body, pool, RowEnv(read.schema, used), shared=count_subtrees(exprs))
+    emit_filters(body, comp, scan.filters)
     port = shuffle_port(body, comp, keys, shuffle.partitions)
-    _emit(body, comp, scan.outputs, layout, port)
+    emit_outputs(body, comp, outputs, layout, port=port)
     return render("relay_query.c.j2", kind="scan with shuffle", body=body.text(), literals=pool.declarations(),
-                  columns=column_table(scan.read.schema, used), ports=shuffle.partitions, hashing=True,
+                  columns=column_table(read.schema, used), ports=shuffle.partitions, hashing=True,
                   summary=f"One input row: {len(scan.filters)} filter condition(s), the key hash picks 1 of "
                           f"{shuffle.partitions} output ports, then the output tuple.")

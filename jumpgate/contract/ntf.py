@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dataflow.types import DataType, Schema, parse_type
+from .types import DataType, Field, Schema, parse_type
 
 NTF_VERSION = 1
 
@@ -48,8 +48,6 @@ class NtfLayout:
 
     @property
     def schema(self) -> Schema:
-        from ..dataflow.types import Field
-
         return Schema(tuple(Field(f.name, f.type) for f in self.fields))
 
     def field(self, name: str) -> NtfField:

@@ -1,5 +1,6 @@
 """Errors are values with context (design principle): a request path, an NCA, a stage, a file
-and record. Every layer raises one of these; the REST layer turns them into contract §4 bodies."""
+and record. Every layer raises one of these; the REST layer turns them into contract §4 bodies, and
+each class's `status` is the HTTP status the contract gives that error."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -37,6 +38,10 @@ class MappingError(RequestError):
 
 class NoResources(JumpgateError):
     status = 503
+
+
+class StreamError(JumpgateError):
+    """An NTF stream broke the framing of contract §3 (or of the UDP transport) or the layout of §2."""
 
 
 class JobStateError(JumpgateError):

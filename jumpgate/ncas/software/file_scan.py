@@ -1,0 +1,121 @@
+"""What every file scan NCA shares: read one file format, with the filters and projections after
+it fused in, and a trailing aggregate with its own filters and projections (codegen/aggregate.py)
+or a shuffle that ends the chain (its P outputs are the scan's output ports; codegen/shuffle.py).
+
+The generated query does not depend on the format: the native driver reads the file and hands
+the row function typed columns. A format only says which driver reads it, how its work splits
+across threads, and how the operator interface's reasons name it: JSON Lines (scan_json.py),
+ORC and Parquet (scan_columnar.py).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from ...contract.ntf import generate_ntf
+from ...dataflow.plan import Aggregate, FileFormat, LogicalPlan, Read, Shuffle, output_count
+from ...nca.interface import (
+    FILE,
+    NTF,
+    InstanceContext,
+    NcaImplementation,
+    NcaInstance,
+    NcaSpec,
+    OutputSpec,
+    ResourceRequest,
+    StreamSpec,
+    Verdict,
+)
+from .codegen import generate_scan_query
+from .codegen.aggregate import generate_aggregate_query
+from .codegen.shuffle import generate_scan_shuffle_query
+from .common import aggregation_params, filter_project_chain, fuse_trailing_aggregate, fuse_trailing_shuffle
+from .process import ProcessNca
+
+TRANSPORTS = ("tcp", "udp")  # udp: docs/udp-transport.md (towards a switch, one tuple per datagram)
+MAX_THREADS = 64
+
+
+class FileScanInstance(ProcessNca):
+    """One scan: the query generated for its chain, on its format's driver."""
+
+    def __init__(self, spec: NcaSpec, context: InstanceContext, driver: str) -> None:
+        super().__init__(spec, context)
+        self.driver = driver
+
+    def generate_source(self) -> str:
+        ops = self.spec.operations()
+        layout = self.spec.outputs[0].spec.layout
+        if isinstance(ops[-1], Shuffle):
+            return generate_scan_shuffle_query(ops, layout)
+        if any(isinstance(op, Aggregate) for op in ops):
+            return generate_aggregate_query(ops, layout)
+        return generate_scan_query(ops, layout)
+
+    def params(self) -> dict[str, str]:
+        return aggregation_params(self.spec.operations(), self.context)
+
+
+class FileScanNca(NcaImplementation):
+    """A file scan plugin. Subclasses describe their format: `format`, the `driver` that reads
+    it, `min_bytes_per_thread` (the least input worth a worker thread), how reasons name it
+    (`reads_only`, `reads_files`) and its `instance_class`; `unavailable` and `max_workers` when
+    the host or the file's structure limits them."""
+
+    abstract = True
+    format: ClassVar[FileFormat]
+    driver: ClassVar[str] = ""
+    min_bytes_per_thread: ClassVar[int] = 1
+    reads_only: ClassVar[str] = ""  # "reads only <this>, not <the read's format>"
+    reads_files: ClassVar[str] = ""  # "reads <this> only, got <the inputs>"
+    instance_class: ClassVar[type[FileScanInstance]] = FileScanInstance
+    operation_kinds = ("read", "filter", "project", "shuffle", "aggregate")
+    keyed_streams = True  # its process runtime speaks keyed streams (ncas/runtime/in_tcp.c)
+
+    def unavailable(self) -> str:
+        """Why this host cannot run the scan, or "" when it can."""
+        return ""
+
+    def max_workers(self, paths: Sequence[str]) -> int:
+        """The most worker threads the files' structure can keep busy."""
+        return MAX_THREADS
+
+    def match_operations(self, plan: LogicalPlan, anchor: str) -> Verdict[tuple[str, ...]]:
+        if not anchor:
+            return Verdict.no("not a format converter")
+        op = plan.op(anchor)
+        if not isinstance(op, Read):
+            return Verdict.no(f"takes only 'read' as its first operation, not '{op.kind}'")
+        if op.format is not self.format:
+            return Verdict.no(f"reads only {self.reads_only}, not {op.format.value}")
+        why = self.unavailable()
+        if why:
+            return Verdict.no(why)
+        chain = filter_project_chain(plan, anchor)
+        fused = fuse_trailing_aggregate(plan, chain)
+        return Verdict.yes(fused if fused != chain else fuse_trailing_shuffle(plan, chain))
+
+    def match_input(self, plan, ops, inputs) -> Verdict[None]:
+        if len(inputs) != 1 or inputs[0].transport != FILE or inputs[0].format != self.format.value:
+            got = ", ".join(i.describe() for i in inputs) or "nothing"
+            return Verdict.no(f"reads {self.reads_files} only, got {got}")
+        return Verdict.yes()
+
+    def match_output(self, plan, ops, inputs, wanted) -> Verdict[tuple[OutputSpec, ...]]:
+        transport = wanted[0] if wanted and wanted[0] else "tcp"
+        if transport not in TRANSPORTS or any(w and w != transport for w in wanted):
+            return Verdict.no(f"sends over {', '.join(TRANSPORTS)} only, not {', '.join(w for w in wanted if w)}")
+        layout = generate_ntf(plan.schemas[ops[-1]])
+        # one stream per worker thread: each thread sends its share of the files on its own
+        # connection; a fused shuffle has one port per output, all in the same layout
+        ports = output_count(plan.op(ops[-1]))
+        return Verdict.yes(tuple(OutputSpec(StreamSpec(NTF, transport, layout), streams=None) for _ in range(ports)))
+
+    def resources(self, plan, ops) -> ResourceRequest:
+        read = plan.op(ops[0])
+        paths, total = read.paths, sum(read.sizes)  # sizes from the storage at parse time
+        workers = min(MAX_THREADS, self.max_workers(paths), total // self.min_bytes_per_thread)
+        return ResourceRequest(cores=1, max_cores=max(1, workers))
+
+    def instantiate(self, spec: NcaSpec, context: InstanceContext) -> NcaInstance:
+        return self.instance_class(spec, context, self.driver)

@@ -1,0 +1,73 @@
+"""Placement (jumpgate/compiler/placement.py): every instance of the staged pipeline gets a host
+the deployer offers and can run it; the NCAs of one stage spread over hosts before any host is
+oversubscribed; an instance the network hosts (the switch) is placed on no host; a process with
+no host to run on is a clear mapping error. And the service places every job on its deployer's
+hosts, which the job's answer shows."""
+from __future__ import annotations
+
+import pytest
+
+from jumpgate.compiler.compile import compile_plan
+from jumpgate.compiler.placement import place
+from jumpgate.contract.errors import MappingError
+from jumpgate.nca.deployment import Host
+from jumpgate.runtime.service import JumpgateService, Settings, cores_by_host, stage_cores
+
+from .fake_ncas import THESIS_NCAS, fakes, running_example
+
+
+def hosts(*cores: int) -> list[Host]:
+    return [Host(f"h{i}", f"10.0.0.{i + 1}", c) for i, c in enumerate(cores)]
+
+
+def test_one_host_takes_every_process_and_the_switch_none():
+    p = compile_plan(running_example(), fakes(*THESIS_NCAS), hosts=hosts(8))
+    placed = {n.id: n.host for n in p.ncas}
+    switch = [n.id for n in p.ncas if n.resources.deployment == "switch"]
+    assert switch and all(placed[s] is None for s in switch)
+    assert all(h == "h0" for nid, h in placed.items() if nid not in switch)
+    assert all(n["host"] == placed[n["id"]] for n in p.to_json()["ncas"])
+
+
+def test_the_ncas_of_a_stage_spread_over_hosts():
+    p = compile_plan(running_example(), fakes(*THESIS_NCAS))
+    placed = place(p, hosts(1, 1, 1, 1))
+    for stage in placed.stages:
+        local = [placed.node(nid) for nid in stage if placed.node(nid).resources.deployment == "local"]
+        on = [n.host for n in local]
+        assert len(set(on)) == len(on), f"stage {stage}: {on}"  # one core each, four hosts: no sharing
+
+
+def test_a_busier_host_gets_fewer_instances():
+    p = compile_plan(running_example(), fakes(*THESIS_NCAS))
+    placed = place(p, hosts(1, 16))
+    on = [n.host for n in placed.ncas if n.host is not None]
+    assert on.count("h1") > on.count("h0")
+
+
+def test_no_host_for_a_process_is_a_mapping_error():
+    p = compile_plan(running_example(), fakes(*THESIS_NCAS))
+    with pytest.raises(MappingError, match="no host can run nca0"):
+        place(p, [Host("sw", "10.0.0.9", 4, frozenset({"switch"}))])
+
+
+def test_cores_are_reserved_per_host_of_the_placed_instances():
+    p = place(compile_plan(running_example(), fakes(*THESIS_NCAS)), hosts(1, 1, 1, 1))
+    demand = cores_by_host(p, "h0")
+    assert set(demand) == {n.host or "h0" for n in p.ncas}  # hosts with instances only
+    # each stage's cores are split over the hosts, none lost or counted twice
+    whole = stage_cores(p)
+    assert [sum(demand[h][s] for h in demand) for s in range(len(whole))] == whole
+
+
+def test_the_service_places_jobs_on_its_deployers_hosts(tmp_path):
+    (tmp_path / "t.jsonl").write_text('{"a": 1}\n')
+    svc = JumpgateService(Settings(data_root=tmp_path, cache_dir=tmp_path / "cache"))
+    try:
+        job = svc.submit({"name": "q", "operations": [
+            {"kind": "read", "name": "r", "path": "t.jsonl", "format": "json", "schema": [{"name": "a", "type": "int64"}]},
+            {"kind": "send", "name": "out", "input": "r", "transport": "tcp", "host": "127.0.0.1", "port": 9}]})
+        assert [h.name for h in svc.hosts] == ["local"]
+        assert {n["host"] for n in job.pipeline.to_json()["ncas"]} == {"local"}
+    finally:
+        svc.shutdown()
