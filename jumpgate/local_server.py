@@ -56,13 +56,15 @@ class LocalServer:
     def children(self, *, spares: bool = False) -> list[int]:
         """PIDs of live processes (NCAs) the server started; without `spares`, not the idle
         pre-started ones it keeps for the next job (GET /v1/health "ncas_warm")."""
+        # The processes first, then which are spares: a spare started between the two (the pool
+        # replaces one after each job) is then not in the list, rather than in it unexcused.
+        out = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,stat="], capture_output=True, text=True).stdout
         idle: set[int] = set()
         if not spares and self.proc.poll() is None:
             try:
                 idle = set(self.http.get("/v1/health").json().get("ncas_warm", []))
             except (httpx.HTTPError, ValueError):
                 pass
-        out = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,stat="], capture_output=True, text=True).stdout
         pids = []
         for line in out.splitlines():
             pid, ppid, stat = line.split(None, 2)

@@ -56,6 +56,9 @@ class LocalProcess(ControlChannel):
         # it in `stop` while the thread may be about to read would let the read land on the same
         # descriptor number reused by the next pipe opened (a spare's stdout), stealing its bytes.
         self.reading = False
+        # A spare waiting for a job (from the moment it is spawned, so that a spare still being
+        # started is never taken for a job's process left behind).
+        self.waiting = False
         self._send_lock = threading.Lock()
 
     @property
@@ -95,7 +98,7 @@ class LocalDeployer(Deployer):
         self._procs: dict[int, LocalProcess] = {}
         self._lock = threading.Lock()
         settings = warm if warm is not None and spare_dir is not None else WarmSettings(per_binary=0)
-        self.warm = WarmPool(settings, lambda argv, d, name: self._spawn(argv, d, name, remove_log=True),
+        self.warm = WarmPool(settings, lambda argv, d, name: self._spawn(argv, d, name, spare=True),
                              self.stop, lambda p: p.popen.poll() is None, spare_dir or Path("."))
 
     def hosts(self) -> list[Host]:
@@ -108,15 +111,20 @@ class LocalDeployer(Deployer):
         if host.name != self.host.name:
             raise ValueError(f"the local deployer has no host {host.name!r}")
         proc = self.warm.take(argv) if reuse else None
-        return proc if proc is not None else self._spawn(argv, work_dir, name)
+        if proc is None:
+            return self._spawn(argv, work_dir, name)
+        proc.waiting = False
+        return proc
 
-    def _spawn(self, argv: list[str], work_dir: Path, name: str, *, remove_log: bool = False) -> LocalProcess:
+    def _spawn(self, argv: list[str], work_dir: Path, name: str, *, spare: bool = False) -> LocalProcess:
+        """A new process; a `spare`'s log lives in the pool's directory and goes with it."""
         log_path = work_dir / f"{name}.stderr"
-        with open(log_path, "wb") as log:
-            popen = subprocess.Popen(argv, cwd=work_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=log, start_new_session=True, bufsize=0)
-        proc = LocalProcess(popen, self.host, name, log_path, remove_log)
-        with self._lock:
+        with self._lock:  # registered as it starts: `running` and `spares` see every child
+            with open(log_path, "wb") as log:
+                popen = subprocess.Popen(argv, cwd=work_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=log, start_new_session=True, bufsize=0)
+            proc = LocalProcess(popen, self.host, name, log_path, remove_log=spare)
+            proc.waiting = spare
             self._procs[popen.pid] = proc
         return proc
 
@@ -180,12 +188,13 @@ class LocalDeployer(Deployer):
 
     def running(self) -> list[LocalProcess]:
         """Processes that belong to jobs (not idle spares) and still run."""
-        spares = set(self.warm.pids())
         with self._lock:
-            return [p for p in self._procs.values() if p.popen.poll() is None and p.pid not in spares]
+            return [p for p in self._procs.values() if p.popen.poll() is None and not p.waiting]
 
     def spares(self) -> list[int]:
-        return self.warm.pids()
+        """Spares waiting for a job, those still being started included."""
+        with self._lock:
+            return sorted(p.pid for p in self._procs.values() if p.waiting and p.popen.poll() is None)
 
     def close_spares(self) -> None:
         self.warm.shutdown()
