@@ -20,8 +20,22 @@ def _serve(args: argparse.Namespace) -> int:
     if not data_root.is_dir():
         print(f"jumpgate: --data-root {data_root} is not a directory", file=sys.stderr)
         return 2
+    nodes = None
+    if args.nodes:
+        from .deploy.inventory import InventoryError, load_inventory
+
+        if args.cores is not None or args.nca_host != "127.0.0.1":
+            print("jumpgate: with --nodes, each node's address and cores come from the inventory "
+                  "(drop --nca-host and --cores)", file=sys.stderr)
+            return 2
+        try:
+            load_inventory(args.nodes)  # every problem now, before the server starts
+        except InventoryError as e:
+            print(f"jumpgate: {e}", file=sys.stderr)
+            return 2
+        nodes = Path(args.nodes)
     settings = Settings(data_root=data_root, bind_host=args.nca_host, cores=args.cores,
-                        stall_timeout_s=args.stall_timeout,
+                        stall_timeout_s=args.stall_timeout, nodes=nodes,
                         warm=WarmSettings(per_binary=max(0, args.warm_ncas), idle_s=args.warm_idle))
     if args.cache_dir:
         settings.cache_dir = Path(args.cache_dir)
@@ -88,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--data-root", required=True, help="directory that every read path is relative to")
     serve.add_argument("--nca-host", default="127.0.0.1", help="address NCA processes listen on")
     serve.add_argument("--cores", type=int, default=None, help="cores NCAs may use (default: all)")
+    serve.add_argument("--nodes", default=None, metavar="FILE",
+                       help="inventory of the nodes NCAs run on (YAML, docs/deploy.md); default: this machine")
     serve.add_argument("--cache-dir", default=None, help="where compiled NCAs are cached")
     serve.add_argument("--stall-timeout", type=float, default=300.0, metavar="SECONDS",
                        help="fail a job whose running NCAs neither move data nor compute for this long "

@@ -112,9 +112,13 @@ def create_app(service: JumpgateService) -> FastAPI:
     async def ncas():
         return service.registry.describe()
 
+    @app.get("/v1/nodes", summary="The nodes NCAs run on: state, cores in use, NCAs running")
+    async def nodes():
+        return service.nodes()
+
     @app.get("/v1/health", summary="Liveness and resources")
     async def health():
-        return {"status": "ok", "cores": service.cores.snapshot(), "hosts": [h.to_json() for h in service.hosts],
+        return {"status": "ok", "cores": service.cores.snapshot(), "nodes": [h.name for h in service.hosts],
                 "ncas_running": len(service.deployer.running()), "ncas_warm": service.deployer.spares()}
 
     app.include_router(pages_router(service))

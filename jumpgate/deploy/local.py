@@ -93,8 +93,8 @@ class LocalDeployer(Deployer):
     kind = "local"
 
     def __init__(self, bind_host: str = "127.0.0.1", warm: WarmSettings | None = None,
-                 spare_dir: Path | None = None, cores: int | None = None) -> None:
-        self.host = Host("local", bind_host, cores or os.cpu_count() or 1)
+                 spare_dir: Path | None = None, cores: int | None = None, name: str = "local") -> None:
+        self.host = Host(name, bind_host, cores or os.cpu_count() or 1)
         self._procs: dict[int, LocalProcess] = {}
         self._lock = threading.Lock()
         settings = warm if warm is not None and spare_dir is not None else WarmSettings(per_binary=0)

@@ -15,6 +15,8 @@ from ..compiler.compile import compile_plan
 from ..contract.errors import JobStateError
 from ..dataflow.request import parse_request
 from ..dataflow.storage import LocalStorage
+from ..deploy.fleet import FleetDeployer
+from ..deploy.inventory import load_inventory
 from ..deploy.local import LocalDeployer
 from ..deploy.resources import HostCores
 from ..deploy.warm import WarmSettings
@@ -74,6 +76,8 @@ class Settings:
     # Pre-started NCA processes for the next job with the same binary (deploy/warm.py): spares per
     # binary (0 = off), in all, and how long an unused one waits before it is stopped.
     warm: WarmSettings = field(default_factory=WarmSettings)
+    # An inventory of nodes (deploy/inventory.py, docs/deploy.md); None: this machine is the one node.
+    nodes: Path | None = None
 
 
 class JumpgateService:
@@ -91,11 +95,16 @@ class JumpgateService:
         self.work_root = Path(settings.work_root or self.cache_dir / "jobs" / str(os.getpid()))
         self.work_root.mkdir(parents=True, exist_ok=True)
         # spares live in their own directory: a job's directory goes when the job ends
-        self.deployer = deployer or LocalDeployer(settings.bind_host, settings.warm, self.work_root / "warm",
-                                                  settings.cores)
+        self.deployer = deployer or self._default_deployer()
         self.hosts = list(self.deployer.hosts())
         self.cores = HostCores(self.hosts, settings.cores)
         self.pools = {name: pool for impl in self.registry.all() for name, pool in impl.resource_pools().items()}
+
+    def _default_deployer(self) -> Deployer:
+        s = self.settings
+        if s.nodes is not None:
+            return FleetDeployer(load_inventory(s.nodes), s.warm, self.work_root / "warm")
+        return LocalDeployer(s.bind_host, s.warm, self.work_root / "warm", s.cores)
 
     # ---------------------------------------------------------------- use cases
 
@@ -158,6 +167,16 @@ class JumpgateService:
                 return Verdict.no(f"resource pool {name!r} has no free block of {units} units "
                                   f"({pool.free} of {pool.capacity} free; other jobs hold the rest)")
         return Verdict.yes()
+
+    def nodes(self) -> list[dict]:
+        """Each host of the deployment with its state, its cores in use and the NCAs running on
+        it (GET /v1/nodes)."""
+        cores = self.cores.snapshot()
+        running: dict[str, int] = {}
+        for channel in self.deployer.running():
+            running[channel.host.name] = running.get(channel.host.name, 0) + 1
+        return [{**h.to_json(), "state": "up", "cores_in_use": sum(cores[h.name]["used"].values()),
+                 "ncas_running": running.get(h.name, 0)} for h in self.hosts]
 
     def status(self, job_id: str) -> Job:
         return self.store.get(job_id)

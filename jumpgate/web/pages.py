@@ -46,7 +46,7 @@ def router(service: JumpgateService) -> APIRouter:
         items = [{"id": j.id, "name": j.name, "state": j.state.value, "ncas": len(j.pipeline.ncas),
                   "stages": len(j.pipeline.stages)} for j in reversed(service.store.all())]
         return _env.get_template("jobs.html").render(jobs=items, ncas=service.registry.describe(),
-                                                     cores=service.cores.snapshot())
+                                                     nodes=service.nodes())
 
     @r.get("/ui/jobs/{job_id}", response_class=HTMLResponse)
     async def job(job_id: str):

@@ -1,0 +1,95 @@
+"""The inventory of nodes (`jumpgate serve --nodes FILE`, docs/deploy.md): the hosts NCAs may run
+on, as a YAML file an operator writes.
+
+```yaml
+nodes:
+  - name: a            # how jobs, the API and the pages name it
+    address: 127.0.0.2 # where its NCAs listen and are reached by their senders
+    cores: 1           # what the resource view counts there
+    reach: local       # how the server starts NCAs there: `local` (processes of this machine)
+```
+
+The file is validated as a whole before the server starts, with pydantic; every problem names the
+node and the field (`nodes[1].cores: ...`). Without an inventory the server is one local node, as
+it always was.
+"""
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class InventoryError(ValueError):
+    """The inventory file cannot be used; the message names the file, the node and the field."""
+
+
+class NodeSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+    address: str
+    cores: int = Field(ge=1, le=4096)
+    reach: Literal["local"] = "local"
+
+    @field_validator("address")
+    @classmethod
+    def _an_ip_address(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not an IP address (NCAs bind to it)") from None
+        return value
+
+
+class Inventory(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    nodes: tuple[NodeSpec, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> Inventory:
+        for what in ("name", "address"):
+            seen: set[str] = set()
+            for i, node in enumerate(self.nodes):
+                value = getattr(node, what)
+                if value in seen:
+                    raise ValueError(f"nodes[{i}].{what}: {value!r} is used by another node")
+                seen.add(value)
+        return self
+
+
+def _where(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def parse_inventory(data: object, source: str = "the inventory") -> Inventory:
+    try:
+        return Inventory.model_validate(data)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            where = _where(err["loc"])
+            msg = err["msg"].removeprefix("Value error, ")
+            problems.append(f"{where}: {msg}" if where else msg)
+        raise InventoryError(f"{source}: " + "; ".join(problems)) from None
+
+
+def load_inventory(path: Path | str) -> Inventory:
+    """Read and validate an inventory file."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise InventoryError(f"cannot read the inventory {path}: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise InventoryError(f"{path}{where}: not valid YAML: {getattr(e, 'problem', None) or e}") from None
+    return parse_inventory(data, str(path))

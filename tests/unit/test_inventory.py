@@ -1,0 +1,68 @@
+"""The inventory of nodes (jumpgate/deploy/inventory.py, docs/deploy.md): a valid file becomes the
+deployment's hosts; every problem names the file, the node and the field; `jumpgate serve --nodes`
+refuses a bad file before it starts."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jumpgate.deploy.fleet import FleetDeployer
+from jumpgate.deploy.inventory import InventoryError, load_inventory
+
+GOOD = """
+nodes:
+  - {name: a, address: 127.0.0.2, cores: 1}
+  - name: b
+    address: 127.0.0.3
+    cores: 2
+    reach: local
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "nodes.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_a_valid_inventory_becomes_the_deployments_hosts(tmp_path):
+    inv = load_inventory(write(tmp_path, GOOD))
+    fleet = FleetDeployer(inv)
+    try:
+        assert [(h.name, h.address, h.cores) for h in fleet.hosts()] == [("a", "127.0.0.2", 1), ("b", "127.0.0.3", 2)]
+    finally:
+        fleet.shutdown()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("nodes:\n  - {name: a, address: 127.0.0.2, cores: 0}\n", r"nodes\[0\]\.cores: Input should be greater than or equal to 1"),
+    ("nodes:\n  - {name: a, address: somewhere, cores: 1}\n", r"nodes\[0\]\.address: 'somewhere' is not an IP address"),
+    ("nodes:\n  - {name: a, address: 127.0.0.2, cores: 1}\n  - {name: a, address: 127.0.0.3, cores: 1}\n",
+     r"nodes\[1\]\.name: 'a' is used by another node"),
+    ("nodes:\n  - {name: a, address: 127.0.0.2, cores: 1, disk: 5}\n", r"nodes\[0\]\.disk: Extra inputs are not permitted"),
+    ("nodes:\n  - {name: a, address: 127.0.0.2, cores: 1, reach: telnet}\n", r"nodes\[0\]\.reach: Input should be 'local'"),
+    ("nodes:\n  - {name: 'a b', address: 127.0.0.2, cores: 1}\n", r"nodes\[0\]\.name: String should match pattern"),
+    ("nodes: []\n", r"nodes: Tuple should have at least 1 item"),
+    ("[1, 2]\n", r"Input should be a valid dictionary"),
+    ("nodes:\n  - {name: a, address: [\n", r"line \d+, column \d+\): not valid YAML"),
+])
+def test_each_problem_names_the_node_and_the_field(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(InventoryError, match=message) as e:
+        load_inventory(path)
+    assert str(path) in str(e.value)
+
+
+def test_a_missing_file_is_named(tmp_path):
+    with pytest.raises(InventoryError, match="cannot read the inventory .*missing.yaml"):
+        load_inventory(tmp_path / "missing.yaml")
+
+
+def test_serve_refuses_a_bad_inventory_before_it_starts(tmp_path):
+    path = write(tmp_path, "nodes:\n  - {name: a, address: 127.0.0.2, cores: -3}\n")
+    r = subprocess.run([sys.executable, "-m", "jumpgate.cli", "serve", "--data-root", str(tmp_path), "--nodes",
+                        str(path), "--port", "1"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "nodes[0].cores" in r.stderr, r.stderr
