@@ -117,7 +117,7 @@ def bind_read(op: RawOp, storage: Storage) -> tuple[Read, Schema]:
         fields.append(Field(name, dtype))
     schema = Schema(tuple(fields))
     files = resolve_read_paths(op.obj["path"], storage, op.at("path"))
-    return Read(op.name, files.paths, fmt, schema, files.sizes), schema
+    return Read(op.name, files.paths, fmt, schema, files.sizes, files.holders), schema
 
 
 # --- filter, project, shuffle, send -------------------------------------------------------------

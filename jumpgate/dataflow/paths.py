@@ -24,6 +24,7 @@ GLOB_CHARS = frozenset("*?[")
 class ResolvedFiles:
     paths: tuple[str, ...]
     sizes: tuple[int, ...]
+    holders: tuple[tuple[str, ...], ...]  # per file, the nodes that hold it (FileFacts.holders)
 
 
 def resolve_read_paths(spec: object, storage: Storage, path: str) -> ResolvedFiles:
@@ -43,6 +44,7 @@ def resolve_read_paths(spec: object, storage: Storage, path: str) -> ResolvedFil
 
     resolved: list[str] = []
     sizes: list[int] = []
+    holders: list[tuple[str, ...]] = []
     named_by: dict[str, str] = {}
     for entry, entry_path in entries:
         _check_relative(entry, entry_path)
@@ -57,7 +59,8 @@ def resolve_read_paths(spec: object, storage: Storage, path: str) -> ResolvedFil
             named_by[facts.real] = spelled
             resolved.append(facts.real)
             sizes.append(facts.size)
-    return ResolvedFiles(tuple(resolved), tuple(sizes))
+            holders.append(facts.holders)
+    return ResolvedFiles(tuple(resolved), tuple(sizes), tuple(holders))
 
 
 def _check_relative(entry: str, path: str) -> None:

@@ -42,6 +42,7 @@ class Read:
     format: FileFormat
     schema: Schema
     sizes: tuple[int, ...] = ()  # bytes of each file, as the storage reported them at parse time
+    holders: tuple[tuple[str, ...], ...] = ()  # per file, the nodes holding it; () or empty: any
     kind: str = field(default="read", init=False)
 
 

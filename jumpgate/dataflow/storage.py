@@ -21,6 +21,9 @@ class FileFacts:
     exists: bool
     is_file: bool
     size: int = 0
+    # Where the file is, for a storage that spans nodes (deploy/fleet.py): the names of the nodes
+    # that hold it at `real`. Empty: wherever the NCAs run (one data root for all).
+    holders: tuple[str, ...] = ()
 
 
 class Storage(Protocol):

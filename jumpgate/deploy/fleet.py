@@ -1,5 +1,6 @@
 """A fleet of nodes from an inventory (deploy/inventory.py): one deployer per node, behind the one
-`Deployer` interface, so the compiler's placement and the executor see hosts and nothing else.
+`Deployer` interface, so the compiler's placement and the executor see hosts and nothing else; and
+one storage over the nodes' data roots, which says which nodes hold each file.
 
 Each call about a started instance goes to the deployer of the node it runs on. Nodes reached
 `local` are processes of this machine bound to the node's address and counted against the node's
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..dataflow.storage import FileFacts, LocalStorage, Storage
 from ..nca.deployment import ControlChannel, Deployer, Host
 from .inventory import Inventory
 from .local import LocalDeployer
@@ -68,3 +70,32 @@ class FleetDeployer(Deployer):
     def shutdown(self) -> None:
         for d in self._nodes.values():
             d.shutdown()
+
+
+class FleetStorage:
+    """The nodes' data roots as one `Storage`: a path names a file of every node whose data root
+    has it. The first such node (in inventory order) gives its real path and size; the holders are
+    the nodes that have it at that same real path (a root shared by several nodes), so an NCA on
+    any holder reads it by the path the plan carries. A path no node has is answered by the first
+    node, so the error says what the rules say for one data root."""
+
+    def __init__(self, roots: dict[str, Storage]) -> None:
+        self.roots = roots
+
+    def stat(self, relative: str) -> FileFacts:
+        answers = [(name, storage.stat(relative)) for name, storage in self.roots.items()]
+        held = [(name, f) for name, f in answers if f.inside and f.is_file]
+        if not held:
+            outside = next((f for _, f in answers if not f.inside), None)
+            return outside or answers[0][1]
+        _, first = held[0]
+        holders = tuple(name for name, f in held if f.real == first.real)
+        return FileFacts(first.real, True, True, True, first.size, holders)
+
+    def glob(self, pattern: str) -> list[str]:
+        return sorted({m for storage in self.roots.values() for m in storage.glob(pattern)})
+
+
+def fleet_storage(inventory: Inventory, default_root: Path) -> FleetStorage:
+    """Each node's data root (the server's --data-root where the inventory names none)."""
+    return FleetStorage({n.name: LocalStorage(n.data_root or default_root) for n in inventory.nodes})

@@ -7,6 +7,7 @@ nodes:
     address: 127.0.0.2 # where its NCAs listen and are reached by their senders
     cores: 1           # what the resource view counts there
     reach: local       # how the server starts NCAs there: `local` (processes of this machine)
+    data_root: /data/a # where it sees the files of reads; default: the server's --data-root
 ```
 
 The file is validated as a whole before the server starts, with pydantic; every problem names the
@@ -34,6 +35,17 @@ class NodeSpec(BaseModel):
     address: str
     cores: int = Field(ge=1, le=4096)
     reach: Literal["local"] = "local"
+    # The directory under which the node sees the files of `read` operations (possibly only some
+    # of them); default: the server's --data-root.
+    data_root: str | None = None
+
+    @field_validator("data_root")
+    @classmethod
+    def _a_directory(cls, value: str | None) -> str | None:
+        # A local node's root is on this machine: a typo is caught before the first job.
+        if value is not None and not Path(value).is_dir():
+            raise ValueError(f"{value!r} is not a directory")
+        return value
 
     @field_validator("address")
     @classmethod

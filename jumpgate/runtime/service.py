@@ -14,8 +14,8 @@ from pathlib import Path
 from ..compiler.compile import compile_plan
 from ..contract.errors import JobStateError
 from ..dataflow.request import parse_request
-from ..dataflow.storage import LocalStorage
-from ..deploy.fleet import FleetDeployer
+from ..dataflow.storage import LocalStorage, Storage
+from ..deploy.fleet import FleetDeployer, fleet_storage
 from ..deploy.inventory import load_inventory
 from ..deploy.local import LocalDeployer
 from ..deploy.resources import HostCores
@@ -87,7 +87,9 @@ class JumpgateService:
                  deployer: Deployer | None = None) -> None:
         self.settings = settings
         self.data_root = Path(settings.data_root).resolve()
-        self.storage = LocalStorage(self.data_root)  # where reads' paths are resolved
+        inventory = load_inventory(settings.nodes) if settings.nodes is not None else None
+        # where reads' paths are resolved: the nodes' data roots, or this machine's
+        self.storage: Storage = fleet_storage(inventory, self.data_root) if inventory else LocalStorage(self.data_root)
         self.registry = registry or load_registry(settings.plugins)
         self.store = JobStore()
         self.cache_dir = Path(settings.cache_dir)

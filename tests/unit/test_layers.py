@@ -17,7 +17,7 @@ ALLOWED = {
     "contract": set(),
     "dataflow": {"contract"},
     "nca": {"contract", "dataflow"},
-    "deploy": {"contract", "nca"},
+    "deploy": {"contract", "dataflow", "nca"},
     "compiler": {"contract", "dataflow", "nca"},
     "runtime": {"contract", "dataflow", "nca", "deploy", "compiler"},
     "api": {"contract", "dataflow", "nca", "deploy", "compiler", "runtime", "web"},

@@ -5,11 +5,14 @@ no host to run on is a clear mapping error. And the service places every job on 
 hosts, which the job's answer shows."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from jumpgate.compiler.compile import compile_plan
 from jumpgate.compiler.placement import place
 from jumpgate.contract.errors import MappingError
+from jumpgate.dataflow.plan import Read
 from jumpgate.nca.deployment import Host
 from jumpgate.runtime.service import JumpgateService, Settings, cores_by_host, stage_cores
 
@@ -71,3 +74,30 @@ def test_the_service_places_jobs_on_its_deployers_hosts(tmp_path):
         assert {n["host"] for n in job.pipeline.to_json()["ncas"]} == {"local"}
     finally:
         svc.shutdown()
+
+
+def _with_holders(holders_first, holders_others):
+    """The running example with its first read's files held by `holders_first`, the others' by
+    `holders_others` (as a storage spanning nodes would report them)."""
+    plan = running_example()
+    first = next(op for op in plan.ops if isinstance(op, Read))
+    ops = tuple(replace(op, sizes=tuple(0 for _ in op.paths),
+                        holders=tuple((holders_first if op is first else holders_others) for _ in op.paths))
+                if isinstance(op, Read) else op for op in plan.ops)
+    return replace(plan, ops=ops), first.name
+
+
+def test_a_scan_goes_to_a_node_holding_its_files():
+    plan, first = _with_holders(("h1",), ("h0", "h1"))
+    p = compile_plan(plan, fakes(*THESIS_NCAS), hosts=hosts(8, 8))
+    scans = [n for n in p.ncas if any(port.files for port in n.inputs)]
+    assert scans
+    for n in scans:
+        read = [plan.op(port.source.op) for port in n.inputs if port.files][0]
+        assert n.host == "h1" if read.name == first else n.host in ("h0", "h1")
+
+
+def test_files_spread_over_nodes_are_a_clear_mapping_error():
+    plan, _ = _with_holders(("h7",), ())
+    with pytest.raises(MappingError, match="no node holds all the files of read"):
+        compile_plan(plan, fakes(*THESIS_NCAS), hosts=hosts(8, 8))

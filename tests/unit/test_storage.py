@@ -72,3 +72,22 @@ def test_local_storage_reports_sizes(tmp_path):
     facts = LocalStorage(tmp_path).stat("a.jsonl")
     assert (facts.inside, facts.exists, facts.is_file, facts.size) == (True, True, True, 9)
     assert parse_request(request("a.jsonl"), tmp_path).op("r").sizes == (9,)
+
+
+def test_a_fleet_storage_says_which_nodes_hold_each_file(tmp_path):
+    from jumpgate.deploy.fleet import FleetStorage
+
+    shared, only_b = tmp_path / "shared", tmp_path / "b"
+    for d in (shared, only_b):
+        d.mkdir()
+    (shared / "s.jsonl").write_text('{"a": 1}\n')
+    (only_b / "b.jsonl").write_text('{"a": 2}\n')
+    (only_b / "s.jsonl").write_text('{"a": 3}\n')  # the same name, another file
+    fleet = FleetStorage({"a": LocalStorage(shared), "c": LocalStorage(shared), "b": LocalStorage(only_b)})
+    read = parse_request(request(["s.jsonl", "b.jsonl"]), fleet).op("r")
+    # s.jsonl: the first holder's file, held by the nodes that see it at that same path
+    assert read.paths == (str(shared / "s.jsonl"), str(only_b / "b.jsonl"))
+    assert read.holders == (("a", "c"), ("b",))
+    assert fleet.glob("*.jsonl") == ["b.jsonl", "s.jsonl"]
+    with pytest.raises(RequestError, match="does not exist in the data root"):
+        parse_request(request("none.jsonl"), fleet)
