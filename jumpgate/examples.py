@@ -92,7 +92,8 @@ def run_example(url: str, data_root: Path, rows: int = 1_000_000) -> int:
     ncas = {n["id"]: n for n in job.ncas}
     for s, ids in enumerate(job.stages):
         console.print(f"  stage {s}: " + ";  ".join(
-            f"{i} {ncas[i]['implementation']} ({' → '.join(ncas[i]['operations'])})" for i in ids))
+            f"{i} {ncas[i]['implementation']} ({' → '.join(ncas[i]['operations'])})"
+            + (f" on {ncas[i]['host']}" if ncas[i].get("host") else "") for i in ids))
     for nca, info in sorted(status["timeline"]["ncas"].items()):
         for st in info.get("stages", []):
             console.print(f"  {nca} stage {st['stage']}: {st['tuples_in']:,} tuples in, {st['tuples_out']:,} out, "

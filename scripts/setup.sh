@@ -11,6 +11,9 @@ APT_PACKAGES=(build-essential g++ make pkg-config libsimdjson-dev libsnappy-dev 
 # installed, about 85 s on a 2-core machine), linked only into NCAs that JUMPGATE_DPDK names.
 # JUMPGATE_WITH_DPDK=0 leaves them out; the DPDK tests and benchmark cases then say they were skipped.
 if [ "${JUMPGATE_WITH_DPDK:-1}" != "0" ]; then APT_PACKAGES+=(libdpdk-dev iproute2); fi
+# OpenSSH's server for the tests of SSH nodes (docs/deploy.md): each test starts its own sshd with
+# its own config and keys on a loopback address; nothing is started by installing it here.
+APT_PACKAGES+=(openssh-server)
 
 # Install the Debian packages among "$@" that are missing (one apt run for all of them).
 apt_install() {

@@ -66,7 +66,14 @@ class Job:
 
     @property
     def ncas(self) -> list:
+        """The job's NCA instances: id, implementation, operations, stages, and `host`, the node
+        each runs on (docs/deploy.md)."""
         return self.answer.get("ncas", [])
+
+    @property
+    def nodes(self) -> dict[str, str | None]:
+        """NCA id -> the node it runs on (None for an NCA the network hosts)."""
+        return {n["id"]: n.get("host") for n in self.ncas}
 
     @property
     def stages(self) -> list:

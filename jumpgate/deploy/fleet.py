@@ -8,23 +8,52 @@ cores: several such nodes partition one machine (its addresses and its cores) as
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from ..dataflow.storage import FileFacts, LocalStorage, Storage
 from ..nca.deployment import ControlChannel, Deployer, Host
 from .inventory import Inventory
 from .local import LocalDeployer
+from .ssh import SshDeployer, SshStorage
 from .warm import WarmSettings
+
+log = logging.getLogger(__name__)
 
 
 class FleetDeployer(Deployer):
     kind = "fleet"
 
     def __init__(self, inventory: Inventory, warm: WarmSettings | None = None, spare_root: Path | None = None) -> None:
+        self.inventory = inventory
         self._nodes: dict[str, Deployer] = {}
         for node in inventory.nodes:
-            spares = spare_root / node.name if spare_root is not None else None
-            self._nodes[node.name] = LocalDeployer(node.address, warm, spares, node.cores, name=node.name)
+            if node.reach == "ssh":
+                assert node.ssh is not None  # the inventory checks it
+                x = node.ssh
+                self._nodes[node.name] = SshDeployer(Host(node.name, node.address, node.cores), x.host, x.port,
+                                                     x.user, x.key_file, x.known_hosts,
+                                                     x.accept_unknown_host_key, x.connect_timeout)
+            else:
+                spares = spare_root / node.name if spare_root is not None else None
+                self._nodes[node.name] = LocalDeployer(node.address, warm, spares, node.cores, name=node.name)
+
+    def node_states(self) -> list[tuple[Host, str, str]]:
+        out = []
+        for d in self._nodes.values():
+            state, reason = (d.state, d.reason) if isinstance(d, SshDeployer) else ("up", "")
+            out += [(h, state, reason) for h in d.hosts()]
+        return out
+
+    def storage(self, default_root: Path) -> FleetStorage:
+        """Each node's data root (the server's --data-root where the inventory names none), each
+        answered by the node: a local one by this machine, an SSH one over SFTP."""
+        roots: dict[str, Storage] = {}
+        for node in self.inventory.nodes:
+            root = node.data_root or str(default_root)
+            d = self._nodes[node.name]
+            roots[node.name] = SshStorage(d, root) if isinstance(d, SshDeployer) else LocalStorage(root)
+        return FleetStorage(roots)
 
     def _of(self, host: Host) -> Deployer:
         try:
@@ -33,7 +62,8 @@ class FleetDeployer(Deployer):
             raise ValueError(f"no node named {host.name!r} in the inventory") from None
 
     def hosts(self) -> list[Host]:
-        return [h for d in self._nodes.values() for h in d.hosts()]
+        """The nodes that are up: jobs are placed on those only."""
+        return [h for h, state, _ in self.node_states() if state == "up"]
 
     def ship(self, host: Host, artifact: Path) -> str:
         return self._of(host).ship(host, artifact)
@@ -82,8 +112,20 @@ class FleetStorage:
     def __init__(self, roots: dict[str, Storage]) -> None:
         self.roots = roots
 
+    def _answers(self, ask) -> list:
+        """Each node's answer; a node that cannot answer now (down, no SFTP) holds nothing."""
+        out = []
+        for name, storage in self.roots.items():
+            try:
+                out.append((name, ask(storage)))
+            except OSError as e:
+                log.warning("node %s cannot tell about its files: %s", name, e)
+        return out
+
     def stat(self, relative: str) -> FileFacts:
-        answers = [(name, storage.stat(relative)) for name, storage in self.roots.items()]
+        answers = self._answers(lambda storage: storage.stat(relative))
+        if not answers:
+            return FileFacts(relative, True, False, False)
         held = [(name, f) for name, f in answers if f.inside and f.is_file]
         if not held:
             outside = next((f for _, f in answers if not f.inside), None)
@@ -93,9 +135,5 @@ class FleetStorage:
         return FileFacts(first.real, True, True, True, first.size, holders)
 
     def glob(self, pattern: str) -> list[str]:
-        return sorted({m for storage in self.roots.values() for m in storage.glob(pattern)})
+        return sorted({m for _, matches in self._answers(lambda storage: storage.glob(pattern)) for m in matches})
 
-
-def fleet_storage(inventory: Inventory, default_root: Path) -> FleetStorage:
-    """Each node's data root (the server's --data-root where the inventory names none)."""
-    return FleetStorage({n.name: LocalStorage(n.data_root or default_root) for n in inventory.nodes})

@@ -6,8 +6,14 @@ nodes:
   - name: a            # how jobs, the API and the pages name it
     address: 127.0.0.2 # where its NCAs listen and are reached by their senders
     cores: 1           # what the resource view counts there
-    reach: local       # how the server starts NCAs there: `local` (processes of this machine)
+    reach: local       # how the server starts NCAs there: `local` (processes of this machine) or `ssh`
     data_root: /data/a # where it sees the files of reads; default: the server's --data-root
+  - name: b
+    address: 10.0.0.12
+    cores: 8
+    reach: ssh
+    ssh: {host: 10.0.0.12, port: 22, user: jumpgate, key_file: /etc/jumpgate/id_ed25519,
+          known_hosts: /etc/jumpgate/known_hosts}
 ```
 
 The file is validated as a whole before the server starts, with pydantic; every problem names the
@@ -28,24 +34,44 @@ class InventoryError(ValueError):
     """The inventory file cannot be used; the message names the file, the node and the field."""
 
 
+class SshSpec(BaseModel):
+    """How the server logs in to an `ssh` node (Paramiko; key login only)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str
+    port: int = Field(default=22, ge=1, le=65535)
+    user: str
+    key_file: str  # the private key
+    known_hosts: str  # the node's host key must be in it
+    # Accept (and remember for this run) a host key known_hosts lacks; a changed key is refused
+    # all the same. Off unless the operator says so.
+    accept_unknown_host_key: bool = False
+    connect_timeout: float = Field(default=5.0, gt=0, le=120)
+
+
 class NodeSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
     address: str
     cores: int = Field(ge=1, le=4096)
-    reach: Literal["local"] = "local"
+    reach: Literal["local", "ssh"] = "local"
+    ssh: SshSpec | None = None
     # The directory under which the node sees the files of `read` operations (possibly only some
     # of them); default: the server's --data-root.
     data_root: str | None = None
 
-    @field_validator("data_root")
-    @classmethod
-    def _a_directory(cls, value: str | None) -> str | None:
+    @model_validator(mode="after")
+    def _reach_fits(self) -> NodeSpec:
+        if self.reach == "ssh" and self.ssh is None:
+            raise ValueError("a node with reach: ssh needs an `ssh` section (host, user, key_file, known_hosts)")
+        if self.reach == "local" and self.ssh is not None:
+            raise ValueError("an `ssh` section is for nodes with reach: ssh")
         # A local node's root is on this machine: a typo is caught before the first job.
-        if value is not None and not Path(value).is_dir():
-            raise ValueError(f"{value!r} is not a directory")
-        return value
+        if self.reach == "local" and self.data_root is not None and not Path(self.data_root).is_dir():
+            raise ValueError(f"data_root {self.data_root!r} is not a directory")
+        return self
 
     @field_validator("address")
     @classmethod

@@ -61,6 +61,11 @@ class Deployer(ABC):
     def hosts(self) -> Sequence[Host]:
         """Where instances may run, in order of preference."""
 
+    def node_states(self) -> list[tuple[Host, str, str]]:
+        """Every host the deployer knows, with its state ("up", or "down") and why; `hosts` are
+        the ones up."""
+        return [(h, "up", "") for h in self.hosts()]
+
     def ship(self, host: Host, artifact: Path) -> str:
         """Make a built artefact (an NCA binary) available on `host`; returns its path there.
         A deployer whose hosts share the control plane's file system returns it unchanged."""

@@ -15,7 +15,7 @@ from ..compiler.compile import compile_plan
 from ..contract.errors import JobStateError
 from ..dataflow.request import parse_request
 from ..dataflow.storage import LocalStorage, Storage
-from ..deploy.fleet import FleetDeployer, fleet_storage
+from ..deploy.fleet import FleetDeployer
 from ..deploy.inventory import load_inventory
 from ..deploy.local import LocalDeployer
 from ..deploy.resources import HostCores
@@ -87,9 +87,6 @@ class JumpgateService:
                  deployer: Deployer | None = None) -> None:
         self.settings = settings
         self.data_root = Path(settings.data_root).resolve()
-        inventory = load_inventory(settings.nodes) if settings.nodes is not None else None
-        # where reads' paths are resolved: the nodes' data roots, or this machine's
-        self.storage: Storage = fleet_storage(inventory, self.data_root) if inventory else LocalStorage(self.data_root)
         self.registry = registry or load_registry(settings.plugins)
         self.store = JobStore()
         self.cache_dir = Path(settings.cache_dir)
@@ -98,7 +95,13 @@ class JumpgateService:
         self.work_root.mkdir(parents=True, exist_ok=True)
         # spares live in their own directory: a job's directory goes when the job ends
         self.deployer = deployer or self._default_deployer()
+        # where reads' paths are resolved: the nodes' data roots, or this machine's
+        self.storage: Storage = (self.deployer.storage(self.data_root) if isinstance(self.deployer, FleetDeployer)
+                                 else LocalStorage(self.data_root))
         self.hosts = list(self.deployer.hosts())
+        if not self.hosts:
+            raise RuntimeError("no node is up: " + "; ".join(f"{h.name}: {why}" for h, _, why in
+                                                             self.deployer.node_states()))
         self.cores = HostCores(self.hosts, settings.cores)
         self.pools = {name: pool for impl in self.registry.all() for name, pool in impl.resource_pools().items()}
 
@@ -177,8 +180,9 @@ class JumpgateService:
         running: dict[str, int] = {}
         for channel in self.deployer.running():
             running[channel.host.name] = running.get(channel.host.name, 0) + 1
-        return [{**h.to_json(), "state": "up", "cores_in_use": sum(cores[h.name]["used"].values()),
-                 "ncas_running": running.get(h.name, 0)} for h in self.hosts]
+        return [{**h.to_json(), "state": state, "reason": reason,
+                 "cores_in_use": sum(cores[h.name]["used"].values()) if h.name in cores else 0,
+                 "ncas_running": running.get(h.name, 0)} for h, state, reason in self.deployer.node_states()]
 
     def status(self, job_id: str) -> Job:
         return self.store.get(job_id)

@@ -58,7 +58,7 @@ def test_a_join_spreads_over_the_nodes_and_answers_right(two_nodes):
     with Jumpgate(srv.url) as jg:
         got = jg.run({"name": "two-nodes", "operations": ops}, timeout=120)["out"]
         job = jg.last_job
-    placed = {n["id"]: n["host"] for n in job.ncas}
+    placed = job.nodes  # the Python client says which node runs each NCA
     assert set(placed.values()) == set(NODES), placed  # both nodes run NCAs of this job
     con = duckdb.connect()
     con.execute(f"CREATE VIEW l AS SELECT * FROM read_json('{root}/l.jsonl', columns={{k: 'BIGINT', v: 'BIGINT'}})")
