@@ -38,13 +38,14 @@ STDERR_TAIL = 4000
 
 
 class SshProcess(ControlChannel):
-    def __init__(self, channel: paramiko.Channel, pid: int, host: Host, name: str) -> None:
+    def __init__(self, channel: paramiko.Channel, stdout: paramiko.ChannelFile, pid: int, host: Host,
+                 name: str) -> None:
         self.channel = channel
         self.pid = pid
         self.host = host
         self.name = name
         self._stdin = channel.makefile_stdin("wb")
-        self._stdout = channel.makefile("rb")
+        self._stdout = stdout  # the file the pid was read from: its buffer may hold the next lines
         self._stderr = bytearray()  # the last STDERR_TAIL bytes
         self._lock = threading.Lock()
         threading.Thread(target=self._keep_stderr, name=f"{name}-stderr", daemon=True).start()
@@ -198,13 +199,14 @@ class SshDeployer(Deployer):
                    f"exec {' '.join(shlex.quote(a) for a in argv)}")
         channel = self._transport().open_session(timeout=10.0)
         channel.exec_command(command)
-        first = channel.makefile("rb").readline()
+        stdout = channel.makefile("rb")
+        first = stdout.readline()
         try:
             pid = int(first)
         except ValueError:
             channel.close()
             raise OSError(f"starting {name} on node {self.host.name} failed: {first!r}") from None
-        proc = SshProcess(channel, pid, self.host, name)
+        proc = SshProcess(channel, stdout, pid, self.host, name)
         with self._lock:
             self._procs[id(proc)] = proc
         return proc

@@ -6,34 +6,22 @@ stopped, or which refuses the login is down with the reason, and jobs run on the
 from __future__ import annotations
 
 import json
-import random
 import subprocess
 
 import httpx
 import pytest
 
-from jumpgate.client import Jumpgate
 from jumpgate.local_server import LocalServer
 from tests import sshd as test_sshd
 
-from .helpers import assert_same_rows, read_op
+from .join_tables import run_join, write_tables
 
 pytestmark = pytest.mark.skipif(test_sshd.why_not() is not None, reason=test_sshd.why_not() or "")
-
-SCHEMA_L = [{"name": "k", "type": "int64"}, {"name": "v", "type": "int64"}]
-SCHEMA_R = [{"name": "rk", "type": "int64"}, {"name": "w", "type": "string"}]
-
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("ssh-data")
-    rnd = random.Random(3)
-    with open(root / "l.jsonl", "w") as f:
-        for i in range(10_000):
-            f.write(json.dumps({"k": rnd.randrange(200), "v": i}) + "\n")
-    with open(root / "r.jsonl", "w") as f:
-        for k in range(0, 200, 4):
-            f.write(json.dumps({"rk": k, "w": f"w{k}"}) + "\n")
+    write_tables(root, root, rows=10_000, keys=200, step=4, seed=3)
     return root
 
 
@@ -56,24 +44,6 @@ def server(data, tmp_path, nodes_file) -> LocalServer:
     return LocalServer(data, tmp_path / "cache", tmp_path / "server.log", extra_args=["--nodes", nodes_file])
 
 
-JOIN = [read_op("l", "l.jsonl", SCHEMA_L), read_op("r", "r.jsonl", SCHEMA_R),
-        {"kind": "join", "name": "j", "build": "r", "probe": "l", "build_keys": ["rk"], "probe_keys": ["k"],
-         "type": "inner"},
-        {"kind": "send", "name": "out", "input": "j", "transport": "tcp", "host": "127.0.0.1", "port": 0}]
-
-
-def check_join(srv: LocalServer, data):
-    duckdb = pytest.importorskip("duckdb")
-    with Jumpgate(srv.url) as jg:
-        got = jg.run({"name": "ssh-join", "operations": JOIN}, timeout=120)["out"]
-        job = jg.last_job
-    con = duckdb.connect()
-    con.execute(f"CREATE VIEW l AS SELECT * FROM read_json('{data}/l.jsonl', columns={{k: 'BIGINT', v: 'BIGINT'}})")
-    con.execute(f"CREATE VIEW r AS SELECT * FROM read_json('{data}/r.jsonl', columns={{rk: 'BIGINT', w: 'VARCHAR'}})")
-    assert_same_rows(con, got, "SELECT l.*, r.* FROM l JOIN r ON k = rk")
-    return job
-
-
 def shipped_ncas_running() -> list[str]:
     """NCA processes started from binaries shipped to an SSH node (~/.cache/jumpgate/ncas)."""
     out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
@@ -86,10 +56,10 @@ def test_ncas_run_on_the_ssh_node_and_answer_right(data, sshd, tmp_path):
         nodes = {n["name"]: n for n in httpx.get(srv.url + "/v1/nodes").json()}
         assert nodes["s"]["state"] == "up" and nodes["a"]["state"] == "up", nodes
         before = sshd.sessions()
-        job = check_join(srv, data)
+        job = run_join(srv.url, data, data)
         assert set(job.nodes.values()) == {"a", "s"}, job.nodes
         assert sshd.sessions() > before  # the NCAs of node s were started through its SSH server
-        again = check_join(srv, data)  # the binary is on the node already: shipped once, by content
+        again = run_join(srv.url, data, data)  # the binary is on the node already: shipped once, by content
         assert set(again.nodes.values()) == {"a", "s"}
     finally:
         srv.stop()
@@ -120,7 +90,7 @@ def test_a_node_that_cannot_be_used_is_down_and_jobs_avoid_it(data, sshd, tmp_pa
     try:
         nodes = {n["name"]: n for n in httpx.get(srv.url + "/v1/nodes").json()}
         assert nodes["s"]["state"] == "down" and reason in nodes["s"]["reason"], nodes["s"]
-        job = check_join(srv, data)
+        job = run_join(srv.url, data, data)
         assert set(job.nodes.values()) == {"a"}, job.nodes
     finally:
         srv.stop()
