@@ -12,7 +12,12 @@ machine noise. Per step the median over NCAs' maximum; "client" is the total min
 span from receiving the request to the job's end (HTTP, receivers, end-of-job detection, decoding).
 Goals (issue): < 100 ms in total warm, < 2 s cold.
 
-    .venv/bin/python bench/control_plane_overhead.py [--runs 30]
+With `--ssh-nodes N`, a third server runs the warm jobs on N SSH nodes (docs/deploy.md): real
+OpenSSH servers started here on loopback addresses (127.0.0.5, ...), one core each, reached with
+Paramiko; its totals are compared with the local server's in the same run (goal: at most 2x the
+local figure and at most 50 ms, against the thesis' 1.5-5.8 s of SSH setup per job).
+
+    .venv/bin/python bench/control_plane_overhead.py [--runs 30] [--ssh-nodes 3]
 """
 from __future__ import annotations
 
@@ -95,6 +100,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--cold-runs", type=int, default=5)
+    ap.add_argument("--ssh-nodes", type=int, default=0, help="also run the warm jobs on this many SSH nodes")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp, "data")
@@ -128,7 +134,45 @@ def main() -> int:
         cold_total = statistics.median(r["total"] for r in cold)
         print(f"goal warm < 100 ms: {warm_total:.1f} ms {'met' if warm_total < 100 else 'NOT met'}; "
               f"goal cold < 2000 ms: {cold_total:.0f} ms {'met' if cold_total < 2000 else 'NOT met'}")
+        if args.ssh_nodes:
+            ssh_nodes(Path(tmp), data, cache, args.ssh_nodes, args.runs)
     return 0
+
+
+def ssh_nodes(tmp: Path, data: Path, cache: Path, n: int, runs: int) -> None:
+    """Warm jobs on `n` SSH nodes against the same jobs on the local server, alternating."""
+    from jumpgate.deploy import sshd_fixture
+
+    why = sshd_fixture.why_not()
+    if why:
+        print(f"ssh nodes: skipped ({why})")
+        return
+    servers = [sshd_fixture.start_sshd(tmp / f"sshd{i}", f"127.0.0.{5 + i}") for i in range(n)]
+    try:
+        inventory = tmp / "nodes.yaml"
+        inventory.write_text("nodes:\n" + "".join(
+            f"  - {{name: s{i}, address: {s.address}, cores: 1, reach: ssh, ssh: {{host: {s.address}, "
+            f"port: {s.port}, user: root, key_file: '{s.key_file}', known_hosts: '{s.known_hosts}'}}}}\n"
+            for i, s in enumerate(servers)))
+        with LocalServer(data, cache_dir=cache) as local_srv, Jumpgate(local_srv.url) as local, \
+                LocalServer(data, cache_dir=cache, extra_args=["--nodes", str(inventory)]) as ssh_srv, \
+                Jumpgate(ssh_srv.url) as ssh:
+            print(f"\n{n} SSH nodes (one core each) against one local node, warm, alternating:")
+            for case, make in CASES.items():
+                for client in (local, ssh):
+                    one_job(client, make, 7)  # compile, ship to the nodes, leave spares
+                on: dict[str, list[dict]] = {"local": [], "ssh": []}
+                for _ in range(runs):
+                    on["local"].append(one_job(local, make, 7))
+                    on["ssh"].append(one_job(ssh, make, 7))
+                lo = summarize(f"{case}, local", on["local"])
+                sh = summarize(f"{case}, {n} ssh nodes", on["ssh"])
+                ok = sh["total"] <= 2 * lo["total"] and sh["total"] <= 50
+                print(f"{'':>26}  ssh/local total {sh['total'] / lo['total']:.2f}x, {sh['total']:.1f} ms "
+                      f"(goal <= 2x and <= 50 ms: {'met' if ok else 'NOT met'})")
+    finally:
+        for s in servers:
+            s.stop()
 
 
 if __name__ == "__main__":

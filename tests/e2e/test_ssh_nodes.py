@@ -11,8 +11,8 @@ import subprocess
 import httpx
 import pytest
 
+from jumpgate.deploy import sshd_fixture as test_sshd
 from jumpgate.local_server import LocalServer
-from tests import sshd as test_sshd
 
 from .join_tables import run_join, write_tables
 

@@ -1,6 +1,6 @@
-"""A real OpenSSH server for tests (Debian's openssh-server), on an address of the loopback range,
-with its own host key, config and log, and a client key allowed to log in as the current user;
-the known_hosts line of its host key. See ../shared/notes on several hosts on one machine."""
+"""A real OpenSSH server for tests and benchmarks of SSH nodes (Debian's openssh-server), on an
+address of the loopback range, with its own host key, config and log, a client key allowed to log
+in as root, and a known_hosts file holding its host key, as a user's deployment would have."""
 from __future__ import annotations
 
 import os
