@@ -106,7 +106,7 @@ class SshDeployer(Deployer):
 
     def connect(self) -> bool:
         """Open the node's connection; on failure the node is down with the reason."""
-        ssh_host, port, user, key_file, known_hosts, accept, timeout = self._target
+        ssh_host, port, user, _, known_hosts, accept, _ = self._target
         where = f"{user}@{ssh_host}:{port}"
         client = paramiko.SSHClient()
         try:
@@ -115,22 +115,30 @@ class SshDeployer(Deployer):
             return self._down(f"cannot read known_hosts {known_hosts}: {e.strerror or e}")
         client.set_missing_host_key_policy(paramiko.AutoAddPolicy() if accept else paramiko.RejectPolicy())
         try:
+            return self._login(client, where)
+        except BaseException:
+            client.close()
+            raise
+
+    def _login(self, client: paramiko.SSHClient, where: str) -> bool:
+        ssh_host, port, user, key_file, known_hosts, _, timeout = self._target
+        try:
             client.connect(ssh_host, port=port, username=user, key_filename=key_file, look_for_keys=False,
                            allow_agent=False, timeout=timeout, banner_timeout=timeout, auth_timeout=timeout)
             _, out, _ = client.exec_command("printf %s \"$HOME\"", timeout=timeout)
             self._home = out.read().decode()
         except paramiko.BadHostKeyException:
             return self._down(f"the host key of {where} does not match {known_hosts}: refused (a changed "
-                              "key may mean another machine answers at this address)")
+                              "key may mean another machine answers at this address)", client)
         except paramiko.AuthenticationException:
-            return self._down(f"{where} refused the login with key {key_file}")
+            return self._down(f"{where} refused the login with key {key_file}", client)
         except paramiko.SSHException as e:
             if "not found in known_hosts" in str(e):
                 return self._down(f"the host key of {where} is not in {known_hosts}: refused (add it, or "
-                                  "set accept_unknown_host_key in the inventory)")
-            return self._down(f"SSH to {where} failed: {e}")
+                                  "set accept_unknown_host_key in the inventory)", client)
+            return self._down(f"SSH to {where} failed: {e}", client)
         except (TimeoutError, OSError) as e:
-            return self._down(f"cannot reach {where}: {getattr(e, 'strerror', None) or e}")
+            return self._down(f"cannot reach {where}: {getattr(e, 'strerror', None) or e}", client)
         # Commands and events are short lines: without this, Nagle's algorithm holds each one back
         # for the peer's delayed ACK (~40 ms a round trip, several per job).
         sock = client.get_transport().sock
@@ -140,7 +148,9 @@ class SshDeployer(Deployer):
         self.state, self.reason = "up", ""
         return True
 
-    def _down(self, reason: str) -> bool:
+    def _down(self, reason: str, client: paramiko.SSHClient | None = None) -> bool:
+        if client is not None:
+            client.close()
         log.warning("node %s is down: %s", self.host.name, reason)
         self.state, self.reason = "down", reason
         return False
