@@ -87,9 +87,6 @@ class FleetDeployer(Deployer):
     def running(self) -> list[ControlChannel]:
         return [c for d in self._nodes.values() for c in d.running()]
 
-    def running_on(self, host: Host) -> list[ControlChannel]:
-        return self._of(host).running()
-
     def spares(self) -> list[int]:
         return sorted(p for d in self._nodes.values() for p in d.spares())
 

@@ -93,9 +93,6 @@ class HostCores:
         for manager in self._cores.values():
             manager.release(job_id)
 
-    def free_on(self, host: str) -> int:
-        return self._cores[host].free
-
     @property
     def free(self) -> int:
         """Cores free on all hosts together."""

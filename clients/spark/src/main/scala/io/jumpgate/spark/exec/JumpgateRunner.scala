@@ -5,11 +5,9 @@ import java.util.UUID
 import java.util.concurrent.ConcurrentHashMap
 
 import scala.collection.mutable.ArrayBuffer
-import scala.util.control.NonFatal
 
 import io.jumpgate.spark.{JumpgateConf, JumpgateStats}
-import io.jumpgate.spark.client.{CompiledJob, JumpgateClient}
-import io.jumpgate.spark.client.OutputInfo
+import io.jumpgate.spark.client.{CompiledJob, JumpgateClient, OutputInfo}
 import io.jumpgate.spark.ntf.{NtfDecoders, NtfLayout}
 import io.jumpgate.spark.planner.Request
 import io.jumpgate.spark.receive.ReceiverService
