@@ -152,8 +152,8 @@ def ssh_nodes(tmp: Path, data: Path, cache: Path, n: int, runs: int) -> None:
         inventory = tmp / "nodes.yaml"
         inventory.write_text("nodes:\n" + "".join(
             f"  - {{name: s{i}, address: {s.address}, cores: 1, reach: ssh, ssh: {{host: {s.address}, "
-            f"port: {s.port}, user: root, key_file: '{s.key_file}', known_hosts: '{s.known_hosts}'}}}}\n"
-            for i, s in enumerate(servers)))
+            f"port: {s.port}, user: root, key_file: '{s.key_file}', known_hosts: '{s.known_hosts}', "
+            f"cache_dir: '{tmp}/node{i}'}}}}\n" for i, s in enumerate(servers)))
         with LocalServer(data, cache_dir=cache) as local_srv, Jumpgate(local_srv.url) as local, \
                 LocalServer(data, cache_dir=cache, extra_args=["--nodes", str(inventory)]) as ssh_srv, \
                 Jumpgate(ssh_srv.url) as ssh:
@@ -171,8 +171,18 @@ def ssh_nodes(tmp: Path, data: Path, cache: Path, n: int, runs: int) -> None:
                 print(f"{'':>26}  ssh/local total {sh['total'] / lo['total']:.2f}x, {sh['total']:.1f} ms "
                       f"(goal <= 2x and <= 50 ms: {'met' if ok else 'NOT met'})")
     finally:
-        for s in servers:
+        for i, s in enumerate(servers):
             s.stop()
+            stop_agents(tmp / f"node{i}")
+
+
+def stop_agents(cache: Path) -> None:
+    """The agents the SSH server started on a node outlive it by design (for the next server):
+    the benchmark's nodes are gone with it, so are their agents."""
+    from jumpgate.agent.node import stop_agent
+
+    for state in cache.glob("agent/*"):
+        stop_agent(state)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The `jumpgate` command: `serve` runs the control plane; `ncas` lists plugins; `example` runs
 the README's example job end to end against a server; `datagen` writes TPC-H/TPC-DS data;
-`conformance` runs the NCA conformance suite (same as `python -m jumpgate.conformance`)."""
+`conformance` runs the NCA conformance suite (same as `python -m jumpgate.conformance`); `agent`
+runs a node agent (docs/agent.md)."""
 from __future__ import annotations
 
 import argparse
@@ -93,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
         from .conformance.__main__ import main as conformance_main
 
         return conformance_main(argv[1:])
+    if argv[:1] == ["agent"]:  # the node agent: its own parser, standard library only
+        from .agent.node import main as agent_main
+
+        agent_main(argv[1:])
+        return 0
     parser = argparse.ArgumentParser(prog="jumpgate", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -140,8 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     datagen.add_argument("--quiet", action="store_true", help="no progress bar")
     datagen.set_defaults(fn=_datagen)
 
-    # Listed for --help only: main() hands `jumpgate conformance ...` to the suite's own parser.
+    # Listed for --help only: main() hands these to their own parsers.
     sub.add_parser("conformance", help="run the NCA conformance suite (jumpgate conformance --help)")
+    sub.add_parser("agent", help="run a node agent (docs/agent.md; jumpgate agent serve --help)")
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")

@@ -118,7 +118,7 @@ def create_app(service: JumpgateService) -> FastAPI:
 
     @app.get("/v1/health", summary="Liveness and resources")
     async def health():
-        return {"status": "ok", "cores": service.cores.snapshot(), "nodes": [h.name for h in service.hosts],
+        return {"status": "ok", "cores": service.cores.snapshot(), "nodes": [h.name for h in service.deployer.hosts()],
                 "ncas_running": len(service.deployer.running()), "ncas_warm": service.deployer.spares()}
 
     app.include_router(pages_router(service))

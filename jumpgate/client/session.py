@@ -80,6 +80,12 @@ class Job:
         return self.answer.get("stages", [])
 
     @property
+    def search(self) -> dict:
+        """How the mapping went: its cost, and `nodes_skipped` (node -> why it could not be
+        used) when some nodes were down."""
+        return self.answer.get("search", {})
+
+    @property
     def finished(self) -> bool:
         return self.state in TERMINAL
 

@@ -9,13 +9,14 @@ cores: several such nodes partition one machine (its addresses and its cores) as
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..dataflow.storage import FileFacts, LocalStorage, Storage
 from ..nca.deployment import ControlChannel, Deployer, Host
 from .inventory import Inventory
 from .local import LocalDeployer
-from .ssh import SshDeployer, SshStorage
+from .ssh import AgentStorage, SshDeployer
 from .warm import WarmSettings
 
 log = logging.getLogger(__name__)
@@ -33,7 +34,9 @@ class FleetDeployer(Deployer):
                 x = node.ssh
                 self._nodes[node.name] = SshDeployer(Host(node.name, node.address, node.cores), x.host, x.port,
                                                      x.user, x.key_file, x.known_hosts,
-                                                     x.accept_unknown_host_key, x.connect_timeout)
+                                                     x.accept_unknown_host_key, x.connect_timeout,
+                                                     python=x.python, lease=x.lease_s,
+                                                     cache_dir=x.cache_dir)
             else:
                 spares = spare_root / node.name if spare_root is not None else None
                 self._nodes[node.name] = LocalDeployer(node.address, warm, spares, node.cores, name=node.name)
@@ -45,14 +48,26 @@ class FleetDeployer(Deployer):
             out += [(h, state, reason) for h in d.hosts()]
         return out
 
+    def node_info(self) -> dict[str, dict]:
+        out = {}
+        for node in self.inventory.nodes:
+            d = self._nodes[node.name]
+            info: dict = {"reach": node.reach}
+            if isinstance(d, SshDeployer):
+                assert node.ssh is not None
+                info["ssh"] = f"{node.ssh.user}@{node.ssh.host}:{node.ssh.port}"
+                info["agent"] = d.health()
+            out[node.name] = info
+        return out
+
     def storage(self, default_root: Path) -> FleetStorage:
         """Each node's data root (the server's --data-root where the inventory names none), each
-        answered by the node: a local one by this machine, an SSH one over SFTP."""
+        answered by the node: a local one by this machine, an SSH one by its agent."""
         roots: dict[str, Storage] = {}
         for node in self.inventory.nodes:
             root = node.data_root or str(default_root)
             d = self._nodes[node.name]
-            roots[node.name] = SshStorage(d, root) if isinstance(d, SshDeployer) else LocalStorage(root)
+            roots[node.name] = AgentStorage(d, root) if isinstance(d, SshDeployer) else LocalStorage(root)
         return FleetStorage(roots)
 
     def _of(self, host: Host) -> Deployer:
@@ -108,13 +123,18 @@ class FleetStorage:
 
     def __init__(self, roots: dict[str, Storage]) -> None:
         self.roots = roots
+        # The nodes are asked at once: a remote answer is a round trip, and a request's parse asks
+        # about each of its files.
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(roots)), thread_name_prefix="storage")
 
     def _answers(self, ask) -> list:
-        """Each node's answer; a node that cannot answer now (down, no SFTP) holds nothing."""
+        """Each node's answer, in inventory order; a node that cannot answer now (down) holds
+        nothing."""
+        futures = [(name, self._pool.submit(ask, storage)) for name, storage in self.roots.items()]
         out = []
-        for name, storage in self.roots.items():
+        for name, future in futures:
             try:
-                out.append((name, ask(storage)))
+                out.append((name, future.result()))
             except OSError as e:
                 log.warning("node %s cannot tell about its files: %s", name, e)
         return out

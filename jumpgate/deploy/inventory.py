@@ -48,6 +48,14 @@ class SshSpec(BaseModel):
     # all the same. Off unless the operator says so.
     accept_unknown_host_key: bool = False
     connect_timeout: float = Field(default=5.0, gt=0, le=120)
+    # Where the agent keeps its state, the NCA binaries it was sent and the jobs' working
+    # directories on the node; default: ~/.cache/jumpgate of the login.
+    cache_dir: str | None = None
+    # The node's Python (3.10 or newer) that runs the agent the server ships (docs/agent.md).
+    python: str = "python3"
+    # Seconds the agent keeps this server's NCAs running without a word from it (a server that
+    # vanished without closing its connection); the server speaks every quarter of it.
+    lease_s: float = Field(default=10.0, ge=1, le=600)
 
 
 class NodeSpec(BaseModel):

@@ -1,132 +1,98 @@
-"""A node reached over SSH (docs/deploy.md, `reach: ssh`), with Paramiko.
+"""A node reached over SSH (docs/deploy.md, `reach: ssh`), with Paramiko, through its node agent
+(docs/agent.md).
 
-One SSH connection per node, opened when the server starts: the host key is checked against the
-inventory's known_hosts file (an unknown or changed key is refused, unless the inventory says to
-accept an unknown one), the login is by key only. A node that cannot be reached, whose key does
-not match or that refuses the login is marked down with the reason, and jobs are placed on the
-other nodes.
+One SSH connection per node: the host key is checked against the inventory's known_hosts file
+(an unknown or changed key is refused, unless the inventory says to accept an unknown one), the
+login is by key only. Over it the server ships the agent (one self-contained Python file, by
+content), starts it unless this version already runs (`ensure`), and opens a `direct-tcpip`
+channel to the agent's port on the node's loopback: the agent is never exposed to the network,
+and the channel is encrypted and authenticated by SSH before the agent's own handshake. Every NCA
+of the node then goes through that one channel (start, commands, events, stop: a message each),
+so a job pays no SSH session per NCA.
 
-Each NCA is one `exec` channel: its standard input and output are the channel, so the process
-protocol (docs/nca-process-protocol.md) runs over SSH unchanged, and its standard error is kept
-(the tail) for error messages. Binaries are shipped once, by content (SFTP into
-`~/.cache/jumpgate/ncas/<hash>-<name>` on the node). No process outlives its server: when the
-connection ends (the server stopped or died), sshd closes each channel, the NCA reads the end of
-its standard input and exits, as a local NCA does when its pipe closes.
+A node that cannot be reached, whose key does not match, that refuses the login or whose agent
+does not start is marked down with the reason; jobs are placed on the other nodes, and the node
+is tried again every `RECHECK_S` seconds. No process outlives its server: when the connection
+ends (the server stopped or died), the agent ends the session's NCAs at once, and a server that
+vanished without closing its connection loses them when its lease expires.
 """
 from __future__ import annotations
 
-import hashlib
+import json
 import logging
-import posixpath
-import re
 import shlex
 import socket
 import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from stat import S_ISDIR, S_ISREG
 
 import paramiko
 
+from ..agent import node as agent_node
+from ..agent.link import AgentError, AgentLink, AgentProcess
 from ..dataflow.storage import FileFacts
 from ..nca.deployment import ControlChannel, Deployer, Host
 
 log = logging.getLogger(__name__)
 
 REMOTE_CACHE = ".cache/jumpgate"  # under the login's home directory
-STDERR_TAIL = 4000
-
-
-class SshProcess(ControlChannel):
-    def __init__(self, channel: paramiko.Channel, stdout: paramiko.ChannelFile, pid: int, host: Host,
-                 name: str) -> None:
-        self.channel = channel
-        self.pid = pid
-        self.host = host
-        self.name = name
-        self._stdin = channel.makefile_stdin("wb")
-        self._stdout = stdout  # the file the pid was read from: its buffer may hold the next lines
-        self._stderr = bytearray()  # the last STDERR_TAIL bytes
-        self._lock = threading.Lock()
-        threading.Thread(target=self._keep_stderr, name=f"{name}-stderr", daemon=True).start()
-
-    def send(self, data: bytes) -> None:
-        with self._lock:
-            if self.channel.closed:
-                raise OSError("the SSH channel is closed")
-            self._stdin.write(data)
-            self._stdin.flush()
-
-    def events(self) -> Iterator[bytes]:
-        return self._lines()
-
-    def _lines(self) -> Iterator[bytes]:
-        try:
-            yield from self._stdout
-        except (OSError, EOFError, paramiko.SSHException):
-            return
-
-    def _keep_stderr(self) -> None:
-        while True:
-            try:
-                chunk = self.channel.recv_stderr(4096)
-            except (OSError, EOFError, paramiko.SSHException):
-                return
-            if not chunk:
-                return
-            with self._lock:
-                self._stderr += chunk
-                del self._stderr[:-STDERR_TAIL]
-
-    def stderr_tail(self, limit: int) -> str:
-        with self._lock:
-            return bytes(self._stderr).decode(errors="replace")[-limit:].strip()
+RECHECK_S = 5.0  # how often a down node is tried again
+AGENT_IDLE_EXIT_S = 600.0  # an agent the server started exits after this long without a session
 
 
 class SshDeployer(Deployer):
-    """The NCAs of one node reached over SSH."""
+    """The NCAs of one node reached over SSH, run by its agent."""
 
     kind = "ssh"
 
     def __init__(self, host: Host, ssh_host: str, port: int, user: str, key_file: str, known_hosts: str,
-                 accept_unknown_host_key: bool = False, connect_timeout: float = 5.0) -> None:
+                 accept_unknown_host_key: bool = False, connect_timeout: float = 5.0, *,
+                 python: str = "python3", lease: float = 10.0, cache_dir: str | None = None,
+                 server_name: str = "jumpgate") -> None:
         self.host = host
         self._target = (ssh_host, port, user, key_file, known_hosts, accept_unknown_host_key, connect_timeout)
+        self.python = python
+        self.cache_dir = cache_dir
+        self.lease = lease
+        self.server_name = server_name
         self._client: paramiko.SSHClient | None = None
-        self._home = ""
-        self._shipped: dict[tuple[str, int, int], str] = {}  # (local path, size, mtime) -> remote path
-        self._procs: dict[int, SshProcess] = {}
-        self._lock = threading.Lock()
+        self._link: AgentLink | None = None
+        self._lock = threading.Lock()  # one connection attempt at a time
+        self._closed = threading.Event()
         self.state, self.reason = "down", "not connected yet"
         self.connect()
+        threading.Thread(target=self._recheck, name=f"recheck-{host.name}", daemon=True).start()
 
     # ---------------------------------------------------------------- the connection
 
     def connect(self) -> bool:
-        """Open the node's connection; on failure the node is down with the reason."""
-        ssh_host, port, user, _, known_hosts, accept, _ = self._target
-        where = f"{user}@{ssh_host}:{port}"
-        client = paramiko.SSHClient()
-        try:
-            client.load_host_keys(known_hosts)
-        except OSError as e:
-            return self._down(f"cannot read known_hosts {known_hosts}: {e.strerror or e}")
-        client.set_missing_host_key_policy(paramiko.AutoAddPolicy() if accept else paramiko.RejectPolicy())
-        try:
-            return self._login(client, where)
-        except BaseException:
-            client.close()
-            raise
+        """Open the node's connection and its agent session; on failure the node is down with
+        the reason."""
+        with self._lock:
+            if self._closed.is_set():
+                return False
+            if self._link is not None and self._link.alive:
+                return True
+            ssh_host, port, user, _, known_hosts, accept, _ = self._target
+            where = f"{user}@{ssh_host}:{port}"
+            client = paramiko.SSHClient()
+            try:
+                client.load_host_keys(known_hosts)
+            except OSError as e:
+                return self._down(f"cannot read known_hosts {known_hosts}: {e.strerror or e}")
+            client.set_missing_host_key_policy(paramiko.AutoAddPolicy() if accept else paramiko.RejectPolicy())
+            try:
+                if not self._login(client, where):
+                    return False
+                return self._open_agent(client, where)
+            except BaseException:
+                client.close()
+                raise
 
     def _login(self, client: paramiko.SSHClient, where: str) -> bool:
         ssh_host, port, user, key_file, known_hosts, _, timeout = self._target
         try:
             client.connect(ssh_host, port=port, username=user, key_filename=key_file, look_for_keys=False,
                            allow_agent=False, timeout=timeout, banner_timeout=timeout, auth_timeout=timeout)
-            _, out, _ = client.exec_command("printf %s \"$HOME\"", timeout=timeout)
-            self._home = out.read().decode()
         except paramiko.BadHostKeyException:
             return self._down(f"the host key of {where} does not match {known_hosts}: refused (a changed "
                               "key may mean another machine answers at this address)", client)
@@ -139,41 +105,78 @@ class SshDeployer(Deployer):
             return self._down(f"SSH to {where} failed: {e}", client)
         except (TimeoutError, OSError) as e:
             return self._down(f"cannot reach {where}: {getattr(e, 'strerror', None) or e}", client)
-        # Commands and events are short lines: without this, Nagle's algorithm holds each one back
-        # for the peer's delayed ACK (~40 ms a round trip, several per job).
+        # Commands and events are short messages: without this, Nagle's algorithm holds each one
+        # back for the peer's delayed ACK (~40 ms a round trip, several per job).
         sock = client.get_transport().sock
         if isinstance(sock, socket.socket):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._client = client
+        return True
+
+    def _open_agent(self, client: paramiko.SSHClient, where: str) -> bool:
+        """Ship this server's agent (by content), have it started unless it runs, and open the
+        session through a channel of the SSH connection."""
+        timeout = self._target[6]
+        try:
+            home = _run(client, "printf %s \"$HOME\"", timeout)
+            cache = self.cache_dir or f"{home}/{REMOTE_CACHE}"
+            if cache.startswith("~/"):
+                cache = f"{home}/{cache[2:]}"
+            source = Path(agent_node.__file__)
+            version = agent_node.file_version()
+            state = f"{cache}/agent/{version}"
+            script = f"{state}/agent.py"
+            _put_once(client, source, script, state)
+            answer = _run(client, " ".join(shlex.quote(a) for a in (
+                self.python, script, "ensure", "--state", state, "--cache", cache,
+                "--idle-exit", f"{AGENT_IDLE_EXIT_S:g}")), timeout + 15)
+            found = json.loads(answer.strip().splitlines()[-1])
+            if "error" in found:
+                return self._down(f"the agent on {where} did not start: {found['error']}", client)
+            channel = client.get_transport().open_channel(
+                "direct-tcpip", (found["host"], int(found["port"])), ("127.0.0.1", 0), timeout=timeout)
+            link = AgentLink(channel, found["secret"].encode(), label=f"node {self.host.name}",
+                             server=self.server_name, lease=self.lease, on_lost=self._lost)
+        except AgentError as e:
+            return self._down(str(e), client)
+        except (OSError, EOFError, paramiko.SSHException, ValueError, KeyError, IndexError) as e:
+            return self._down(f"the agent on {where} cannot be reached: {type(e).__name__}: {e}", client)
+        self._client, self._link = client, link
         self.state, self.reason = "up", ""
+        log.info("node %s is up: agent %s (pid %s) through %s", self.host.name, version, found["pid"], where)
         return True
 
     def _down(self, reason: str, client: paramiko.SSHClient | None = None) -> bool:
         if client is not None:
             client.close()
-        log.warning("node %s is down: %s", self.host.name, reason)
+        if (self.state, self.reason) != ("down", reason):
+            log.warning("node %s is down: %s", self.host.name, reason)
         self.state, self.reason = "down", reason
         return False
 
-    def _transport(self) -> paramiko.Transport:
+    def _lost(self, why: str) -> None:
+        """The agent's session ended under us: the node is down until the next check."""
+        if self._closed.is_set():
+            return
+        self.state, self.reason = "down", f"lost its agent: {why}"
+        log.warning("node %s is down: %s", self.host.name, self.reason)
         client = self._client
-        transport = client.get_transport() if client is not None else None
-        if transport is None or not transport.is_active():
-            raise OSError(f"node {self.host.name} is down: {self.reason or 'its SSH connection ended'}")
-        return transport
+        if client is not None:
+            threading.Thread(target=client.close, daemon=True).start()
 
-    def _run(self, command: str, timeout: float = 10.0) -> str:
-        channel = self._transport().open_session(timeout=timeout)
-        try:
-            channel.settimeout(timeout)
-            channel.exec_command(command)
-            out = channel.makefile("rb").read().decode(errors="replace")
-            if channel.recv_exit_status() != 0:
-                err = channel.makefile_stderr("rb").read().decode(errors="replace").strip()
-                raise OSError(f"on node {self.host.name}: `{command}` failed: {err or 'no message'}")
-            return out
-        finally:
-            channel.close()
+    def _recheck(self) -> None:
+        while not self._closed.wait(RECHECK_S):
+            if self.state != "up":
+                self.connect()
+
+    def link(self) -> AgentLink:
+        link = self._link
+        if link is None or not link.alive or self.state != "up":
+            raise AgentError(f"node {self.host.name} is down: {self.reason or 'no agent session'}")
+        return link
+
+    def health(self) -> dict:
+        link = self._link
+        return dict(link.health) if link is not None and link.alive else {}
 
     # ---------------------------------------------------------------- the Deployer interface
 
@@ -181,197 +184,107 @@ class SshDeployer(Deployer):
         return [self.host]
 
     def ship(self, host: Host, artifact: Path) -> str:
-        """The binary on the node, by content: uploaded once, then found by its hash."""
-        st = artifact.stat()
-        key = (str(artifact), st.st_size, st.st_mtime_ns)
-        with self._lock:
-            hit = self._shipped.get(key)
-        if hit is not None:
-            return hit
-        digest = hashlib.sha256(artifact.read_bytes()).hexdigest()[:24]
-        remote_dir = f"{self._home}/{REMOTE_CACHE}/ncas"
-        remote = f"{remote_dir}/{digest}-{artifact.name}"
-        sftp = paramiko.SFTPClient.from_transport(self._transport())
-        try:
-            try:
-                sftp.stat(remote)
-            except FileNotFoundError:
-                self._run(f"mkdir -p {shlex.quote(remote_dir)}")
-                tmp = f"{remote}.{threading.get_ident()}.tmp"
-                sftp.put(str(artifact), tmp)
-                sftp.chmod(tmp, 0o755)
-                sftp.posix_rename(tmp, remote)  # atomic: a racing upload of the same bytes is harmless
-        finally:
-            sftp.close()
-        with self._lock:
-            self._shipped[key] = remote
-        return remote
+        return self.link().ship(artifact)
 
     def start(self, host: Host, argv: list[str], work_dir: Path, name: str, *,
-              reuse: bool = False) -> SshProcess:
-        """`argv` in a directory of the node named like the job's, through one exec channel; the
-        shell prints its pid before it becomes the NCA (`exec`), so `stop` can end it for sure."""
-        remote_dir = f"{self._home}/{REMOTE_CACHE}/work/{work_dir.name}"
-        command = (f"mkdir -p {shlex.quote(remote_dir)} && cd {shlex.quote(remote_dir)} && echo $$ && "
-                   f"exec {' '.join(shlex.quote(a) for a in argv)}")
-        channel = self._transport().open_session(timeout=10.0)
-        channel.exec_command(command)
-        stdout = channel.makefile("rb")
-        first = stdout.readline()
-        try:
-            pid = int(first)
-        except ValueError:
-            channel.close()
-            raise OSError(f"starting {name} on node {self.host.name} failed: {first!r}") from None
-        proc = SshProcess(channel, stdout, pid, self.host, name)
-        with self._lock:
-            self._procs[id(proc)] = proc
-        return proc
+              reuse: bool = False) -> AgentProcess:
+        """`argv` in a directory of the node named like the job's."""
+        return self.link().start(argv, work_dir.name, name, self.host)
 
     def stop(self, channel: ControlChannel, grace: float = 2.0) -> None:
-        """End of input first (the NCA's signal to exit), then TERM and KILL by pid."""
+        proc = self._own(channel)
+        proc.link.stop(proc, grace)
+
+    def activity(self, channel: ControlChannel) -> tuple[int, ...] | None:
         proc = self._own(channel)
         try:
-            proc.channel.shutdown_write()
-        except (OSError, EOFError, paramiko.SSHException):
-            pass
-        if not self._exited(proc, 0.2):
-            for sig, wait in (("TERM", grace), ("KILL", 5.0)):
-                try:
-                    self._run(f"kill -{sig} {proc.pid} 2>/dev/null || true", timeout=5.0)
-                except OSError:
-                    break  # the connection is gone: sshd closes the channel, the NCA exits
-                if self._exited(proc, wait):
-                    break
-        proc.channel.close()
-        with self._lock:
-            self._procs.pop(id(proc), None)
-
-    @staticmethod
-    def _exited(proc: SshProcess, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while not (proc.channel.exit_status_ready() or proc.channel.closed):
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.01)
-        return True
+            reading = proc.link.request({"op": "activity", "p": proc.tag}, timeout=5.0)["reading"]
+        except AgentError:
+            return None
+        return tuple(reading) if reading else None
 
     def log_tail(self, channel: ControlChannel, limit: int = 2000) -> str:
-        return self._own(channel).stderr_tail(limit)
+        proc = self._own(channel)
+        if not proc.link.alive:
+            return f"node {self.host.name} {self.reason or 'lost its agent'}"
+        try:
+            return proc.link.request({"op": "tail", "p": proc.tag, "limit": limit}, timeout=5.0)["text"]
+        except AgentError as e:
+            return str(e)
 
-    def running(self) -> list[SshProcess]:
-        with self._lock:
-            return [p for p in self._procs.values() if not p.channel.exit_status_ready()]
+    def running(self) -> list[AgentProcess]:
+        link = self._link
+        return link.processes() if link is not None else []
 
     def shutdown(self) -> None:
+        self._closed.set()
         with self._lock:
-            procs = list(self._procs.values())
-        for proc in procs:
-            self.stop(proc, grace=0.5)
-        if self._client is not None:
-            self._client.close()
+            link, client = self._link, self._client
+        if link is not None:
+            procs = link.processes()
+            threads = [threading.Thread(target=link.stop, args=(p, 0.5), daemon=True) for p in procs]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            link.close()
+        if client is not None:
+            client.close()
 
     @staticmethod
-    def _own(channel: ControlChannel) -> SshProcess:
-        if not isinstance(channel, SshProcess):
+    def _own(channel: ControlChannel) -> AgentProcess:
+        if not isinstance(channel, AgentProcess):
             raise TypeError(f"not an NCA of an SSH node: {channel!r}")
         return channel
 
 
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Python's glob syntax as a regular expression over relative paths: `*` and `?` stop at `/`,
-    `**/` spans directories, `[...]` is a class (`[!...]` negated)."""
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i) and i + 2 == len(pattern):
-            out.append(".*")
-            i += 2
-            continue
-        if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[" and "]" in pattern[i + 2:]:
-            end = pattern.index("]", i + 2)
-            body = pattern[i + 1:end]
-            negate, body = body.startswith("!"), body[1:] if body.startswith("!") else body
-            body = body.replace("\\", "\\\\")  # ranges (a-z) stay ranges; a backslash is literal
-            out.append("[" + ("^" if negate else "\\" if body.startswith("^") else "") + body + "]")
-            i = end + 1
-            continue
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return re.compile("".join(out) + r"\Z")
+def _run(client: paramiko.SSHClient, command: str, timeout: float) -> str:
+    """Run a command on the node; its standard output, or OSError with its standard error."""
+    channel = client.get_transport().open_session(timeout=timeout)
+    try:
+        channel.settimeout(timeout)
+        channel.exec_command(command)
+        out = channel.makefile("rb").read().decode(errors="replace")
+        if channel.recv_exit_status() != 0:
+            err = channel.makefile_stderr("rb").read().decode(errors="replace").strip()
+            raise OSError(f"`{command}` failed: {err or out.strip() or 'no message'}")
+        return out
+    finally:
+        channel.close()
 
 
-class SshStorage:
-    """A node's data root, answered over SFTP (jumpgate.dataflow.storage.Storage): the node's own
-    view of its files, symlinks resolved by the node."""
+def _put_once(client: paramiko.SSHClient, source: Path, remote: str, remote_dir: str) -> None:
+    """Upload a file over SFTP unless it is there (its directory is named by its content)."""
+    sftp = client.open_sftp()
+    try:
+        try:
+            sftp.stat(remote)
+            return
+        except FileNotFoundError:
+            pass
+        _run(client, f"mkdir -p {shlex.quote(remote_dir)}", 10.0)
+        tmp = f"{remote}.{threading.get_ident()}.tmp"
+        sftp.put(str(source), tmp)
+        sftp.posix_rename(tmp, remote)  # atomic: a racing upload of the same bytes is harmless
+    finally:
+        sftp.close()
 
-    MAX_LISTED = 100_000  # entries a glob may walk before it gives up (a pattern over a huge tree)
+
+class AgentStorage:
+    """A node's data root, answered by its agent (jumpgate.dataflow.storage.Storage): the node's
+    own view of its files, symlinks resolved by the node. Raises AgentError (an OSError) when the
+    node is down: the fleet's storage then counts it as holding nothing."""
+
+    TIMEOUT_S = 30.0  # a glob over a large tree takes a while
 
     def __init__(self, deployer: SshDeployer, root: str) -> None:
         self.deployer = deployer
         self.root = root
-        self._real_root: str | None = None
-        self._session: paramiko.SFTPClient | None = None
-        self._lock = threading.Lock()  # one request at a time on the kept session
-
-    @contextmanager
-    def _sftp(self) -> Iterator[paramiko.SFTPClient]:
-        """The node's SFTP session, opened once and kept (opening one costs a round trip or more
-        per path otherwise); reopened when the connection was."""
-        with self._lock:
-            transport = self.deployer._transport()  # OSError: the node is down
-            session = self._session
-            if session is None or session.get_channel() is None or session.get_channel().closed:
-                try:
-                    session = self._session = paramiko.SFTPClient.from_transport(transport)
-                except paramiko.SSHException as e:
-                    raise OSError(f"node {self.deployer.host.name} answers no SFTP: {e}") from None
-            yield session
 
     def stat(self, relative: str) -> FileFacts:
-        with self._sftp() as sftp:  # OSError: the node cannot answer (FleetStorage skips it)
-            if self._real_root is None:
-                self._real_root = sftp.normalize(self.root)
-            root = self._real_root
-            try:
-                real = sftp.normalize(f"{root}/{relative}")
-            except OSError:  # a dangling name: it does not exist
-                return FileFacts(posixpath.normpath(f"{root}/{relative}"), True, False, False)
-            inside = real == root or real.startswith(root.rstrip("/") + "/")
-            if not inside:
-                return FileFacts(real, False, False, False)
-            try:
-                attrs = sftp.stat(real)
-            except OSError:
-                return FileFacts(real, True, False, False)
-            is_file = S_ISREG(attrs.st_mode or 0)
-            return FileFacts(real, True, True, is_file, attrs.st_size or 0 if is_file else 0)
+        a = self.deployer.link().request({"op": "stat", "root": self.root, "rel": relative}, timeout=self.TIMEOUT_S)
+        return FileFacts(a["real"], a["inside"], a["exists"], a["is_file"], a["size"])
 
     def glob(self, pattern: str) -> list[str]:
-        rx = glob_regex(pattern)
-        found: list[str] = []
-        with self._sftp() as sftp:
-            todo, seen = [""], 0
-            while todo and seen < self.MAX_LISTED:
-                rel = todo.pop()
-                try:
-                    entries = sftp.listdir_attr(f"{self.root}/{rel}" if rel else self.root)
-                except OSError:
-                    continue
-                for e in entries:
-                    seen += 1
-                    path = f"{rel}/{e.filename}" if rel else e.filename
-                    if S_ISDIR(e.st_mode or 0):
-                        todo.append(path)
-                    if rx.match(path):
-                        found.append(path)
-        return sorted(found)
+        return list(self.deployer.link().request({"op": "glob", "root": self.root, "pattern": pattern},
+                                                 timeout=self.TIMEOUT_S)["paths"])

@@ -66,6 +66,11 @@ class Deployer(ABC):
         the ones up."""
         return [(h, "up", "") for h in self.hosts()]
 
+    def node_info(self) -> dict[str, dict]:
+        """Per host name, what the deployer knows of it beyond its state (how it is reached, its
+        agent's health and load), for GET /v1/nodes and the nodes page."""
+        return {}
+
     def ship(self, host: Host, artifact: Path) -> str:
         """Make a built artefact (an NCA binary) available on `host`; returns its path there.
         A deployer whose hosts share the control plane's file system returns it unchanged."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..compiler.compile import compile_plan
@@ -98,11 +98,12 @@ class JumpgateService:
         # where reads' paths are resolved: the nodes' data roots, or this machine's
         self.storage: Storage = (self.deployer.storage(self.data_root) if isinstance(self.deployer, FleetDeployer)
                                  else LocalStorage(self.data_root))
-        self.hosts = list(self.deployer.hosts())
-        if not self.hosts:
+        if not self.deployer.hosts():
             raise RuntimeError("no node is up: " + "; ".join(f"{h.name}: {why}" for h, _, why in
                                                              self.deployer.node_states()))
-        self.cores = HostCores(self.hosts, settings.cores)
+        # Every node the deployer knows, up or not: a down node that comes back is counted at once.
+        self.all_hosts = [h for h, _, _ in self.deployer.node_states()]
+        self.cores = HostCores(self.all_hosts, settings.cores)
         self.pools = {name: pool for impl in self.registry.all() for name, pool in impl.resource_pools().items()}
 
     def _default_deployer(self) -> Deployer:
@@ -119,9 +120,13 @@ class JumpgateService:
         plan = parse_request(body, self.storage)
         t_parse = time.monotonic_ns()
         # Thread counts follow the cores free now; the job's demand is checked again at execute.
+        states = self.deployer.node_states()
         pipeline = compile_plan(plan, self.registry.all(), capacity_check=self.capacity_check,
                                 op_paths=plan.op_paths, thread_budget=max(1, self.cores.most_free),
-                                hosts=self.hosts)
+                                hosts=[h for h, state, _ in states if state == "up"])
+        down = {h.name: why for h, state, why in states if state != "up"}
+        if down:  # the mapping's answer says which nodes it could not use, and why
+            pipeline = replace(pipeline, stats={**pipeline.stats, "nodes_skipped": down})
         t_map = time.monotonic_ns()
         timeline.record("parse", t, t_parse)
         timeline.record("mapping", t_parse, t_map)
@@ -134,7 +139,7 @@ class JumpgateService:
         if job.state is not JobState.COMPILED:
             raise JobStateError(f"job {job_id} is {job.state.value}; only a compiled job can execute",
                                 state=job.state.value)
-        self.cores.acquire(job.id, cores_by_host(job.pipeline, self.hosts[0].name))
+        self.cores.acquire(job.id, cores_by_host(job.pipeline, self.all_hosts[0].name))
         try:
             self.store.transition(job, JobState.RUNNING, (JobState.COMPILED,))
         except Exception:
@@ -180,9 +185,11 @@ class JumpgateService:
         running: dict[str, int] = {}
         for channel in self.deployer.running():
             running[channel.host.name] = running.get(channel.host.name, 0) + 1
+        info = self.deployer.node_info()
         return [{**h.to_json(), "state": state, "reason": reason,
                  "cores_in_use": sum(cores[h.name]["used"].values()) if h.name in cores else 0,
-                 "ncas_running": running.get(h.name, 0)} for h, state, reason in self.deployer.node_states()]
+                 "ncas_running": running.get(h.name, 0), **info.get(h.name, {})}
+                for h, state, reason in self.deployer.node_states()]
 
     def status(self, job_id: str) -> Job:
         return self.store.get(job_id)

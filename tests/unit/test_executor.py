@@ -111,7 +111,7 @@ def test_cancel_running_job(service):
 
 
 def test_no_resources_is_503_and_retry_works(tmp_path, service):
-    service.cores = HostCores(service.hosts, capacity=1)
+    service.cores = HostCores(service.all_hosts, capacity=1)
     with Receiver() as rx1, Receiver() as rx2:
         slow = submit(service, "slow", rx1)
         other = submit(service, "ok", rx2)

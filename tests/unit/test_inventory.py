@@ -76,19 +76,3 @@ def test_ssh_nodes_need_their_ssh_section(tmp_path):
                            "     ssh: {host: 10.0.0.5, user: u, key_file: /k, known_hosts: /kh, port: 70000}}\n")
     with pytest.raises(InventoryError, match=r"nodes\[0\]\.ssh\.port: Input should be less than or equal to 65535"):
         load_inventory(path)
-
-
-@pytest.mark.parametrize("pattern, yes, no", [
-    ("*.jsonl", ["a.jsonl"], ["d/a.jsonl", "a.json"]),
-    ("d/*.parquet", ["d/x.parquet"], ["x.parquet", "d/e/x.parquet"]),
-    ("**/*.orc", ["a.orc", "d/a.orc", "d/e/a.orc"], ["a.orcx"]),
-    ("part-[0-1].jsonl", ["part-0.jsonl", "part-1.jsonl"], ["part-2.jsonl", "part--.jsonl"]),
-    ("part-[0-3].jsonl", ["part-2.jsonl"], ["part-4.jsonl"]),
-    ("x[^].jsonl", ["x^.jsonl"], ["xa.jsonl"]),
-    ("part-[!0].jsonl", ["part-1.jsonl"], ["part-0.jsonl"]),
-    ("p?.jsonl", ["p1.jsonl"], ["p12.jsonl", "p/.jsonl"]),
-])
-def test_an_ssh_nodes_globs_follow_pythons_syntax(pattern, yes, no):
-    from jumpgate.deploy.ssh import glob_regex
-    rx = glob_regex(pattern)
-    assert all(rx.match(p) for p in yes) and not any(rx.match(p) for p in no)

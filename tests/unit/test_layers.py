@@ -17,7 +17,8 @@ ALLOWED = {
     "contract": set(),
     "dataflow": {"contract"},
     "nca": {"contract", "dataflow"},
-    "deploy": {"contract", "dataflow", "nca"},
+    "agent": {"contract", "dataflow", "nca"},  # agent/node.py: the standard library only (shipped alone)
+    "deploy": {"contract", "dataflow", "nca", "agent"},
     "compiler": {"contract", "dataflow", "nca"},
     "runtime": {"contract", "dataflow", "nca", "deploy", "compiler"},
     "api": {"contract", "dataflow", "nca", "deploy", "compiler", "runtime", "web"},
