@@ -98,6 +98,8 @@ def test_ncas_run_on_the_ssh_node_through_its_agent_and_answer_right(data, sshd,
         assert s["reach"] == "ssh" and s["ssh"] == f"root@{sshd.address}:{sshd.port}", s
         agent_pid = wait_until(lambda: node(srv, "s")["agent"].get("pid"), 10)  # its first heartbeat
         assert agent_pid in processes_with(str(node_cache) + "/agent/"), s
+        page = httpx.get(srv.url + "/ui/jobs").text  # the nodes page: how each is reached, its agent
+        assert f"root@{sshd.address}:{sshd.port}" in page and f"agent pid {agent_pid}" in page
         before = sshd.sessions()
         job = run_join(srv.url, data, data)
         assert set(job.nodes.values()) == {"a", "s"}, job.nodes
