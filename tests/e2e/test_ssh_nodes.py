@@ -228,3 +228,26 @@ def test_a_node_that_cannot_be_used_is_down_and_jobs_avoid_it(data, sshd, node_c
         assert reason in job.search["nodes_skipped"]["s"], job.search  # the mapping says why
     finally:
         srv.stop()
+
+
+def test_ntf_over_udp_from_an_ssh_node_reaches_the_client(data, sshd, node_cache, tmp_path):
+    """UDP across hosts: the scan runs on node s (it alone holds the file) and sends its datagrams
+    to the client's UDP endpoint; every row arrives, each stream complete (docs/udp-transport.md)."""
+    root = tmp_path / "s-root"
+    root.mkdir()
+    (root / "u.jsonl").write_text("".join(f'{{"a": {i}, "s": "r{i}"}}\n' for i in range(20_000)))
+    srv = server(data, tmp_path, inventory(tmp_path / "nodes.yaml", sshd, node_cache, data_root=root))
+    try:
+        with Jumpgate(srv.url) as jg:
+            got = jg.run({"operations": [
+                {"kind": "read", "name": "r", "path": "u.jsonl", "format": "json",
+                 "schema": [{"name": "a", "type": "int64"}, {"name": "s", "type": "string"}]},
+                {"kind": "filter", "name": "f", "input": "r", "condition": "a % 3 = 0"},
+                {"kind": "send", "name": "out", "input": "f", "transport": "udp", "host": "127.0.0.1",
+                 "port": 0}]}, timeout=120)["out"]
+            assert set(jg.last_job.nodes.values()) == {"s"}, jg.last_job.nodes
+        assert sorted(got.column("a").to_pylist()) == list(range(0, 20_000, 3))
+        assert sorted(got.column("s").to_pylist()) == sorted(f"r{i}" for i in range(0, 20_000, 3))
+    finally:
+        srv.stop()
+    assert wait_until(lambda: not ncas_on_node(node_cache), 5), ncas_on_node(node_cache)
