@@ -40,6 +40,7 @@ class AgentProcess(ControlChannel):
         self.host = host
         self.name = name
         self.pid = 0
+        self.waiting = False  # a pre-started spare no job has taken yet
         self.exit_code: int | None = None
         self.exited = threading.Event()
         self._lines: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()

@@ -36,7 +36,7 @@ class FleetDeployer(Deployer):
                                                      x.user, x.key_file, x.known_hosts,
                                                      x.accept_unknown_host_key, x.connect_timeout,
                                                      python=x.python, lease=x.lease_s,
-                                                     cache_dir=x.cache_dir)
+                                                     cache_dir=x.cache_dir, warm=warm)
             else:
                 spares = spare_root / node.name if spare_root is not None else None
                 self._nodes[node.name] = LocalDeployer(node.address, warm, spares, node.cores, name=node.name)

@@ -31,6 +31,7 @@ from ..agent import node as agent_node
 from ..agent.link import AgentError, AgentLink, AgentProcess
 from ..dataflow.storage import FileFacts
 from ..nca.deployment import ControlChannel, Deployer, Host
+from .warm import WarmPool, WarmSettings
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ class SshDeployer(Deployer):
     def __init__(self, host: Host, ssh_host: str, port: int, user: str, key_file: str, known_hosts: str,
                  accept_unknown_host_key: bool = False, connect_timeout: float = 5.0, *,
                  python: str = "python3", lease: float = 10.0, cache_dir: str | None = None,
-                 server_name: str = "jumpgate") -> None:
+                 server_name: str = "jumpgate", warm: WarmSettings | None = None) -> None:
         self.host = host
         self._target = (ssh_host, port, user, key_file, known_hosts, accept_unknown_host_key, connect_timeout)
         self.python = python
@@ -59,6 +60,10 @@ class SshDeployer(Deployer):
         self._lock = threading.Lock()  # one connection attempt at a time
         self._closed = threading.Event()
         self.state, self.reason = "down", "not connected yet"
+        # Pre-started NCAs on the node, as the local deployer keeps them (deploy/warm.py): a spare
+        # has loaded its libraries and said `ready` before the job that takes it asks.
+        self.warm = WarmPool(warm or WarmSettings(per_binary=0), self._spawn_spare, self.stop,
+                             lambda p: not p.exited.is_set() and p.link.alive, Path("spares"))
         self.connect()
         threading.Thread(target=self._recheck, name=f"recheck-{host.name}", daemon=True).start()
 
@@ -188,8 +193,28 @@ class SshDeployer(Deployer):
 
     def start(self, host: Host, argv: list[str], work_dir: Path, name: str, *,
               reuse: bool = False) -> AgentProcess:
-        """`argv` in a directory of the node named like the job's."""
-        return self.link().start(argv, work_dir.name, name, self.host)
+        """`argv` in a directory of the node named like the job's; with `reuse`, a waiting spare
+        started with the same `argv` when there is one."""
+        proc = self.warm.take(argv) if reuse else None
+        if proc is None:
+            return self.link().start(argv, work_dir.name, name, self.host)
+        proc.waiting = False
+        return proc
+
+    def _spawn_spare(self, argv: list[str], work_dir: Path, name: str) -> AgentProcess:
+        proc = self.link().start(argv, work_dir.name, name, self.host)
+        proc.waiting = True
+        return proc
+
+    def warm_up(self, host: Host, argv: list[str]) -> None:
+        self.warm.replenish(argv)
+
+    def spares(self) -> list[int]:
+        link = self._link
+        return sorted(p.pid for p in link.processes() if p.waiting) if link is not None else []
+
+    def close_spares(self) -> None:
+        self.warm.shutdown()
 
     def stop(self, channel: ControlChannel, grace: float = 2.0) -> None:
         proc = self._own(channel)
@@ -213,10 +238,12 @@ class SshDeployer(Deployer):
             return str(e)
 
     def running(self) -> list[AgentProcess]:
+        """The node's NCAs that belong to jobs (not idle spares) and still run."""
         link = self._link
-        return link.processes() if link is not None else []
+        return [p for p in link.processes() if not p.waiting] if link is not None else []
 
     def shutdown(self) -> None:
+        self.warm.shutdown()
         self._closed.set()
         with self._lock:
             link, client = self._link, self._client
