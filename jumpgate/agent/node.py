@@ -31,6 +31,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -44,6 +45,7 @@ DEFAULT_LEASE_S = 10.0
 MAX_HEADER = 1 << 16  # a header line longer than this is not ours
 MAX_PAYLOAD = 1 << 31  # a blob (an NCA binary) larger than 2 GiB is not ours either
 HANDSHAKE_TIMEOUT_S = 10.0
+KEEP_WORK_S = 3600.0  # a job directory no process uses is removed this long after its last change
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
@@ -476,11 +478,32 @@ class Agent:
         self.log(f"session {session.sid} opened by {session.peer}, lease {session.lease:g} s")
         return session
 
+    def sweep_work(self, keep: float = KEEP_WORK_S) -> list[str]:
+        """Remove job directories (NCA logs) that no running process uses and that have not
+        changed for `keep` seconds: the server reads a log's tail while its job runs."""
+        with self.lock:
+            sessions = list(self.sessions.values())
+        busy = {Path(p.log_path).parent.name for s in sessions for p in list(s.procs.values())}
+        removed = []
+        for d in self.work.iterdir():
+            try:
+                if d.name not in busy and d.is_dir() and time.time() - d.stat().st_mtime > keep:
+                    shutil.rmtree(d, ignore_errors=True)
+                    removed.append(d.name)
+            except OSError:
+                continue
+        return removed
+
     def _watch(self) -> None:
-        """End sessions whose server is silent past its lease; exit when idle long enough."""
+        """End sessions whose server is silent past its lease; exit when idle long enough; sweep
+        old job directories now and then."""
+        last_sweep = 0.0
         while True:
             time.sleep(0.25)
             now = time.monotonic()
+            if now - last_sweep > 60:
+                last_sweep = now
+                self.sweep_work()
             with self.lock:
                 sessions = list(self.sessions.values())
                 idle = not sessions and now - self.idle_since

@@ -213,3 +213,14 @@ def test_ensure_starts_one_agent_and_finds_it_again(tmp_path):
     finally:
         os.kill(first["pid"], signal.SIGTERM)
     assert wait_gone(first["pid"], 5)
+
+
+def test_old_job_directories_are_swept_and_busy_ones_kept(tmp_path):
+    agent = agent_node.Agent(tmp_path / "cache", b"s", "v")
+    old, fresh = agent.work / "job-old", agent.work / "job-new"
+    for d in (old, fresh):
+        d.mkdir()
+        (d / "nca0.stderr").write_text("log")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    assert agent.sweep_work() == ["job-old"]
+    assert not old.exists() and fresh.exists()
