@@ -2,7 +2,14 @@
 
 Mapping picks the NCAs (and, through their `match_output`, the NTF layouts: software NCAs call
 `generate_ntf`, the switch publishes its own); staging runs on the logical operations and every
-NCA inherits the union of its operations' stages.
+NCA inherits the union of its operations' stages; scaling chooses thread counts.
+
+Given the deployer's hosts, the pipeline is then scaled out over nodes and placed (thesis §3.3.4):
+a read whose files are spread over nodes becomes one scan per node (`scale_out.py`), and every
+instance gets its host (`placement.py`). When such a read's instance fused a complete aggregation,
+each node's scan would aggregate only its own rows: the plan is rewritten with that aggregation
+split into a partial and a final one and mapped again, so the final one is an NCA of its own that
+receives every scan's partial rows. Without spread reads nothing of this changes the pipeline.
 """
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ from . import cost as costs
 from .mapping import DEFAULT_BUDGET, map_plan
 from .pipeline import StagedPipeline, build_pipeline
 from .placement import place
+from .scale_out import aggregates_to_split, scale_out, split_aggregates
 from .scaling import assign_threads
 from .staging import compute_stages
 
@@ -37,9 +45,21 @@ def compile_plan(plan: LogicalPlan,
     instances may run (the deployer's); with them, each instance's host is chosen (placement.py)."""
     impls = list(registry_implementations.values()) if isinstance(registry_implementations, Mapping) \
         else list(registry_implementations)
-    mapped = map_plan(plan, impls, capacity_check=capacity_check, op_paths=op_paths, cost=cost,
-                      budget=budget)
-    op_stages = compute_stages(plan, op_paths)
-    mapped = assign_threads(mapped, op_stages, thread_budget)
-    pipeline = build_pipeline(mapped, op_stages, keyed={impl.name for impl in impls if impl.keyed_streams})
-    return place(pipeline, hosts) if hosts is not None else pipeline
+
+    def staged(plan: LogicalPlan, op_paths: Mapping[str, str] | None) -> StagedPipeline:
+        mapped = map_plan(plan, impls, capacity_check=capacity_check, op_paths=op_paths, cost=cost,
+                          budget=budget)
+        op_stages = compute_stages(plan, op_paths)
+        mapped = assign_threads(mapped, op_stages, thread_budget)
+        return build_pipeline(mapped, op_stages, keyed={impl.name for impl in impls if impl.keyed_streams})
+
+    pipeline = staged(plan, op_paths)
+    if hosts is None:
+        return pipeline
+    split = aggregates_to_split(pipeline, hosts)
+    if split:  # partial aggregations on the nodes, the final one fed by all of them
+        plan, halves = split_aggregates(plan, split)
+        if op_paths is not None:  # each half points at the aggregation it was in the request
+            op_paths = {**op_paths, **{half: op_paths[whole] for half, whole in halves.items() if whole in op_paths}}
+        pipeline = staged(plan, op_paths)
+    return place(scale_out(pipeline, hosts), hosts)

@@ -8,7 +8,13 @@ the REST layer through `to_json` (contract §4, POST /v1/jobs).
 
 Stream ids (contract §3): every destination (an NCA input port, or a client's send) expects the
 sum of the `streams` of the producer ports feeding it; each feeding port gets the ids
-`first_stream .. first_stream + streams - 1`, assigned in NCA id then port order.
+`first_stream .. first_stream + streams - 1`, assigned in NCA id then port order
+(`assign_streams`, `expected_streams`). An output port may feed several destinations (a fan-out):
+it sends everything to each of them, with each destination's own stream ids.
+
+After building, a pipeline may be rewritten before placement: `scale_out.py` clones the scan of a
+read spread over nodes (one instance per node, the same edges), then `placement.py` records each
+instance's host and why (`NcaNode.host`, `NcaNode.placement`).
 """
 from __future__ import annotations
 
@@ -46,6 +52,7 @@ class NcaNode:
     verdicts: dict[str, tuple[VerdictRecord, ...]] = field(default_factory=dict)  # per operation
     note: str = ""
     host: str | None = None  # where placement put it (compiler/placement.py); None: the network
+    placement: str = ""  # why it runs on `host` (empty when there was no choice)
 
 
 @dataclass(frozen=True)
@@ -132,12 +139,34 @@ class StagedPipeline:
                        inputs=n.inputs, outputs=n.outputs, output_refs=n.output_refs,
                        stages=n.stages, resources=n.resources, job_id=job_id)
 
+    def part_files(self, node: NcaNode) -> tuple[str, ...]:
+        """The files `node` reads when they are only part of its read's (one scan of a read split
+        over nodes, compiler/scale_out.py); () otherwise."""
+        out: list[str] = []
+        for port in node.inputs:
+            if port.spec.transport == FILE:
+                read = self.plan.op(port.source.op)
+                if isinstance(read, Read) and port.files != read.paths:
+                    out += port.files
+        return tuple(out)
+
+    def _nca_json(self, n: NcaNode) -> dict:
+        out = {"id": n.id, "implementation": n.implementation, "operations": list(n.ops),
+               "stages": list(n.stages), "converter": n.converter, "host": n.host}
+        if n.placement:  # only where placement had a choice: one node answers as it always did
+            out["placement"] = n.placement
+        files = self.part_files(n)
+        if files:
+            out["files"] = list(files)
+        return out
+
     def to_json(self) -> dict:
         """The compile answer of contract §4 (`ncas`, `stages`, `outputs`), plus `edges`,
-        `decisions` (why each operation went where it did) and `search` statistics."""
+        `decisions` (why each operation went where it did) and `search` statistics. An NCA says
+        why it runs on its host (`placement`) where placement had a choice, and which files it
+        reads (`files`) when they are its node's part of a read split over nodes."""
         return {
-            "ncas": [{"id": n.id, "implementation": n.implementation, "operations": list(n.ops),
-                      "stages": list(n.stages), "converter": n.converter, "host": n.host} for n in self.ncas],
+            "ncas": [self._nca_json(n) for n in self.ncas],
             "stages": [list(s) for s in self.stages],
             "outputs": {name: o.to_json() for name, o in self.outputs.items()},
             "edges": [e.to_json() for e in self.edges],
@@ -235,7 +264,7 @@ def build_pipeline(mapped: MappedGraph, op_stages: dict[str, tuple[int, ...]],
             b.links.append((send.input, src, port, send.name, 0))
 
     ids = {d.index: f"nca{d.index}" for d in b.drafts}
-    edges = _assign_streams([
+    edges = assign_streams([
         Edge(ref=ref, producer=ids[src.index], producer_port=port,
              consumer=dst if isinstance(dst, str) else ids[dst.index], consumer_port=dport,
              to_client=isinstance(dst, str), spec=src.outputs[port].spec, streams=src.outputs[port].streams)
@@ -249,11 +278,7 @@ def build_pipeline(mapped: MappedGraph, op_stages: dict[str, tuple[int, ...]],
             port_keyed[(e.consumer, e.consumer_port)] = port_keyed.get((e.consumer, e.consumer_port), True) and both
     edges = [replace(e, keyed=not e.to_client and port_keyed[(e.consumer, e.consumer_port)]) for e in edges]
 
-    expected: dict[tuple[str, int, bool], int] = {}
-    for e in edges:
-        key = (e.consumer, e.consumer_port, e.to_client)
-        expected[key] = expected.get(key, 0) + e.streams
-
+    expected = expected_streams(edges)
     decisions = _decisions_with_ids(mapped.decisions, b.drafts, ids, edges)
     nodes = []
     for d in b.drafts:
@@ -280,7 +305,25 @@ def build_pipeline(mapped: MappedGraph, op_stages: dict[str, tuple[int, ...]],
                           cost=mapped.cost, stats=dict(mapped.stats))
 
 
-def _assign_streams(edges: list[Edge], order: list[str]) -> list[Edge]:
+def expected_streams(edges: list[Edge] | tuple[Edge, ...]) -> dict[tuple[str, int, bool], int]:
+    """Per destination (consumer, port, to_client), the streams arriving there."""
+    expected: dict[tuple[str, int, bool], int] = {}
+    for e in edges:
+        key = (e.consumer, e.consumer_port, e.to_client)
+        expected[key] = expected.get(key, 0) + e.streams
+    return expected
+
+
+FED_BY = "; fed by "
+
+
+def fed_by(note: str, feeders: list[str]) -> str:
+    """A send's decision note saying which NCAs feed it (replacing what it said before)."""
+    base = note.split(FED_BY)[0]
+    return f"{base}{FED_BY}{', '.join(feeders)}" if feeders else base
+
+
+def assign_streams(edges: list[Edge], order: list[str]) -> list[Edge]:
     """Give each producer port feeding a destination its first stream id, in NCA id then port
     order, so that a destination's ids are 0 .. expected_streams - 1."""
     rank = {nid: i for i, nid in enumerate(order)}
@@ -303,5 +346,5 @@ def _decisions_with_ids(decisions: dict[str, OperationDecision], drafts: list[_D
             out[name] = replace(dec, nca=where[name])
         else:  # a send: say which NCA feeds it
             feeders = sorted({e.producer for e in edges if e.to_client and e.consumer == name})
-            out[name] = replace(dec, note=f"{dec.note}; fed by {', '.join(feeders)}" if feeders else dec.note)
+            out[name] = replace(dec, note=fed_by(dec.note, feeders))
     return out
