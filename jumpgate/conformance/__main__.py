@@ -80,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="use this running server (its --data-root must be the data root) instead of starting one")
     p.add_argument("--cache-dir", default=None, help="the started server's cache of compiled NCAs")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per request (default 600)")
+    p.add_argument("--client-host", default="127.0.0.1",
+                   help="address this client receives results on; with --url of a server whose NCAs run on other "
+                        "nodes, one they reach (default 127.0.0.1)")
     p.add_argument("--list", action="store_true", help="list the requests and what they exercise, then exit")
     return p
 
@@ -132,7 +135,7 @@ def _run(args, cases: list[Case], root: Path, plugins: list[str] | None) -> int:
                                      extra_args=extra)
                 url = server.url
             oracle = Oracle(root)
-            runner = Runner(url, oracle, nca=args.nca, timeout=args.timeout, fmt=args.fmt)
+            runner = Runner(url, oracle, nca=args.nca, timeout=args.timeout, fmt=args.fmt, host=args.client_host)
             try:
                 return _report(runner, cases, plugins)
             finally:

@@ -45,9 +45,10 @@ class Outcome:
 
 class Runner:
     def __init__(self, url: str, oracle: Oracle, *, nca: str | None = None, timeout: float = 600.0,
-                 fmt: str = "json") -> None:
+                 fmt: str = "json", host: str = "127.0.0.1") -> None:
         self.url = url
         self.fmt = fmt  # which copy of the data the server's root holds (the oracle reads JSON)
+        self.host = host  # where this client receives the sends: an address the NCAs' nodes reach
         self.oracle = oracle
         self.nca = nca
         self.timeout = timeout
@@ -96,7 +97,7 @@ class Runner:
     def _run(self, case: Case, out: Outcome) -> None:
         self.oracle.load(case.tables)
         try:
-            got = self.client.run(case.runnable_request(fmt=self.fmt), timeout=self.timeout)
+            got = self.client.run(case.runnable_request(host=self.host, fmt=self.fmt), timeout=self.timeout)
         finally:
             job = self.client.last_job
             self.client.last_job = None
