@@ -13,8 +13,9 @@ sum of the `streams` of the producer ports feeding it; each feeding port gets th
 it sends everything to each of them, with each destination's own stream ids.
 
 After building, a pipeline may be rewritten before placement: `scale_out.py` clones the scan of a
-read spread over nodes (one instance per node, the same edges), then `placement.py` records each
-instance's host and why (`NcaNode.host`, `NcaNode.placement`).
+read spread over nodes (one instance per node) and the per-partition-safe NCAs it feeds (one
+beside each scan), then `placement.py` records each instance's host and why (`NcaNode.host`,
+`NcaNode.placement`).
 """
 from __future__ import annotations
 

@@ -4,7 +4,9 @@ job's status names each NCA's node), stream to each other by the nodes' addresse
 equals DuckDB's; with a data root per node, each scan runs on the node holding its table, and a
 table whose files are split over the nodes is read by one scan per node, on the node holding its
 files (a filtered scan, a global sum, a grouped aggregation split into partial and final, and a
-join with either side split answer as DuckDB does); afterwards no NCA process is left."""
+join with either side split answer as DuckDB does; a join probing the split table runs once per
+node, next to that node's scan, with the whole build side sent to each); afterwards no NCA
+process is left."""
 from __future__ import annotations
 
 import datetime as dt
@@ -49,15 +51,18 @@ def two_nodes(tmp_path_factory):
         yield srv, root
 
 
-# A lineitem-like table split over the nodes' data roots (parts 0 and 2 on a, 1 on b), and orders on b.
+# A lineitem-like table split over the nodes' data roots (parts 0 and 2 on a, 1 on b), orders on b
+# and customer on a.
 LI_COLUMNS = [("l_orderkey", "int64", "BIGINT"), ("l_quantity", "decimal(15,2)", "DECIMAL(15,2)"),
               ("l_extendedprice", "decimal(15,2)", "DECIMAL(15,2)"), ("l_discount", "decimal(15,2)", "DECIMAL(15,2)"),
               ("l_returnflag", "string", "VARCHAR"), ("l_linestatus", "string", "VARCHAR"),
               ("l_shipmode", "string", "VARCHAR"), ("l_shipdate", "date", "DATE"), ("l_commitdate", "date", "DATE"),
               ("l_receiptdate", "date", "DATE")]
-ORDERS_COLUMNS = [("o_orderkey", "int64", "BIGINT"), ("o_orderpriority", "string", "VARCHAR")]
+ORDERS_COLUMNS = [("o_orderkey", "int64", "BIGINT"), ("o_orderpriority", "string", "VARCHAR"),
+                  ("o_custkey", "int64", "BIGINT"), ("o_orderdate", "date", "DATE")]
+CUSTOMER_COLUMNS = [("c_custkey", "int64", "BIGINT"), ("c_mktsegment", "string", "VARCHAR")]
 LI_PARTS = {"a": ("part-0.jsonl", "part-2.jsonl"), "b": ("part-1.jsonl",)}
-ORDERS = 1_000
+ORDERS, CUSTOMERS = 1_000, 150
 
 
 def write_split_tables(roots: dict[str, object], rows_per_part: int, seed: int) -> None:
@@ -82,13 +87,17 @@ def write_split_tables(roots: dict[str, object], rows_per_part: int, seed: int) 
     with open(roots["b"] / "orders.jsonl", "w") as f:
         for k in range(ORDERS):
             f.write(json.dumps({"o_orderkey": k, "o_orderpriority": rnd.choice(["1-URGENT", "2-HIGH", "3-MEDIUM",
-                                                                             "4-NOT SPECIFIED", "5-LOW"])}) + "\n")
+                                                                             "4-NOT SPECIFIED", "5-LOW"]),
+                                "o_custkey": rnd.randrange(CUSTOMERS), "o_orderdate": date(rnd.randrange(2400))}) + "\n")
+    with open(roots["a"] / "customer.jsonl", "w") as f:
+        for k in range(CUSTOMERS):
+            f.write(json.dumps({"c_custkey": k, "c_mktsegment": rnd.choice(["BUILDING", "MACHINERY", "AUTOMOBILE"])}) + "\n")
 
 
 @pytest.fixture(scope="module")
 def own_roots(tmp_path_factory):
     """Two nodes, each with a data root of its own: table l only on a, table r only on b; the
-    parts of table li split over both, orders only on b."""
+    parts of table li split over both, orders only on b, customer only on a."""
     base = tmp_path_factory.mktemp("own-roots")
     roots = {n: base / n for n in NODES}
     for d in [*roots.values(), base / "server-root"]:
@@ -151,6 +160,7 @@ def duck_split(own_roots):
 
     view("li", [roots[n] / "li" / p for n, parts in LI_PARTS.items() for p in parts], LI_COLUMNS)
     view("orders", [roots["b"] / "orders.jsonl"], ORDERS_COLUMNS)
+    view("customer", [roots["a"] / "customer.jsonl"], CUSTOMER_COLUMNS)
     yield con
     con.close()
 
@@ -233,10 +243,27 @@ def test_a_grouped_aggregation_of_a_split_table_answers_right(own_roots, duck_sp
                        ["l_returnflag", "l_linestatus"])
 
 
+def assert_a_join_per_node(status: dict, scans: list[dict], join: str) -> list[dict]:
+    """The job's status shows an instance of `join` on each node, probing only the rows of its
+    node's scan of li and building on the same producer as every other instance."""
+    joins = [n for n in status["ncas"] if n["operations"][0] == join]
+    assert sorted(n["host"] for n in joins) == sorted(NODES), joins
+    scan_on = {n["host"]: n["id"] for n in scans}
+    builds = set()
+    for n in joins:
+        into = [e for e in status["edges"] if not e["client"] and e["to"] == n["id"]]
+        assert [e["from"] for e in into if e["to_port"] == 1] == [scan_on[n["host"]]], into
+        builds.add(tuple(e["from"] for e in into if e["to_port"] == 0))
+        assert n["placement"].startswith(f"{n['host']}: takes its rows from {scan_on[n['host']]} on {n['host']}"), n
+    assert len(builds) == 1, builds  # the whole build side, from one producer, to each instance
+    return joins
+
+
 @pytest.mark.parametrize("split_side", ["probe", "build"])
 def test_a_join_with_a_split_side_answers_right(own_roots, duck_split, split_side):
     """TPC-H Q12's shape, with the filtered lineitem (split over the nodes) on either side of the
-    join and orders (on b) on the other: the join receives every part on its port."""
+    join and orders (on b) on the other: probing it, the join runs once per node next to the
+    node's scan, each receiving all of orders; building on it, one join receives every part."""
     srv, roots = own_roots
     where = ("l_shipmode IN ('MAIL', 'SHIP') AND l_commitdate < l_receiptdate AND l_shipdate < l_commitdate "
              "AND l_receiptdate >= DATE '1994-01-01' AND l_receiptdate < DATE '1995-01-01'")
@@ -253,11 +280,52 @@ def test_a_join_with_a_split_side_answers_right(own_roots, duck_split, split_sid
                            {"name": "low", "fn": "sum", "expr": f"CASE WHEN NOT ({urgent}) THEN 1 ELSE 0 END"}]}]
     table, status = run_split(srv.url, ops)
     scans = assert_one_scan_per_node(status, roots)
-    join = next(n for n in status["ncas"] if n["operations"][0] == "j")
-    port = 0 if split_side == "build" else 1
-    assert sorted(e["from"] for e in status["edges"] if e["to"] == join["id"] and e["to_port"] == port) \
-        == sorted(n["id"] for n in scans)
+    if split_side == "probe":
+        joins = assert_a_join_per_node(status, scans, "j")
+    else:
+        joins = [n for n in status["ncas"] if n["operations"][0] == "j"]
+        assert len(joins) == 1
+        assert sorted(e["from"] for e in status["edges"] if e["to"] == joins[0]["id"] and e["to_port"] == 0) \
+            == sorted(n["id"] for n in scans)
+    [counts] = [n for n in status["ncas"] if n["operations"][0] == "counts"]  # one instance gets every row
+    assert sorted(e["from"] for e in status["edges"] if e["to"] == counts["id"]) == sorted(n["id"] for n in joins)
     assert_same_groups(duck_split, table, f"""
         SELECT l_shipmode, CAST(sum(CASE WHEN {urgent} THEN 1 ELSE 0 END) AS BIGINT) AS high,
                CAST(sum(CASE WHEN NOT ({urgent}) THEN 1 ELSE 0 END) AS BIGINT) AS low
         FROM orders, li WHERE o_orderkey = l_orderkey AND {where} GROUP BY l_shipmode""", ["l_shipmode"])
+
+
+def test_a_q3_like_join_runs_once_per_node_next_to_each_scan(own_roots, duck_split):
+    """TPC-H Q3's shape: (customer on a ⋈ orders on b) ⋈ lineitem split over both; the second join
+    runs on each node, probing that node's lineitem rows, each building on the whole first join's
+    output; one aggregation receives both joins' rows."""
+    srv, roots = own_roots
+    schema = {n: t for n, t, _ in [*ORDERS_COLUMNS, *CUSTOMER_COLUMNS]}
+
+    def columns(*names: str) -> list[dict]:
+        return [{"name": n, "expr": n} for n in names]
+
+    ops = [read_op("cust", "customer.jsonl", [{"name": n, "type": schema[n]} for n in ("c_custkey", "c_mktsegment")]),
+           {"kind": "filter", "name": "building", "input": "cust", "condition": "c_mktsegment = 'BUILDING'"},
+           read_op("ord", "orders.jsonl", [{"name": n, "type": schema[n]} for n in ("o_orderkey", "o_custkey", "o_orderdate")]),
+           {"kind": "filter", "name": "early", "input": "ord", "condition": "o_orderdate < DATE '1995-03-15'"},
+           {"kind": "join", "name": "cust_orders", "build": "building", "probe": "early", "build_keys": ["c_custkey"],
+            "probe_keys": ["o_custkey"], "columns": columns("o_orderkey", "o_orderdate")},
+           li_read(["l_orderkey", "l_extendedprice", "l_discount", "l_shipdate"]),
+           {"kind": "filter", "name": "late", "input": "li", "condition": "l_shipdate > DATE '1995-03-15'"},
+           {"kind": "join", "name": "with_items", "build": "cust_orders", "probe": "late", "build_keys": ["o_orderkey"],
+            "probe_keys": ["l_orderkey"], "columns": columns("l_orderkey", "o_orderdate", "l_extendedprice", "l_discount")},
+           {"kind": "aggregate", "name": "revenue_by_order", "input": "with_items", "group_by": columns("l_orderkey", "o_orderdate"),
+            "aggregates": [{"name": "revenue", "fn": "sum", "expr": "l_extendedprice * (1 - l_discount)"}]}]
+    table, status = run_split(srv.url, ops)
+    scans = assert_one_scan_per_node(status, roots)
+    joins = assert_a_join_per_node(status, scans, "with_items")
+    [agg] = [n for n in status["ncas"] if n["operations"][0] == "revenue_by_order"]
+    assert sorted(e["from"] for e in status["edges"] if e["to"] == agg["id"]) == sorted(n["id"] for n in joins)
+    assert table.num_rows > 50
+    assert_same_groups(duck_split, table, """
+        SELECT l_orderkey, o_orderdate, CAST(sum(l_extendedprice * (1 - l_discount)) AS DECIMAL(18,4)) AS revenue
+        FROM customer, orders, li
+        WHERE c_mktsegment = 'BUILDING' AND c_custkey = o_custkey AND l_orderkey = o_orderkey
+          AND o_orderdate < DATE '1995-03-15' AND l_shipdate > DATE '1995-03-15'
+        GROUP BY l_orderkey, o_orderdate""", ["l_orderkey", "o_orderdate"])

@@ -113,11 +113,15 @@ def test_a_file_on_no_node_that_can_scan_it_is_a_clear_mapping_error():
 # ------------------------------------------------------------------ bytes: joins go to their data
 
 
-def _join_plan(sizes: dict[str, tuple[int, tuple[str, ...]]]):
-    """A join of o (build) and li (probe) with the real registry's NCAs, files as given."""
+def _join_plan(sizes: dict[str, tuple[int, tuple[str, ...]]], build: str = "o"):
+    """A join of o and li with the real registry's NCAs, files as given: o builds, unless `build`
+    is li."""
+    keys = {"o": ["ok"], "li": ["k"]}
+    probe = "li" if build == "o" else "o"
     return parse_request({"operations": [
         read("o", "o*.jsonl", ORDERS), read("li", "li*.jsonl", LI),
-        {"kind": "join", "name": "j", "build": "o", "probe": "li", "build_keys": ["ok"], "probe_keys": ["k"]},
+        {"kind": "join", "name": "j", "build": build, "probe": probe, "build_keys": keys[build],
+         "probe_keys": keys[probe]},
         send("j")]}, NodesStorage(sizes))
 
 
@@ -141,8 +145,10 @@ def test_a_join_goes_where_most_of_the_bytes_it_receives_are_produced():
 
 
 def test_a_join_fed_by_a_split_read_counts_every_part():
-    """li is split: 3 MB scanned on a, 1 MB on b where o's 1 MB is too: a produces more."""
-    plan = _join_plan({"o.jsonl": (1 << 20, ("b",)), "li0.jsonl": (3 << 20, ("a",)), "li1.jsonl": (1 << 20, ("b",))})
+    """li is split: 3 MB scanned on a, 1 MB on b where o's 1 MB is too: a produces more. (li builds:
+    a join probing a split read runs once per scan, on its node, compiler/scale_out.py.)"""
+    plan = _join_plan({"o.jsonl": (1 << 20, ("b",)), "li0.jsonl": (3 << 20, ("a",)), "li1.jsonl": (1 << 20, ("b",))},
+                      build="li")
     join, p = _join_host(plan, _named(("a", 8), ("b", 8)))
     assert [n.host for n in p.ncas if n.ops == ("li",)] == ["a", "b"]
     assert join.host == "a" and "3.0 MB of the ~5.0 MB" in join.placement

@@ -3,8 +3,11 @@ files are spread over nodes becomes one scan per node, each reading the files it
 (balanced by bytes where a file is on several nodes) and placed there, all sending into the same
 consumers with consistent stream ids; a complete aggregation fused with such a read becomes a
 partial one on every node and a final one of its own; a join fused with the read's scan on its
-probe side is cloned too and every clone receives the whole build side; what cannot be split
-correctly is a clear 422 naming the read."""
+probe side is cloned too and every clone receives the whole build side; so is an NCA the scans
+feed over the network when it can work on each node's part (a join probing the read, a partial
+aggregation after it, ...: one clone per scan, on its node, fed only by it), up to the first NCA
+needing every row, which stays one; what cannot be split correctly is a clear 422 naming the
+read."""
 from __future__ import annotations
 
 import fnmatch
@@ -12,7 +15,7 @@ import fnmatch
 import pytest
 
 from jumpgate.compiler.compile import compile_plan
-from jumpgate.compiler.pipeline import StagedPipeline
+from jumpgate.compiler.pipeline import NcaNode, StagedPipeline
 from jumpgate.contract.errors import MappingError
 from jumpgate.contract.ntf import generate_ntf
 from jumpgate.dataflow.plan import AggFn, AggMode, Aggregate, FileFormat, Join, Read
@@ -227,34 +230,150 @@ def test_a_global_sum_over_three_nodes_has_one_final_fed_by_three_scans():
     assert p.node("nca3").inputs[0].expected_streams == 3 and p.outputs["out"].expected_streams == 1
 
 
-def test_an_aggregation_after_a_join_stays_complete():
-    """The join is an NCA of its own, fed by the scans over the network: it receives every part,
-    so the aggregation after it is not split."""
-    files = {**SPREAD2, "o.jsonl": (500, ("b",))}
+# ------------------------------------------------------------------ partition-wise: NCAs fed by the scans
+
+
+CUST = [{"name": "c_custkey", "type": "int64"}, {"name": "c_mktsegment", "type": "string"}]
+ORD = [{"name": "o_orderkey", "type": "int64"}, {"name": "o_custkey", "type": "int64"},
+       {"name": "o_orderdate", "type": "date"}]
+LINE = [{"name": "l_orderkey", "type": "int64"}, {"name": "l_extendedprice", "type": "decimal(15,2)"},
+        {"name": "l_shipdate", "type": "date"}]
+GROUPS = [{"name": "l_orderkey", "expr": "l_orderkey"}, {"name": "o_orderdate", "expr": "o_orderdate"}]
+REVENUE = [{"name": "revenue", "fn": "sum", "expr": "l_extendedprice"}]
+
+
+def q3_ops(*aggregates: dict) -> list[dict]:
+    """TPC-H Q3's shape: (customer ⋈ orders) ⋈ lineitem, each filtered, then `aggregates` (by
+    default one complete aggregation) and a send of the last one."""
+    aggregates = aggregates or ({"kind": "aggregate", "name": "revenue_by_order", "input": "with_items",
+                                 "group_by": GROUPS, "aggregates": REVENUE},)
+    return [read("cust", "c.jsonl", CUST),
+            {"kind": "filter", "name": "building", "input": "cust", "condition": "c_mktsegment = 'BUILDING'"},
+            read("ord", "o.jsonl", ORD),
+            {"kind": "filter", "name": "early", "input": "ord", "condition": "o_orderdate < DATE '1995-03-15'"},
+            {"kind": "join", "name": "cust_orders", "build": "building", "probe": "early",
+             "build_keys": ["c_custkey"], "probe_keys": ["o_custkey"]},
+            read("li", "li/*.jsonl", LINE),
+            {"kind": "filter", "name": "late", "input": "li", "condition": "l_shipdate > DATE '1995-03-15'"},
+            {"kind": "join", "name": "with_items", "build": "cust_orders", "probe": "late",
+             "build_keys": ["o_orderkey"], "probe_keys": ["l_orderkey"]},
+            *aggregates, send(aggregates[-1]["name"])]
+
+
+def q3_files(li_on: str) -> dict[str, tuple[int, tuple[str, ...]]]:
+    """customer and orders on a, one lineitem file on each node of `li_on`."""
+    return {"c.jsonl": (100, ("a",)), "o.jsonl": (1000, ("a",))} | \
+        {f"li/{i}.jsonl": (5000, (n,)) for i, n in enumerate(li_on)}
+
+
+def with_ops(p: StagedPipeline, *ops: str) -> list[NcaNode]:
+    return [n for n in p.ncas if n.ops == ops]
+
+
+@pytest.mark.parametrize("names", ["ab", "abc"])
+def test_a_join_probing_a_split_read_is_cloned_next_to_each_scan(names):
+    plan = plan_of(q3_files(names), *q3_ops())
+    p = compiled(plan, nodes(*names))
+    assert_consistent(p)
+    scans, joins = with_ops(p, "li", "late"), with_ops(p, "with_items")
+    [build], [agg] = with_ops(p, "cust_orders"), with_ops(p, "revenue_by_order")
+    assert [s.host for s in scans] == [j.host for j in joins] == list(names)
+    # clone k probes scan k's rows only, and builds the whole build side
+    for scan, join in zip(scans, joins):
+        build_in, probe_in = p.input_edges(join.id)
+        assert [(e.producer, e.first_stream) for e in probe_in] == [(scan.id, 0)]
+        assert [(e.producer, e.first_stream) for e in build_in] == [(build.id, 0)]
+        assert [port.expected_streams for port in join.inputs] == [1, 1]
+        assert join.placement == (f"{join.host}: takes its rows from {scan.id} on {join.host}, the scan of "
+                                  f"{join.host}'s part of read 'li' (split over nodes); one instance per part: "
+                                  + ", ".join(f"{j.id} on {j.host}" for j in joins))
+    # the build side's one output port sends everything to every clone
+    [port] = p.output_edges(build.id)
+    assert [(e.consumer, e.consumer_port, e.first_stream) for e in port] == [(j.id, 0, 0) for j in joins]
+    # one complete aggregation receives every clone's rows
+    assert [(e.producer, e.first_stream) for e in p.input_edges(agg.id)[0]] == [(j.id, k) for k, j in enumerate(joins)]
+    assert agg.inputs[0].expected_streams == len(names) and agg.placement.startswith(f"{agg.host}: ")
+    assert "revenue_by_order_partial" not in {op.name for op in p.plan.ops}
+    # the clones keep the original's stages (build before probe, the probe with the scans) and threads
+    alone = compile_plan(plan, load_registry().all(), op_paths=plan.op_paths)
+    [original] = with_ops(alone, "with_items")
+    assert all(j.stages == original.stages and j.resources == original.resources for j in joins)
+    assert joins[0].stages == (1, 2) and scans[0].stages == (2,) and build.stages == (0, 1)
+    assert p.decisions["with_items"].nca == joins[0].id
+    assert p.decisions["with_items"].note.endswith(
+        "taken partition-wise with read 'li', split over nodes: one instance per part: "
+        + ", ".join(f"{j.id} on {j.host}" for j in joins))
+
+
+def test_a_chain_of_safe_ncas_follows_the_scans_up_to_a_final_aggregation():
+    """Q3 as the conformance suite has it: the partial aggregation after the join is cloned too
+    (clone k fed by join clone k), the final one is one instance fed by every partial clone."""
+    partial = {"kind": "aggregate", "name": "partial", "input": "with_items", "group_by": GROUPS,
+               "aggregates": REVENUE, "mode": "partial"}
+    final = {**partial, "name": "final", "input": "partial", "mode": "final"}
+    p = compiled(plan_of(q3_files("ab"), *q3_ops(partial, final)), nodes("a", "b"))
+    assert_consistent(p)
+    scans, joins, partials = with_ops(p, "li", "late"), with_ops(p, "with_items"), with_ops(p, "partial")
+    [last] = with_ops(p, "final")
+    assert [n.host for n in joins] == [n.host for n in partials] == ["a", "b"]
+    for scan, join, part in zip(scans, joins, partials):
+        assert [e.producer for e in p.input_edges(part.id)[0]] == [join.id]
+        assert part.placement.startswith(f"{part.host}: takes its rows from {join.id} on {part.host}, next to "
+                                         f"{scan.id}, the scan of {part.host}'s part of read 'li'")
+    assert [e.producer for e in p.input_edges(last.id)[0]] == [n.id for n in partials]
+    assert last.inputs[0].expected_streams == 2
+
+
+def test_a_chain_stops_where_its_rows_are_a_join_s_build_side():
+    """j1 probes the split read and is cloned; j2 builds on j1's output, so it needs all of it: one
+    j2 receiving both clones on its build port."""
+    files = {**SPREAD2, "o.jsonl": (500, ("b",)), "o2.jsonl": (500, ("a",))}
     plan = plan_of(files, read("o", "o.jsonl", ORDERS), read("li", "li/*.jsonl", LI),
-                   {"kind": "join", "name": "j", "build": "o", "probe": "li", "build_keys": ["ok"], "probe_keys": ["k"]},
-                   {"kind": "aggregate", "name": "a", "input": "j", "group_by": [{"name": "prio", "expr": "prio"}],
-                    "aggregates": [{"name": "n", "fn": "count_star"}]}, send("a"))
+                   {"kind": "join", "name": "j1", "build": "o", "probe": "li", "build_keys": ["ok"], "probe_keys": ["k"],
+                    "columns": [{"name": "k", "expr": "k"}, {"name": "prio", "expr": "prio"}]},
+                   read("o2", "o2.jsonl", [{"name": "ok2", "type": "int64"}]),
+                   {"kind": "join", "name": "j2", "build": "j1", "probe": "o2", "build_keys": ["k"], "probe_keys": ["ok2"]},
+                   send("j2"))
     p = compiled(plan, nodes("a", "b"))
     assert_consistent(p)
-    assert "a_partial" not in {op.name for op in p.plan.ops}
-    assert [(n.implementation, n.ops) for n in p.ncas] == [
-        ("software.scan_json", ("o",)), ("software.scan_json", ("li",)), ("software.scan_json", ("li",)),
-        ("software.hash_join", ("j",)), ("software.aggregate", ("a",))]
-    probe = [e for e in p.edges if e.consumer == "nca3" and e.consumer_port == 1]
-    assert [(e.producer, e.first_stream) for e in probe] == [("nca1", 0), ("nca2", 1)]
-    assert p.node("nca3").inputs[1].expected_streams == 2 and p.node("nca3").inputs[0].expected_streams == 1
+    scans, firsts = with_ops(p, "li"), with_ops(p, "j1")
+    [second] = with_ops(p, "j2")
+    assert [n.host for n in scans] == [n.host for n in firsts] == ["a", "b"]
+    assert [e.producer for e in p.input_edges(second.id)[0]] == [n.id for n in firsts]
+    assert second.inputs[0].expected_streams == 2
 
 
-def test_a_spread_read_on_the_build_side_of_a_join_over_the_network_is_split():
+def test_a_join_probing_one_split_read_and_building_another_stays_one():
+    """Both sides are split reads: one join receives every part of each."""
+    files = SPREAD2 | {"o/0.jsonl": (500, ("a",)), "o/1.jsonl": (500, ("b",))}
+    plan = plan_of(files, read("o", "o/*.jsonl", ORDERS), read("li", "li/*.jsonl", LI),
+                   {"kind": "join", "name": "j", "build": "o", "probe": "li", "build_keys": ["ok"], "probe_keys": ["k"]},
+                   send("j"))
+    p = compiled(plan, nodes("a", "b"))
+    assert_consistent(p)
+    [join] = with_ops(p, "j")
+    assert [len(edges) for edges in p.input_edges(join.id)] == [2, 2]
+    assert [port.expected_streams for port in join.inputs] == [2, 2] and p.outputs["out"].expected_streams == 1
+
+
+def test_a_spread_read_on_the_build_side_of_a_join_keeps_one_join():
     files = {**SPREAD2, "o.jsonl": (500, ("a",))}
     plan = plan_of(files, read("li", "li/*.jsonl", LI), read("o", "o.jsonl", ORDERS),
                    {"kind": "join", "name": "j", "build": "li", "probe": "o", "build_keys": ["k"], "probe_keys": ["ok"]},
                    send("j"))
     p = compiled(plan, nodes("a", "b"))
     assert_consistent(p)
-    join = next(n for n in p.ncas if n.implementation == "software.hash_join")
+    scans, [join] = with_ops(p, "li"), with_ops(p, "j")
+    assert [e.producer for e in p.input_edges(join.id)[0]] == [n.id for n in scans]
     assert join.inputs[0].expected_streams == 2  # the whole build side: both parts
+
+
+def test_a_q3_whose_lineitem_one_node_holds_is_not_touched():
+    plan = plan_of(q3_files("b"), *q3_ops())
+    p = compiled(plan, nodes("a", "b"))
+    alone = compile_plan(plan, load_registry().all(), op_paths=plan.op_paths)
+    assert [(n.id, n.ops, n.inputs, n.stages) for n in p.ncas] == [(n.id, n.ops, n.inputs, n.stages) for n in alone.ncas]
+    assert p.edges == alone.edges and p.decisions == alone.decisions
 
 
 # ------------------------------------------------------------------ a join fused with the scan
