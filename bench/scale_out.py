@@ -2,11 +2,12 @@
 one core each, against the same queries on one node of one core, in the same run.
 
 The two-node server's inventory has nodes `a` and `b` (`cores: 1` each, so they do not share a
-core of this machine), each with its own data root: lineitem's files alternate between them
-(hard links, so no data is copied), orders and customer are on `a` only. Jumpgate then runs one
-lineitem scan per node, each reading its own files, and merges their streams downstream (Q6: a
-partial sum per node and one final sum; Q3: the join's probe side on both nodes, each receiving
-the whole build side). The one-node server has one node (`cores: 1`) holding everything. Both
+core of this machine), each with its own data root: lineitem's files are dealt between them,
+balanced by bytes (hard links, so no data is copied), orders and customer are on `a` only
+(`--split lineitem,orders` deals orders' files too, as a warehouse partitions its two large
+tables). Jumpgate then runs one lineitem scan per node, each reading its own files, with what is
+safe to run on a part of the rows beside it (Q6: a partial sum per node and one final sum; Q3:
+the join probing lineitem on both nodes, each receiving the whole build side, one aggregation). The one-node server has one node (`cores: 1`) holding everything. Both
 servers run the same requests (the conformance suite's, with the client's `send`), alternating,
 after one warm-up run each (compile and page cache); the answers are checked against DuckDB over
 the same files. Reported: median wall time from submit to the last row received, and the speedup
@@ -40,8 +41,7 @@ from tpch_bottoms import EXT, QUERIES, Query, compare, duck_connect, ensure_data
 from jumpgate.client import Jumpgate  # noqa: E402
 from jumpgate.local_server import LocalServer  # noqa: E402
 
-SPLIT = "lineitem"
-ON_A_ONLY = ("orders", "customer")
+TABLES = ("lineitem", "orders", "customer")
 
 
 def link_tree(src: Path, dst: Path, keep) -> None:
@@ -54,25 +54,35 @@ def link_tree(src: Path, dst: Path, keep) -> None:
                 os.link(path, target)
 
 
-def node_roots(full: Path, a: Path, b: Path, fmt: str) -> None:
-    """Two data roots: lineitem's files alternating, the other tables on `a`; schema files on both."""
-    files = sorted((full / "tpch" / SPLIT).glob(f"*.{EXT[fmt]}"))
-    if len(files) < 2:
-        raise SystemExit(f"{SPLIT} has {len(files)} file(s): nothing to split")
-    on_b = {f.name for f in files[1::2]}
-    link_tree(full / "tpch" / SPLIT, a / "tpch" / SPLIT, lambda p: p.name not in on_b)
-    link_tree(full / "tpch" / SPLIT, b / "tpch" / SPLIT, lambda p: p.name in on_b or p.name == "schema.json")
-    for table in ON_A_ONLY:
-        link_tree(full / "tpch" / table, a / "tpch" / table, lambda p: True)
+def node_roots(full: Path, a: Path, b: Path, fmt: str, split: tuple[str, ...]) -> None:
+    """Two data roots: the files of each table in `split` dealt over both, balanced by bytes
+    (largest first, each to the root with fewer bytes so far); the other tables on `a`; every
+    table's schema on the roots holding a part of it."""
+    for table in split:
+        files = sorted((full / "tpch" / table).glob(f"*.{EXT[fmt]}"), key=lambda f: -f.stat().st_size)
+        if len(files) < 2:
+            raise SystemExit(f"{table} has {len(files)} file(s): nothing to split")
+        load, on_b = [0, 0], set()
+        for f in files:
+            side = 0 if load[0] <= load[1] else 1
+            load[side] += f.stat().st_size
+            if side:
+                on_b.add(f.name)
+        link_tree(full / "tpch" / table, a / "tpch" / table, lambda p, on_b=on_b: p.name not in on_b)
+        link_tree(full / "tpch" / table, b / "tpch" / table,
+                  lambda p, on_b=on_b: p.name in on_b or p.name == "schema.json")
+    for table in TABLES:
+        if table not in split:
+            link_tree(full / "tpch" / table, a / "tpch" / table, lambda p: True)
 
 
 @contextlib.contextmanager
-def inventories(work: Path, full: Path, fmt: str, ssh: bool):
+def inventories(work: Path, full: Path, fmt: str, ssh: bool, split: tuple[str, ...]):
     """(one-node inventory, two-node inventory, the client's address)."""
     one, two = work / "one.yaml", work / "two.yaml"
     if not ssh:
         a, b = work / "a", work / "b"
-        node_roots(full, a, b, fmt)
+        node_roots(full, a, b, fmt, split)
         one.write_text(f"nodes:\n  - {{name: one, address: 127.0.0.2, cores: 1, data_root: '{full}'}}\n")
         two.write_text("nodes:\n"
                        f"  - {{name: a, address: 127.0.0.2, cores: 1, data_root: '{a}'}}\n"
@@ -88,7 +98,7 @@ def inventories(work: Path, full: Path, fmt: str, ssh: bool):
         raise SystemExit(f"--ssh: {why}")
     with netns_fixture.NetnsHosts(work / "hosts", names=["one", "a", "b"]) as hosts:
         link_tree(full / "tpch", hosts.host("one").data_root / "tpch", lambda p: True)
-        node_roots(full, hosts.host("a").data_root, hosts.host("b").data_root, fmt)
+        node_roots(full, hosts.host("a").data_root, hosts.host("b").data_root, fmt, split)
         caches = {h.name: {"cache_dir": str(h.home / "cache")} for h in hosts.hosts}
         nodes = yaml.safe_load(hosts.inventory_yaml(work / "all.yaml", cores=1, overrides=caches).read_text())["nodes"]
         one.write_text(yaml.safe_dump({"nodes": nodes[:1]}))
@@ -112,17 +122,23 @@ def main() -> int:
     ap.add_argument("--queries", default="q3,q6")
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/jumpgate-bench"))
     ap.add_argument("--ssh", action="store_true", help="nodes in network namespaces, reached over SSH")
+    ap.add_argument("--split", default="lineitem",
+                    help="tables whose files are dealt over the two nodes (the others are on node a)")
     args = ap.parse_args()
     wanted = [q.strip() for q in args.queries.split(",") if q.strip()]
     queries: list[Query] = [q for q in QUERIES if q.name in wanted]
     full = ensure_data(args.data_dir, args.sf, args.format)
-    work = args.data_dir / f"scale-out-sf{args.sf:g}-{args.format}"
+    split = tuple(t.strip() for t in args.split.split(",") if t.strip())
+    unknown = set(split) - set(TABLES)
+    if unknown:
+        raise SystemExit(f"--split: {', '.join(sorted(unknown))} not among {', '.join(TABLES)}")
+    work = args.data_dir / f"scale-out-sf{args.sf:g}-{args.format}-{'-'.join(sorted(split))}"
     duck = duck_connect(full, args.format, None)
-    print(f"TPC-H SF {args.sf:g} ({args.format}), lineitem split over two nodes of one core each, against one "
+    print(f"TPC-H SF {args.sf:g} ({args.format}), {' and '.join(split)} split over two nodes of one core each, against one "
           f"node of one core; {args.runs} runs, alternating; nodes {'over SSH' if args.ssh else 'local'}")
     results = []
     with tempfile.TemporaryDirectory() as tmp, \
-            inventories(work, full, args.format, args.ssh) as (one_inv, two_inv, client):
+            inventories(work, full, args.format, args.ssh, split) as (one_inv, two_inv, client):
         cache = Path(tmp) / "cache"
         with LocalServer(full, cache, Path(tmp) / "one.log", extra_args=["--nodes", str(one_inv)]) as one_srv, \
                 LocalServer(full, cache, Path(tmp) / "two.log", extra_args=["--nodes", str(two_inv)]) as two_srv, \
