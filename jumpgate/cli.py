@@ -15,7 +15,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from .api.app import create_app
     from .deploy.warm import WarmSettings
-    from .runtime.service import JumpgateService, Settings
+    from .runtime.service import JumpgateService, NoNodeUp, Settings
 
     data_root = Path(args.data_root)
     if not data_root.is_dir():
@@ -42,7 +42,11 @@ def _serve(args: argparse.Namespace) -> int:
         settings.cache_dir = Path(args.cache_dir)
     if args.ncas is not None:
         settings.plugins = [n.strip() for n in args.ncas.split(",") if n.strip()]
-    service = JumpgateService(settings)
+    try:
+        service = JumpgateService(settings)
+    except NoNodeUp as e:
+        print(f"jumpgate: {e}", file=sys.stderr)
+        return 2
     if settings.plugins is not None:
         known = set(service.registry.implementations) | set(service.registry.problems)
         unknown = [n for n in settings.plugins if n not in known]

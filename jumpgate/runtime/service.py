@@ -62,6 +62,10 @@ def default_cache_dir() -> Path:
     return Path(base)
 
 
+class NoNodeUp(RuntimeError):
+    """Every node of the inventory is down when the server starts; the message says why each."""
+
+
 @dataclass
 class Settings:
     data_root: Path
@@ -99,7 +103,7 @@ class JumpgateService:
         self.storage: Storage = (self.deployer.storage(self.data_root) if isinstance(self.deployer, FleetDeployer)
                                  else LocalStorage(self.data_root))
         if not self.deployer.hosts():
-            raise RuntimeError("no node is up: " + "; ".join(f"{h.name}: {why}" for h, _, why in
+            raise NoNodeUp("no node is up: " + "; ".join(f"{h.name}: {why}" for h, _, why in
                                                              self.deployer.node_states()))
         # Every node the deployer knows, up or not: a down node that comes back is counted at once.
         self.all_hosts = [h for h, _, _ in self.deployer.node_states()]

@@ -13,7 +13,9 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -251,3 +253,15 @@ def test_ntf_over_udp_from_an_ssh_node_reaches_the_client(data, sshd, node_cache
     finally:
         srv.stop()
     assert wait_until(lambda: not ncas_on_node(node_cache), 5), ncas_on_node(node_cache)
+
+
+def test_serve_with_every_node_down_says_why_without_a_traceback(data, sshd, node_cache, tmp_path):
+    nodes_file = tmp_path / "nodes.yaml"
+    ssh = {"host": sshd.address, "port": test_sshd.free_port(sshd.address), "user": "root",
+           "key_file": str(sshd.key_file), "known_hosts": str(sshd.known_hosts), "cache_dir": str(node_cache)}
+    nodes_file.write_text(f"nodes:\n  - {{name: s, address: {sshd.address}, cores: 1, reach: ssh, ssh: {json.dumps(ssh)}}}\n")
+    exe = Path(sys.executable).with_name("jumpgate")
+    done = subprocess.run([str(exe), "serve", "--data-root", str(data), "--port", "0", "--nodes", str(nodes_file)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done
+    assert "jumpgate: no node is up: s: cannot reach" in done.stderr and "Traceback" not in done.stderr, done.stderr
