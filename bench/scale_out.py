@@ -79,7 +79,7 @@ def node_roots(full: Path, a: Path, b: Path, fmt: str, split: tuple[str, ...]) -
 @contextlib.contextmanager
 def inventories(work: Path, full: Path, fmt: str, ssh: bool, split: tuple[str, ...]):
     """(one-node inventory, two-node inventory, the client's address)."""
-    one, two = work / "one.yaml", work / "two.yaml"
+    one, two = work / f"one-{'ssh' if ssh else 'local'}.yaml", work / f"two-{'ssh' if ssh else 'local'}.yaml"
     if not ssh:
         a, b = work / "a", work / "b"
         node_roots(full, a, b, fmt, split)
