@@ -33,6 +33,23 @@ def _error(status: int, message: str, **context: object) -> JSONResponse:
     return JSONResponse({"error": body}, status_code=status, headers=headers)
 
 
+async def _until_done(job: Job, timeout: float) -> None:
+    """Wait for the job's end without a thread: a long poll is a future the job's end resolves,
+    so any number of idle waits cost the server nothing (threads are for work)."""
+    loop = asyncio.get_running_loop()
+    ended = loop.create_future()
+
+    def wake() -> None:
+        loop.call_soon_threadsafe(lambda: ended.done() or ended.set_result(None))
+    job.on_done(wake)
+    try:
+        await asyncio.wait_for(ended, timeout)
+    except TimeoutError:
+        pass
+    finally:
+        job.forget(wake)
+
+
 def compile_answer(job: Job) -> dict:
     return {"job_id": job.id, "state": job.state.value, **job.pipeline.to_json()}
 
@@ -91,7 +108,7 @@ def create_app(service: JumpgateService) -> FastAPI:
         clients learn of the end at once instead of polling."""
         job = service.status(job_id)
         if wait > 0 and not job.state.terminal:
-            await asyncio.to_thread(job.done.wait, min(wait, 30.0))
+            await _until_done(job, min(wait, 30.0))
         answer = job.status_json()
         pipeline = job.pipeline.to_json()
         answer["ncas"] = pipeline.get("ncas", [])

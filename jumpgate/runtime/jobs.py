@@ -1,16 +1,20 @@
 """Jobs and the job store (contract §4 states: compiled, running, succeeded, failed, cancelled)."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from ..contract.errors import JobStateError, UnknownJob
 from ..dataflow.plan import LogicalPlan
 from .timeline import Timeline
+
+log = logging.getLogger(__name__)
 
 
 class JobState(StrEnum):
@@ -38,6 +42,33 @@ class Job:
     finished: float | None = None
     runner: object | None = None  # jumpgate.runtime.executor.JobRunner once executed
     done: threading.Event = field(default_factory=threading.Event)
+    # Called once when the job ends (from the thread that ends it): how a waiting request is
+    # woken without holding a thread while it waits.
+    _on_done: list[Callable[[], None]] = field(default_factory=list, repr=False)
+    _done_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def on_done(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when the job ends: at once if it has."""
+        with self._done_lock:
+            if not self.done.is_set():
+                self._on_done.append(callback)
+                return
+        callback()
+
+    def forget(self, callback: Callable[[], None]) -> None:
+        with self._done_lock:
+            if callback in self._on_done:
+                self._on_done.remove(callback)
+
+    def mark_done(self) -> None:
+        with self._done_lock:
+            self.done.set()
+            callbacks, self._on_done = self._on_done, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - one waiter's failure must not stop the others
+                log.exception("a callback at the end of job %s failed", self.id)
 
     def status_json(self) -> dict:
         return {"job_id": self.id, "name": self.name, "state": self.state.value, "error": self.error,
@@ -81,7 +112,8 @@ class JobStore:
             job.state = to
             if to.terminal:
                 job.finished = time.time()
-                job.done.set()
+        if to.terminal:
+            job.mark_done()
 
     def _evict(self) -> None:
         finished = [j for j in self._jobs.values() if j.state.terminal]
