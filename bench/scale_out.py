@@ -87,7 +87,7 @@ def inventories(work: Path, full: Path, fmt: str, ssh: bool, split: tuple[str, .
         two.write_text("nodes:\n"
                        f"  - {{name: a, address: 127.0.0.2, cores: 1, data_root: '{a}'}}\n"
                        f"  - {{name: b, address: 127.0.0.3, cores: 1, data_root: '{b}'}}\n")
-        yield one, two, "127.0.0.1"
+        yield one, two, "127.0.0.1", []
         return
     import yaml
 
@@ -103,7 +103,7 @@ def inventories(work: Path, full: Path, fmt: str, ssh: bool, split: tuple[str, .
         nodes = yaml.safe_load(hosts.inventory_yaml(work / "all.yaml", cores=1, overrides=caches).read_text())["nodes"]
         one.write_text(yaml.safe_dump({"nodes": nodes[:1]}))
         two.write_text(yaml.safe_dump({"nodes": nodes[1:]}))
-        yield one, two, hosts.client_address
+        yield one, two, hosts.client_address, ["--send-allow", str(hosts.subnet)]
 
 
 def run_once(jg: Jumpgate, request: dict) -> tuple[float, pa.Table, dict]:
@@ -138,10 +138,10 @@ def main() -> int:
           f"node of one core; {args.runs} runs, alternating; nodes {'over SSH' if args.ssh else 'local'}")
     results = []
     with tempfile.TemporaryDirectory() as tmp, \
-            inventories(work, full, args.format, args.ssh, split) as (one_inv, two_inv, client):
+            inventories(work, full, args.format, args.ssh, split) as (one_inv, two_inv, client, allow):
         cache = Path(tmp) / "cache"
-        with LocalServer(full, cache, Path(tmp) / "one.log", extra_args=["--nodes", str(one_inv)]) as one_srv, \
-                LocalServer(full, cache, Path(tmp) / "two.log", extra_args=["--nodes", str(two_inv)]) as two_srv, \
+        with LocalServer(full, cache, Path(tmp) / "one.log", extra_args=["--nodes", str(one_inv), *allow]) as one_srv, \
+                LocalServer(full, cache, Path(tmp) / "two.log", extra_args=["--nodes", str(two_inv), *allow]) as two_srv, \
                 Jumpgate(one_srv.url) as one, Jumpgate(two_srv.url) as two:
             for q in queries:
                 request = request_for(q, args.format)

@@ -35,9 +35,15 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"jumpgate: {e}", file=sys.stderr)
             return 2
         nodes = Path(args.nodes)
+    problem = _exposure_problem(args)
+    if problem:
+        print(f"jumpgate: {problem}", file=sys.stderr)
+        return 2
     settings = Settings(data_root=data_root, bind_host=args.nca_host, cores=args.cores,
                         stall_timeout_s=args.stall_timeout, nodes=nodes,
-                        warm=WarmSettings(per_binary=max(0, args.warm_ncas), idle_s=args.warm_idle))
+                        warm=WarmSettings(per_binary=max(0, args.warm_ncas), idle_s=args.warm_idle),
+                        tokens=Path(args.tokens) if args.tokens else None, rest_host=args.host, rest_port=args.port,
+                        send_allow=tuple(args.send_allow))
     if args.cache_dir:
         settings.cache_dir = Path(args.cache_dir)
     if args.ncas is not None:
@@ -55,7 +61,76 @@ def _serve(args: argparse.Namespace) -> int:
                   f"(see `jumpgate ncas`)", file=sys.stderr)
             return 2
     app = create_app(service)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
+                ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key)
+    return 0
+
+
+def _exposure_problem(args: argparse.Namespace) -> str | None:
+    """Why the server must not start as asked (docs/security.md); warns about what it allows."""
+    import ipaddress
+
+    from .tenancy.policy import SendRule
+    from .tenancy.tokens import TokenFile, TokenFileError
+
+    if bool(args.tls_cert) != bool(args.tls_key):
+        return "--tls-cert and --tls-key go together"
+    try:
+        SendRule(networks=tuple(args.send_allow))
+    except ValueError as e:
+        return f"--send-allow: {e}"
+    if args.tokens:
+        try:
+            if not TokenFile(args.tokens).entries():
+                print(f"jumpgate: warning: {args.tokens} has no tokens yet: every request is refused until "
+                      "`jumpgate tokens add` makes one", file=sys.stderr)
+        except TokenFileError as e:
+            return str(e)
+        return None
+    try:
+        loopback = ipaddress.ip_address(args.host).is_loopback
+    except ValueError:
+        loopback = args.host == "localhost"
+    if loopback:
+        return None
+    if not args.insecure:
+        return (f"--host {args.host} would let anyone who reaches it run jobs: give --tokens FILE "
+                "(`jumpgate tokens add --file FILE --tenant NAME`), or --insecure to accept that")
+    print(f"jumpgate: warning: listening on {args.host} without tokens (--insecure): anyone who reaches it can "
+          "see, run and cancel every job", file=sys.stderr)
+    return None
+
+
+def _tokens(args: argparse.Namespace) -> int:
+    from .tenancy.tokens import TokenFile, TokenFileError
+
+    if args.action == "add" and not args.tenant:
+        print("jumpgate: tokens add needs --tenant NAME", file=sys.stderr)
+        return 2
+    if args.action == "revoke" and not args.id:
+        print("jumpgate: tokens revoke needs the token id (see `jumpgate tokens list`)", file=sys.stderr)
+        return 2
+    try:
+        tokens = TokenFile(args.file)
+        if args.action == "add":
+            token = tokens.add(args.tenant, args.role)
+            print(token)
+            print(f"(a {args.role} token of tenant {args.tenant}; shown only now, store it safely)", file=sys.stderr)
+        elif args.action == "list":
+            entries = tokens.entries()
+            if args.json:
+                import json
+
+                print(json.dumps([e.model_dump(exclude={"sha256"}) for e in entries], indent=2))
+            else:
+                for e in entries:
+                    print(f"{e.id}  {e.tenant:<20} {e.role:<6} {e.created}")
+        elif not tokens.revoke(args.id):
+            print(f"jumpgate: no token {args.id!r} in {args.file}", file=sys.stderr)
+            return 1
+    except TokenFileError as e:
+        print(f"jumpgate: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -126,7 +201,27 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--log-level", default="warning")
     serve.add_argument("--ncas", default=None, metavar="NAME,NAME",
                        help="use only these registered NCA implementations (default: all)")
+    serve.add_argument("--tokens", default=None, metavar="FILE",
+                       help="tenants and their bearer tokens (docs/security.md); without it, no authentication, "
+                            "which is allowed on loopback only")
+    serve.add_argument("--insecure", action="store_true",
+                       help="allow --host on a non-loopback address without --tokens")
+    serve.add_argument("--send-allow", action="append", default=[], metavar="CIDR",
+                       help="a network every tenant's default send rule allows, besides the request's own address "
+                            "and loopback (repeatable)")
+    serve.add_argument("--tls-cert", default=None, metavar="FILE", help="serve HTTPS with this certificate (PEM)")
+    serve.add_argument("--tls-key", default=None, metavar="FILE", help="... and this private key (PEM)")
     serve.set_defaults(fn=_serve)
+
+    tokens = sub.add_parser("tokens", help="manage tenants' bearer tokens (docs/security.md)")
+    tokens.add_argument("action", choices=("add", "list", "revoke"))
+    tokens.add_argument("id", nargs="?", help="the token id to revoke (see `list`)")
+    tokens.add_argument("--file", required=True, help="the token file (`serve --tokens`)")
+    tokens.add_argument("--tenant", help="the tenant of a new token")
+    tokens.add_argument("--role", choices=("user", "admin"), default="user",
+                        help="user: its tenant's jobs; admin: every job (default user)")
+    tokens.add_argument("--json", action="store_true", help="list as JSON")
+    tokens.set_defaults(fn=_tokens)
 
     ncas = sub.add_parser("ncas", help="list the registered NCA implementations")
     ncas.set_defaults(fn=_ncas)

@@ -10,8 +10,9 @@ import asyncio
 import json
 import logging
 from contextlib import asynccontextmanager
+from typing import Annotated
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
@@ -20,7 +21,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..contract.errors import JumpgateError, RequestError
 from ..runtime.jobs import Job
 from ..runtime.service import JumpgateService
+from ..tenancy.tokens import Principal, bearer
 from ..web.pages import router as pages_router
+from .guards import refuse_cross_site
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +34,17 @@ def _error(status: int, message: str, **context: object) -> JSONResponse:
     body = {"message": message, **{k: v for k, v in context.items() if v is not None}}
     headers = {"Retry-After": "1"} if status == 503 else None
     return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+def _caller(request: Request) -> Principal:
+    """Who is asking: from the bearer token (401 without a known one, when the server has tokens).
+    The API takes the header only, never the pages' cookie: a cookie would ride along with requests
+    other sites make the browser send."""
+    service: JumpgateService = request.app.state.service
+    return service.access.principal(bearer(request.headers.get("authorization")))
+
+
+Who = Annotated[Principal, Depends(_caller)]
 
 
 async def _until_done(job: Job, timeout: float) -> None:
@@ -66,6 +80,14 @@ def create_app(service: JumpgateService) -> FastAPI:
                   lifespan=lifespan)
     app.state.service = service
 
+
+    @app.middleware("http")
+    async def _guards(request: Request, call_next):
+        refused = refuse_cross_site(request)
+        if refused is not None:
+            return _error(*refused)
+        return await call_next(request)
+
     @app.exception_handler(JumpgateError)
     async def _jumpgate_error(request: Request, exc: JumpgateError):
         return _error(exc.status, exc.message, **exc.context)
@@ -86,7 +108,7 @@ def create_app(service: JumpgateService) -> FastAPI:
         return _error(500, f"internal error: {type(exc).__name__}: {exc}")
 
     @app.post("/v1/jobs", status_code=201, summary="Compile a dataflow request (contract §1)")
-    async def submit(request: Request):
+    async def submit(request: Request, who: Who):
         raw = await request.body()
         if len(raw) > MAX_BODY_BYTES:
             raise RequestError(f"request body is larger than {MAX_BODY_BYTES} bytes")
@@ -94,19 +116,20 @@ def create_app(service: JumpgateService) -> FastAPI:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:
             raise RequestError(f"request body is not valid JSON: {e}") from None
-        job = await run_in_threadpool(service.submit, body)
+        source = request.client.host if request.client else None
+        job = await run_in_threadpool(service.submit, body, who, source)
         return JSONResponse(compile_answer(job), status_code=201)
 
     @app.post("/v1/jobs/{job_id}/execute", status_code=202, summary="Run a compiled job")
-    async def execute(job_id: str):
-        job = await run_in_threadpool(service.execute, job_id)
+    async def execute(job_id: str, who: Who):
+        job = await run_in_threadpool(service.execute, job_id, who)
         return JSONResponse({"job_id": job.id, "state": job.state.value}, status_code=202)
 
     @app.get("/v1/jobs/{job_id}", summary="Job status, error and timeline")
-    async def status(job_id: str, wait: float = 0.0):
+    async def status(job_id: str, who: Who, wait: float = 0.0):
         """`wait` (seconds, at most 30) holds the answer until the job ends or the time is up, so
         clients learn of the end at once instead of polling."""
-        job = service.status(job_id)
+        job = service.status(job_id, who)
         if wait > 0 and not job.state.terminal:
             await _until_done(job, min(wait, 30.0))
         answer = job.status_json()
@@ -117,19 +140,23 @@ def create_app(service: JumpgateService) -> FastAPI:
         return JSONResponse(answer)
 
     @app.delete("/v1/jobs/{job_id}", summary="Cancel a job and clean up its NCAs")
-    async def cancel(job_id: str):
-        job = await run_in_threadpool(service.cancel, job_id)
+    async def cancel(job_id: str, who: Who):
+        job = await run_in_threadpool(service.cancel, job_id, who)
         return {"job_id": job.id, "state": job.state.value}
 
     @app.get("/v1/jobs", summary="Jobs known to this server")
-    async def jobs():
-        return [{"job_id": j.id, "name": j.name, "state": j.state.value} for j in service.store.all()]
+    async def jobs(who: Who):
+        """The caller's tenant's jobs (every tenant's for an admin)."""
+        return [{"job_id": j.id, "name": j.name, "state": j.state.value, "tenant": j.tenant}
+                for j in service.jobs(who)]
 
-    @app.get("/v1/ncas", summary="Registered NCA implementations and what each can do")
+    @app.get("/v1/ncas", summary="Registered NCA implementations and what each can do",
+             dependencies=[Depends(_caller)])
     async def ncas():
         return service.registry.describe()
 
-    @app.get("/v1/nodes", summary="The nodes NCAs run on: state, cores in use, NCAs running")
+    @app.get("/v1/nodes", summary="The nodes NCAs run on: state, cores in use, NCAs running",
+             dependencies=[Depends(_caller)])
     async def nodes():
         return service.nodes()
 

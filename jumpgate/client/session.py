@@ -14,6 +14,7 @@ or any other error before the job ends sends `DELETE /v1/jobs/{id}` so nothing i
 from __future__ import annotations
 
 import copy
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -130,12 +131,19 @@ class Jumpgate:
     >>> t = jg.read("t.jsonl", schema={"a": "int32"}).filter("a > 1").collect()
     """
 
-    def __init__(self, url: str = DEFAULT_URL, *, http_timeout: float = 300.0, poll_interval: float = 0.02,
-                 http: httpx.Client | None = None) -> None:
+    def __init__(self, url: str = DEFAULT_URL, *, token: str | None = None, http_timeout: float = 300.0,
+                 poll_interval: float = 0.02, http: httpx.Client | None = None) -> None:
+        """`token`: the bearer token of a server with tenants (docs/security.md); default: the
+        environment's JUMPGATE_TOKEN, if set."""
         self.url = url.rstrip("/")
         self.poll_interval = poll_interval
+        token = token if token is not None else os.environ.get("JUMPGATE_TOKEN") or None
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._own_http = http is None
-        self._http = http if http is not None else httpx.Client(base_url=self.url, timeout=http_timeout)
+        self._http = http if http is not None else httpx.Client(base_url=self.url, timeout=http_timeout,
+                                                                headers=headers)
+        if http is not None and token:
+            self._http.headers["Authorization"] = f"Bearer {token}"
         self.last_job: Job | None = None
 
     # ------------------------------------------------------------------ builder

@@ -40,6 +40,19 @@ class NoResources(JumpgateError):
     status = 503
 
 
+class Unauthorized(JumpgateError):
+    """No token, or one the server does not know (or that was revoked)."""
+
+    status = 401
+
+
+class Forbidden(RequestError):
+    """The caller may not do this: a send or read the tenant's policy does not allow (`path` names
+    the operation, the message the rule), or an action reserved to admins."""
+
+    status = 403
+
+
 class StreamError(JumpgateError):
     """An NTF stream broke the framing of contract §3 (or of the UDP transport) or the layout of §2."""
 

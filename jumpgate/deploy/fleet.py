@@ -25,21 +25,29 @@ log = logging.getLogger(__name__)
 class FleetDeployer(Deployer):
     kind = "fleet"
 
-    def __init__(self, inventory: Inventory, warm: WarmSettings | None = None, spare_root: Path | None = None) -> None:
+    def __init__(self, inventory: Inventory, warm: WarmSettings | None = None, spare_root: Path | None = None,
+                 data_root: Path | None = None) -> None:
+        """`data_root`: the server's, for the nodes whose inventory entry names none (as `storage`
+        picks them); each host's NCAs open their files beneath its root."""
         self.inventory = inventory
         self._nodes: dict[str, Deployer] = {}
         for node in inventory.nodes:
+            root = node.data_root or (str(data_root) if data_root is not None else None)
             if node.reach == "ssh":
                 assert node.ssh is not None  # the inventory checks it
                 x = node.ssh
-                self._nodes[node.name] = SshDeployer(Host(node.name, node.address, node.cores), x.host, x.port,
+                # as the inventory spells it: the node resolves paths itself (AgentStorage), so the
+                # real paths it returns are under this root only when it names no symlink
+                self._nodes[node.name] = SshDeployer(Host(node.name, node.address, node.cores, data_root=root),
+                                                     x.host, x.port,
                                                      x.user, x.key_file, x.known_hosts,
                                                      x.accept_unknown_host_key, x.connect_timeout,
                                                      python=x.python, lease=x.lease_s,
                                                      cache_dir=x.cache_dir, warm=warm)
             else:
                 spares = spare_root / node.name if spare_root is not None else None
-                self._nodes[node.name] = LocalDeployer(node.address, warm, spares, node.cores, name=node.name)
+                self._nodes[node.name] = LocalDeployer(node.address, warm, spares, node.cores, name=node.name,
+                                                       data_root=root)
 
     def node_states(self) -> list[tuple[Host, str, str]]:
         out = []
@@ -59,6 +67,9 @@ class FleetDeployer(Deployer):
                 info["agent"] = d.health()
             out[node.name] = info
         return out
+
+    def control_ports(self) -> list[int]:
+        return sorted({port for d in self._nodes.values() for port in d.control_ports()})
 
     def storage(self, default_root: Path) -> FleetStorage:
         """Each node's data root (the server's --data-root where the inventory names none), each

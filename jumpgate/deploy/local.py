@@ -93,8 +93,11 @@ class LocalDeployer(Deployer):
     kind = "local"
 
     def __init__(self, bind_host: str = "127.0.0.1", warm: WarmSettings | None = None,
-                 spare_dir: Path | None = None, cores: int | None = None, name: str = "local") -> None:
-        self.host = Host(name, bind_host, cores or os.cpu_count() or 1)
+                 spare_dir: Path | None = None, cores: int | None = None, name: str = "local",
+                 data_root: Path | str | None = None) -> None:
+        # the data root as LocalStorage resolves it, so that the real paths it returns are under it
+        root = os.path.realpath(data_root) if data_root is not None else None
+        self.host = Host(name, bind_host, cores or os.cpu_count() or 1, data_root=root)
         self._procs: dict[int, LocalProcess] = {}
         self._lock = threading.Lock()
         settings = warm if warm is not None and spare_dir is not None else WarmSettings(per_binary=0)

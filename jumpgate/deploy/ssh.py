@@ -57,6 +57,7 @@ class SshDeployer(Deployer):
         self.server_name = server_name
         self._client: paramiko.SSHClient | None = None
         self._link: AgentLink | None = None
+        self.agent_port = 0  # on the node's loopback, once known
         self._lock = threading.Lock()  # one connection attempt at a time
         self._closed = threading.Event()
         self.state, self.reason = "down", "not connected yet"
@@ -146,6 +147,7 @@ class SshDeployer(Deployer):
         except (OSError, EOFError, paramiko.SSHException, ValueError, KeyError, IndexError) as e:
             return self._down(f"the agent on {where} cannot be reached: {type(e).__name__}: {e}", client)
         self._client, self._link = client, link
+        self.agent_port = int(found["port"])
         self.state, self.reason = "up", ""
         log.info("node %s is up: agent %s (pid %s) through %s", self.host.name, version, found["pid"], where)
         return True
@@ -178,6 +180,9 @@ class SshDeployer(Deployer):
         if link is None or not link.alive or self.state != "up":
             raise AgentError(f"node {self.host.name} is down: {self.reason or 'no agent session'}")
         return link
+
+    def control_ports(self) -> list[int]:
+        return [self.agent_port] if self.agent_port else []
 
     def health(self) -> dict:
         link = self._link

@@ -23,12 +23,17 @@ class Host:
 
     `address` is where instances on it listen and are reached by their senders; `cores` is what
     the resource view counts there; `kinds` are the `ResourceRequest.deployment` values it can
-    host (software NCAs ask for "local": a process)."""
+    host (software NCAs ask for "local": a process). `data_root` is where the host sees the files
+    of reads: the directory the storage checked a read's paths in, given as the host knows it.
+    Its NCAs open their input files beneath it (docs/nca-process-protocol.md, `root`), so that a
+    file replaced since the check by a symlink leading outside is refused. None: the deployer
+    does not say; NCAs then open the storage's real paths without following any symlink."""
 
     name: str
     address: str
     cores: int
     kinds: frozenset[str] = field(default_factory=lambda: frozenset({"local"}))
+    data_root: str | None = None
 
     def to_json(self) -> dict:
         return {"name": self.name, "address": self.address, "cores": self.cores, "kinds": sorted(self.kinds)}
@@ -70,6 +75,11 @@ class Deployer(ABC):
         """Per host name, what the deployer knows of it beyond its state (how it is reached, its
         agent's health and load), for GET /v1/nodes and the nodes page."""
         return {}
+
+    def control_ports(self) -> list[int]:
+        """Ports of the deployer's own services on its nodes' loopback (node agents): no job may
+        send there, since a node's NCAs would reach its agent."""
+        return []
 
     def ship(self, host: Host, artifact: Path) -> str:
         """Make a built artefact (an NCA binary) available on `host`; returns its path there.

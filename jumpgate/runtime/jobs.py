@@ -41,6 +41,7 @@ class Job:
     created: float = field(default_factory=time.time)
     finished: float | None = None
     runner: object | None = None  # jumpgate.runtime.executor.JobRunner once executed
+    tenant: str = "default"  # who submitted it (docs/security.md): only they and admins see it
     done: threading.Event = field(default_factory=threading.Event)
     # Called once when the job ends (from the thread that ends it): how a waiting request is
     # woken without holding a thread while it waits.
@@ -71,8 +72,8 @@ class Job:
                 log.exception("a callback at the end of job %s failed", self.id)
 
     def status_json(self) -> dict:
-        return {"job_id": self.id, "name": self.name, "state": self.state.value, "error": self.error,
-                "timeline": self.timeline.to_json()}
+        return {"job_id": self.id, "name": self.name, "state": self.state.value, "tenant": self.tenant,
+                "error": self.error, "timeline": self.timeline.to_json()}
 
 
 class JobStore:

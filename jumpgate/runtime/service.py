@@ -15,7 +15,7 @@ from ..compiler.compile import compile_plan
 from ..contract.errors import JobStateError
 from ..dataflow.request import parse_request
 from ..dataflow.storage import LocalStorage, Storage
-from ..deploy.fleet import FleetDeployer
+from ..deploy.fleet import FleetDeployer, FleetStorage
 from ..deploy.inventory import load_inventory
 from ..deploy.local import LocalDeployer
 from ..deploy.resources import HostCores
@@ -23,6 +23,9 @@ from ..deploy.warm import WarmSettings
 from ..nca.deployment import Deployer
 from ..nca.interface import ResourceRequest, Verdict
 from ..nca.registry import Registry, load_registry
+from ..tenancy.policy import Reserved
+from ..tenancy.tokens import LOCAL, Principal, TokenFile
+from .access import Access
 from .executor import JobRunner
 from .jobs import Job, JobState, JobStore
 from .timeline import Timeline
@@ -82,6 +85,13 @@ class Settings:
     warm: WarmSettings = field(default_factory=WarmSettings)
     # An inventory of nodes (deploy/inventory.py, docs/deploy.md); None: this machine is the one node.
     nodes: Path | None = None
+    # Tenants and tokens (tenancy/tokens.py, docs/security.md); None: no authentication (loopback only).
+    tokens: Path | None = None
+    # Where the REST API listens: no job may send there.
+    rest_host: str = "127.0.0.1"
+    rest_port: int = 0
+    # Networks every tenant's default send rule allows besides the request's address and loopback.
+    send_allow: tuple[str, ...] = ()
 
 
 class JumpgateService:
@@ -108,6 +118,8 @@ class JumpgateService:
         # Every node the deployer knows, up or not: a down node that comes back is counted at once.
         self.all_hosts = [h for h, _, _ in self.deployer.node_states()]
         self.cores = HostCores(self.all_hosts, settings.cores)
+        self.access = Access(TokenFile(settings.tokens) if settings.tokens else None, self._reserved,
+                             self._data_roots, settings.send_allow)
         self.pools = {name: pool for impl in self.registry.all() for name, pool in impl.resource_pools().items()}
 
     def _default_deployer(self) -> Deployer:
@@ -118,10 +130,20 @@ class JumpgateService:
 
     # ---------------------------------------------------------------- use cases
 
-    def submit(self, body: object) -> Job:
+    def _reserved(self) -> Reserved:
+        s = self.settings
+        return Reserved(s.rest_port, frozenset({s.rest_host}), frozenset(self.deployer.control_ports()))
+
+    def _data_roots(self) -> list[str]:
+        roots = self.storage.roots.values() if isinstance(self.storage, FleetStorage) else [self.storage]
+        return [os.path.realpath(r.root) for r in roots if hasattr(r, "root")]
+
+    def submit(self, body: object, who: Principal = LOCAL, source: str | None = None) -> Job:
+        """Compile a request for `who`; its sends and reads are admitted by the tenant's policy
+        first (Forbidden, 403), sends from `source` (the request's address) allowed by default."""
         timeline = Timeline()
         t = time.monotonic_ns()
-        plan = parse_request(body, self.storage)
+        plan = self.access.admit(parse_request(body, self.storage), who, source)
         t_parse = time.monotonic_ns()
         # Thread counts follow the cores free now; the job's demand is checked again at execute.
         states = self.deployer.node_states()
@@ -134,12 +156,13 @@ class JumpgateService:
         t_map = time.monotonic_ns()
         timeline.record("parse", t, t_parse)
         timeline.record("mapping", t_parse, t_map)
-        job = Job(id=self.store.new_id(), name=plan.name, plan=plan, pipeline=pipeline, timeline=timeline)
+        job = Job(id=self.store.new_id(), name=plan.name, plan=plan, pipeline=pipeline, timeline=timeline,
+                  tenant=who.tenant)
         self.store.add(job)
         return job
 
-    def execute(self, job_id: str) -> Job:
-        job = self.store.get(job_id)
+    def execute(self, job_id: str, who: Principal = LOCAL) -> Job:
+        job = self.status(job_id, who)
         if job.state is not JobState.COMPILED:
             raise JobStateError(f"job {job_id} is {job.state.value}; only a compiled job can execute",
                                 state=job.state.value)
@@ -155,8 +178,8 @@ class JumpgateService:
         runner.start()
         return job
 
-    def cancel(self, job_id: str) -> Job:
-        job = self.store.get(job_id)
+    def cancel(self, job_id: str, who: Principal = LOCAL) -> Job:
+        job = self.status(job_id, who)
         if job.state.terminal:
             return job
         if job.state is JobState.COMPILED:
@@ -195,8 +218,14 @@ class JumpgateService:
                  "ncas_running": running.get(h.name, 0), **info.get(h.name, {})}
                 for h, state, reason in self.deployer.node_states()]
 
-    def status(self, job_id: str) -> Job:
-        return self.store.get(job_id)
+    def status(self, job_id: str, who: Principal = LOCAL) -> Job:
+        job = self.store.get(job_id)
+        self.access.visible(job.tenant, who, job_id)
+        return job
+
+    def jobs(self, who: Principal = LOCAL) -> list[Job]:
+        """The jobs `who` may see: its tenant's, or all for an admin."""
+        return [j for j in self.store.all() if who.may_see(j.tenant)]
 
     def shutdown(self) -> None:
         self.deployer.close_spares()  # first: jobs cancelled below must not start new spares

@@ -6,12 +6,17 @@ The pages read the same job objects the REST API serves; they add no state of th
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from ..contract.errors import Unauthorized, UnknownJob
 from ..runtime.service import JumpgateService
+from ..tenancy.tokens import Principal
+
+COOKIE = "jumpgate_token"
 
 _env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
                    autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
@@ -38,22 +43,72 @@ def _bars(timeline: dict) -> tuple[list[dict], float]:
 
 
 def router(service: JumpgateService) -> APIRouter:
+    """The pages. With tokens (docs/security.md), a person signs in with one; it is kept in an
+    HttpOnly, SameSite=Strict cookie (no script reads it, no other site's request carries it), and
+    the pages show that tenant's jobs only (every tenant's to an admin)."""
     r = APIRouter(include_in_schema=False)
+
+    def viewer(request: Request) -> Principal | None:
+        try:
+            return service.access.principal(request.cookies.get(COOKIE))
+        except Unauthorized:
+            return None
+
+    def page(name: str, who: Principal, **values: object) -> HTMLResponse:
+        html = _env.get_template(name).render(viewer=who, signed_in=service.access.enabled, **values)
+        return HTMLResponse(html)
+
+    def to_login() -> RedirectResponse:
+        return RedirectResponse("/ui/login", status_code=303)
 
     @r.get("/", response_class=HTMLResponse)
     @r.get("/ui/jobs", response_class=HTMLResponse)
     async def jobs(request: Request):
-        items = [{"id": j.id, "name": j.name, "state": j.state.value, "ncas": len(j.pipeline.ncas),
-                  "stages": len(j.pipeline.stages)} for j in reversed(service.store.all())]
-        return _env.get_template("jobs.html").render(jobs=items, ncas=service.registry.describe(),
-                                                     nodes=service.nodes())
+        who = viewer(request)
+        if who is None:
+            return to_login()
+        items = [{"id": j.id, "name": j.name, "state": j.state.value, "tenant": j.tenant,
+                  "ncas": len(j.pipeline.ncas), "stages": len(j.pipeline.stages)}
+                 for j in reversed(service.jobs(who))]
+        return page("jobs.html", who, jobs=items, ncas=service.registry.describe(), nodes=service.nodes())
 
     @r.get("/ui/jobs/{job_id}", response_class=HTMLResponse)
-    async def job(job_id: str):
-        j = service.status(job_id)
+    async def job(request: Request, job_id: str):
+        who = viewer(request)
+        if who is None:
+            return to_login()
+        try:
+            j = service.status(job_id, who)
+        except UnknownJob as e:
+            return HTMLResponse(_env.get_template("login.html").render(viewer=who, message=e.message),
+                                status_code=404)
         answer = j.pipeline.to_json()
         status = j.status_json()
         rows, end = _bars(status["timeline"])
-        return _env.get_template("job.html").render(job=status, pipeline=answer, bars=rows, end_ms=end)
+        return page("job.html", who, job=status, pipeline=answer, bars=rows, end_ms=end)
+
+    @r.get("/ui/login", response_class=HTMLResponse)
+    async def login_form():
+        return HTMLResponse(_env.get_template("login.html").render(viewer=None, message=""))
+
+    @r.post("/ui/login", response_class=HTMLResponse)
+    async def login(request: Request):
+        form = parse_qs((await request.body()).decode(errors="replace"))
+        token = (form.get("token") or [""])[0].strip()
+        try:
+            service.access.principal(token)
+        except Unauthorized as e:
+            return HTMLResponse(_env.get_template("login.html").render(viewer=None, message=e.message),
+                                status_code=401)
+        answer = RedirectResponse("/ui/jobs", status_code=303)
+        answer.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https",
+                          path="/")
+        return answer
+
+    @r.get("/ui/logout")
+    async def logout():
+        answer = to_login()
+        answer.delete_cookie(COOKIE, path="/")
+        return answer
 
     return r

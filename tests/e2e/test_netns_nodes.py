@@ -151,7 +151,9 @@ def serving(hosts: NetnsHosts, work: Path, nodes_file: str) -> Iterator[LocalSer
     root = work / "server-root"  # the server's own root is unused: every node has a data root
     root.mkdir(exist_ok=True)
     cache = os.environ.get("JUMPGATE_TEST_CACHE")
-    srv = LocalServer(root, Path(cache) if cache else None, work / "server.log", extra_args=["--nodes", nodes_file])
+    # The test client receives at the root namespace's address on the bridge: allowed to send to.
+    srv = LocalServer(root, Path(cache) if cache else None, work / "server.log",
+                      extra_args=["--nodes", nodes_file, "--send-allow", str(hosts.subnet)])
     RUNNING.append(srv)
     try:
         yield srv

@@ -20,9 +20,10 @@ ALLOWED = {
     "agent": {"contract", "dataflow", "nca"},  # agent/node.py: the standard library only (shipped alone)
     "deploy": {"contract", "dataflow", "nca", "agent"},
     "compiler": {"contract", "dataflow", "nca"},
-    "runtime": {"contract", "dataflow", "nca", "deploy", "compiler"},
-    "api": {"contract", "dataflow", "nca", "deploy", "compiler", "runtime", "web"},
-    "web": {"contract", "dataflow", "nca", "deploy", "compiler", "runtime"},
+    "tenancy": {"contract"},
+    "runtime": {"contract", "dataflow", "nca", "deploy", "compiler", "tenancy"},
+    "api": {"contract", "dataflow", "nca", "deploy", "compiler", "runtime", "web", "tenancy"},
+    "web": {"contract", "dataflow", "nca", "deploy", "compiler", "runtime", "tenancy"},
     "client": {"contract", "dataflow"},
     "ncas": {"contract", "dataflow", "nca", "deploy"},  # and the plugin's own package only
 }

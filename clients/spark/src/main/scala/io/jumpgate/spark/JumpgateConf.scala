@@ -23,6 +23,8 @@ final case class JumpgateConf(get: String => Option[String]) {
   /** The master switch. */
   def enabled: Boolean = bool(ENABLED, default = true)
   def url: String = str(URL, "http://127.0.0.1:8470").stripSuffix("/")
+  /** The bearer token of a server with tenants (docs/security.md); else the environment's JUMPGATE_TOKEN. */
+  def token: Option[String] = get(TOKEN).orElse(sys.env.get("JUMPGATE_TOKEN")).map(_.trim).filter(_.nonEmpty)
   /** The local path of the server's --data-root: files under it are offloadable. */
   def dataRoot: Option[String] = get(DATA_ROOT).map(_.trim).filter(_.nonEmpty)
   /** Where executors listen for NTF streams (the address NCAs connect to). */
@@ -55,6 +57,7 @@ final case class JumpgateConf(get: String => Option[String]) {
 object JumpgateConf {
   val ENABLED = "spark.jumpgate.enabled"
   val URL = "spark.jumpgate.url"
+  val TOKEN = "spark.jumpgate.token"
   val DATA_ROOT = "spark.jumpgate.dataRoot"
   val LISTEN_ADDRESS = "spark.jumpgate.listenAddress"
   val THRESHOLD = "spark.jumpgate.threshold"

@@ -27,13 +27,15 @@ final case class JobStatus(state: String, error: Option[String]) {
   def terminal: Boolean = Set("succeeded", "failed", "cancelled").contains(state)
 }
 
-/** A small client of the REST API (contract section 4), on the JDK's HTTP client. */
-final class JumpgateClient(val url: String, timeoutMs: Long) {
+/** A small client of the REST API (contract section 4), on the JDK's HTTP client. `token`: the bearer
+ *  token of a server with tenants (docs/security.md). */
+final class JumpgateClient(val url: String, timeoutMs: Long, token: Option[String] = None) {
   import JumpgateClient._
 
   private def request(method: String, path: String, body: Option[String], timeout: Long = timeoutMs): JsonNode = {
     val b = HttpRequest.newBuilder(URI.create(url + path)).timeout(Duration.ofMillis(timeout))
       .header("Content-Type", "application/json")
+    token.foreach(t => b.header("Authorization", s"Bearer $t"))
     body match {
       case Some(text) => b.method(method, HttpRequest.BodyPublishers.ofString(text))
       case None => b.method(method, HttpRequest.BodyPublishers.noBody())
@@ -88,7 +90,7 @@ object JumpgateClient {
   private lazy val http: HttpClient = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5))
     .version(HttpClient.Version.HTTP_1_1).build()
 
-  private val clients = new ConcurrentHashMap[(String, Long), JumpgateClient]()
-  def apply(url: String, timeoutMs: Long): JumpgateClient =
-    clients.computeIfAbsent((url, timeoutMs), k => new JumpgateClient(k._1, k._2))
+  private val clients = new ConcurrentHashMap[(String, Long, Option[String]), JumpgateClient]()
+  def apply(url: String, timeoutMs: Long, token: Option[String] = None): JumpgateClient =
+    clients.computeIfAbsent((url, timeoutMs, token), k => new JumpgateClient(k._1, k._2, k._3))
 }

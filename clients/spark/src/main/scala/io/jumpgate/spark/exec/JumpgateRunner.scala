@@ -42,7 +42,7 @@ object JumpgateRunner extends Logging {
     val sc = exec.sc
     if (!sc.isLocal) throw new JumpgateJobFailed("receivers run only in local mode in this version (see docs/spark.md)")
     val frag = exec.frag
-    val client = JumpgateClient(conf.url, conf.httpTimeoutMs)
+    val client = JumpgateClient(conf.url, conf.httpTimeoutMs, conf.token)
     val files = frag.drivingScan.scan.get.files
     val parallelism = if (conf.maxStreams > 0) conf.maxStreams else sc.defaultParallelism
     val groups = JumpgateExec.balance(files, parallelism)

@@ -59,7 +59,7 @@ object OutputRecovery extends Logging {
     service.release(spec.key) // whatever is left of the output: the re-run replaces all of it
     val executionId = Option(context.getLocalProperty(SQLExecution.EXECUTION_ID_KEY))
     try {
-      val client = JumpgateClient(conf.url, conf.httpTimeoutMs)
+      val client = JumpgateClient(conf.url, conf.httpTimeoutMs, conf.token)
       val outputs = JumpgateRunner.runJob(None, client, conf, spec.key, spec.destinations, executionId,
         spec.requestFor, _ => ())
       val same = outputs.map(o => JumpgateClient.mapper.readTree(o.layoutJson)) ==

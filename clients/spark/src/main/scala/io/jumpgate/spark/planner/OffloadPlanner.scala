@@ -42,7 +42,7 @@ final case class Candidate(frag: Frag, region: Int, piecesInRegion: Int)
 final class OffloadPlanner(session: SparkSession, conf: JumpgateConf) extends Logging {
   import OffloadPlanner._
 
-  private val client = JumpgateClient(conf.url, conf.httpTimeoutMs)
+  private val client = JumpgateClient(conf.url, conf.httpTimeoutMs, conf.token)
   private val cut = new IdentityHashMap[SparkPlan, Why]()
   private val rejected = new IdentityHashMap[SparkPlan, Why]()
   private lazy val cores = math.max(1, session.sparkContext.defaultParallelism)
