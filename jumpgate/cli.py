@@ -43,7 +43,8 @@ def _serve(args: argparse.Namespace) -> int:
                         stall_timeout_s=args.stall_timeout, nodes=nodes,
                         warm=WarmSettings(per_binary=max(0, args.warm_ncas), idle_s=args.warm_idle),
                         tokens=Path(args.tokens) if args.tokens else None, rest_host=args.host, rest_port=args.port,
-                        send_allow=tuple(args.send_allow))
+                        send_allow=tuple(args.send_allow), max_ncas_per_job=args.max_ncas_per_job,
+                        compiled_ttl_s=args.compiled_ttl)
     if args.cache_dir:
         settings.cache_dir = Path(args.cache_dir)
     if args.ncas is not None:
@@ -209,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--send-allow", action="append", default=[], metavar="CIDR",
                        help="a network every tenant's default send rule allows, besides the request's own address "
                             "and loopback (repeatable)")
+    serve.add_argument("--max-ncas-per-job", type=int, default=64, metavar="N",
+                       help="the most NCA processes one job may start (default 64)")
+    serve.add_argument("--compiled-ttl", type=float, default=600.0, metavar="SECONDS",
+                       help="cancel a job compiled and never executed after this long; 0 = keep (default 600)")
     serve.add_argument("--tls-cert", default=None, metavar="FILE", help="serve HTTPS with this certificate (PEM)")
     serve.add_argument("--tls-key", default=None, metavar="FILE", help="... and this private key (PEM)")
     serve.set_defaults(fn=_serve)

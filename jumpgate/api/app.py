@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..contract.errors import JumpgateError, RequestError
+from ..contract.errors import JumpgateError, PayloadTooLarge, RequestError
 from ..runtime.jobs import Job
 from ..runtime.service import JumpgateService
 from ..tenancy.tokens import Principal, bearer
@@ -34,6 +34,22 @@ def _error(status: int, message: str, **context: object) -> JSONResponse:
     body = {"message": message, **{k: v for k, v in context.items() if v is not None}}
     headers = {"Retry-After": "1"} if status == 503 else None
     return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    """The request body, refused (413) as soon as it is known to exceed `limit`: by its declared
+    length before a byte is read, or while it streams in, so an oversized body never sits in
+    memory whole."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"request body of {int(declared):,} bytes is larger than the limit of {limit:,} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"request body is larger than the limit of {limit:,} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _caller(request: Request) -> Principal:
@@ -109,9 +125,7 @@ def create_app(service: JumpgateService) -> FastAPI:
 
     @app.post("/v1/jobs", status_code=201, summary="Compile a dataflow request (contract §1)")
     async def submit(request: Request, who: Who):
-        raw = await request.body()
-        if len(raw) > MAX_BODY_BYTES:
-            raise RequestError(f"request body is larger than {MAX_BODY_BYTES} bytes")
+        raw = await _body(request, MAX_BODY_BYTES)
         try:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:

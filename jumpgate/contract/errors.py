@@ -30,6 +30,12 @@ class RequestError(JumpgateError):
         self.path = path
 
 
+class PayloadTooLarge(RequestError):
+    """A request (or a part of it) larger than the server's limit."""
+
+    status = 413
+
+
 class MappingError(RequestError):
     """The request is valid but no NCA (or combination) can run some operation."""
 

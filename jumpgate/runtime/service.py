@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..compiler.compile import compile_plan
-from ..contract.errors import JobStateError
+from ..contract.errors import JobStateError, RequestError
 from ..dataflow.request import parse_request
 from ..dataflow.storage import LocalStorage, Storage
 from ..deploy.fleet import FleetDeployer, FleetStorage
@@ -92,6 +92,11 @@ class Settings:
     rest_port: int = 0
     # Networks every tenant's default send rule allows besides the request's address and loopback.
     send_allow: tuple[str, ...] = ()
+    # The most NCA processes one job may start (a request with many sends or shuffles otherwise
+    # starts any number on a few cores).
+    max_ncas_per_job: int = 64
+    # A job compiled and never executed gives back everything it holds after this long (seconds).
+    compiled_ttl_s: float = 600.0
 
 
 class JumpgateService:
@@ -150,6 +155,11 @@ class JumpgateService:
         pipeline = compile_plan(plan, self.registry.all(), capacity_check=self.capacity_check,
                                 op_paths=plan.op_paths, thread_budget=max(1, self.cores.most_free),
                                 hosts=[h for h, state, _ in states if state == "up"])
+        processes = sum(1 for n in pipeline.ncas if n.host is not None)
+        if processes > self.settings.max_ncas_per_job:
+            raise RequestError(f"the request needs {processes} NCA processes; this server runs at most "
+                               f"{self.settings.max_ncas_per_job} per job (fewer sends or shuffle partitions)",
+                               path="operations")
         down = {h.name: why for h, state, why in states if state != "up"}
         if down:  # the mapping's answer says which nodes it could not use, and why
             pipeline = replace(pipeline, stats={**pipeline.stats, "nodes_skipped": down})
@@ -159,7 +169,25 @@ class JumpgateService:
         job = Job(id=self.store.new_id(), name=plan.name, plan=plan, pipeline=pipeline, timeline=timeline,
                   tenant=who.tenant)
         self.store.add(job)
+        self._expire_compiled()
         return job
+
+    def _expire_compiled(self) -> None:
+        """Cancel jobs compiled longer ago than the TTL and never executed (a client that compiles
+        and walks away must not hold memory forever); checked at each submit, which is when they
+        pile up."""
+        ttl = self.settings.compiled_ttl_s
+        if ttl <= 0:
+            return
+        now = time.time()
+        for job in self.store.all():
+            if job.state is JobState.COMPILED and now - job.created > ttl:
+                job.error = {"message": f"compiled {now - job.created:.0f} s ago and never executed: expired "
+                                        f"(the server keeps compiled jobs {ttl:g} s)"}
+                try:
+                    self.store.transition(job, JobState.CANCELLED, (JobState.COMPILED,))
+                except JobStateError:
+                    job.error = None  # executed meanwhile
 
     def execute(self, job_id: str, who: Principal = LOCAL) -> Job:
         job = self.status(job_id, who)
