@@ -15,8 +15,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     from .api.app import create_app
     from .deploy.warm import WarmSettings
+    from .runtime.logs import configure as configure_logging
     from .runtime.service import JumpgateService, NoNodeUp, Settings
 
+    log_config = configure_logging(args.log_format, args.log_level)  # first: what follows may log
     data_root = Path(args.data_root)
     if not data_root.is_dir():
         print(f"jumpgate: --data-root {data_root} is not a directory", file=sys.stderr)
@@ -44,7 +46,7 @@ def _serve(args: argparse.Namespace) -> int:
                         warm=WarmSettings(per_binary=max(0, args.warm_ncas), idle_s=args.warm_idle),
                         tokens=Path(args.tokens) if args.tokens else None, rest_host=args.host, rest_port=args.port,
                         send_allow=tuple(args.send_allow), max_ncas_per_job=args.max_ncas_per_job,
-                        compiled_ttl_s=args.compiled_ttl)
+                        compiled_ttl_s=args.compiled_ttl, queue_max_wait_s=args.queue_max_wait)
     if args.cache_dir:
         settings.cache_dir = Path(args.cache_dir)
     if args.ncas is not None:
@@ -61,10 +63,29 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"jumpgate: --ncas names no registered NCA: {', '.join(unknown)} "
                   f"(see `jumpgate ncas`)", file=sys.stderr)
             return 2
-    app = create_app(service)
+    app = create_app(service, metrics=args.metrics_port is None)
+    if args.metrics_port is not None:  # /metrics on a port of its own, not the API's (docs/operations.md)
+        from prometheus_client import start_http_server
+
+        try:
+            start_http_server(args.metrics_port, args.metrics_host or args.host, service.metrics.registry,
+                              certfile=args.tls_cert, keyfile=args.tls_key)
+        except OSError as e:
+            print(f"jumpgate: --metrics-port {args.metrics_port}: {e}", file=sys.stderr)
+            return 2
+    # uvicorn's own text handlers unless the lines are to be JSON (runtime/logs.py).
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
-                ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key)
+                ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
+                **({"log_config": log_config} if log_config else {}))
     return 0
+
+
+def _warn(args: argparse.Namespace, message: str) -> None:
+    """A warning at start-up: a log line when the lines are JSON (every line must parse)."""
+    if args.log_format == "json":
+        logging.getLogger("jumpgate.cli").warning(message)
+    else:
+        print(f"jumpgate: warning: {message}", file=sys.stderr)
 
 
 def _exposure_problem(args: argparse.Namespace) -> str | None:
@@ -83,8 +104,8 @@ def _exposure_problem(args: argparse.Namespace) -> str | None:
     if args.tokens:
         try:
             if not TokenFile(args.tokens).entries():
-                print(f"jumpgate: warning: {args.tokens} has no tokens yet: every request is refused until "
-                      "`jumpgate tokens add` makes one", file=sys.stderr)
+                _warn(args, f"{args.tokens} has no tokens yet: every request is refused until "
+                            "`jumpgate tokens add` makes one")
         except TokenFileError as e:
             return str(e)
         return None
@@ -97,8 +118,8 @@ def _exposure_problem(args: argparse.Namespace) -> str | None:
     if not args.insecure:
         return (f"--host {args.host} would let anyone who reaches it run jobs: give --tokens FILE "
                 "(`jumpgate tokens add --file FILE --tenant NAME`), or --insecure to accept that")
-    print(f"jumpgate: warning: listening on {args.host} without tokens (--insecure): anyone who reaches it can "
-          "see, run and cancel every job", file=sys.stderr)
+    _warn(args, f"listening on {args.host} without tokens (--insecure): anyone who reaches it can "
+                "see, run and cancel every job")
     return None
 
 
@@ -199,7 +220,16 @@ def main(argv: list[str] | None = None) -> int:
                             "(docs/nca-process-protocol.md, \"Pre-started processes\"); 0 = off (default 1)")
     serve.add_argument("--warm-idle", type=float, default=30.0, metavar="SECONDS",
                        help="stop a pre-started NCA process unused for this long (default 30)")
-    serve.add_argument("--log-level", default="warning")
+    serve.add_argument("--log-level", default="warning",
+                       help="critical, error, warning, info, debug or trace: the server's and Jumpgate's own "
+                            "lines (default warning)")
+    serve.add_argument("--log-format", choices=("text", "json"), default="text",
+                       help="text lines, or one JSON object per line with the job's id on lines logged for a job "
+                            "(docs/operations.md; default text)")
+    serve.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                       help="serve GET /metrics on this port instead of the API's (docs/operations.md)")
+    serve.add_argument("--metrics-host", default=None, metavar="ADDRESS",
+                       help="the address --metrics-port listens on (default: --host)")
     serve.add_argument("--ncas", default=None, metavar="NAME,NAME",
                        help="use only these registered NCA implementations (default: all)")
     serve.add_argument("--tokens", default=None, metavar="FILE",
@@ -214,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="the most NCA processes one job may start (default 64)")
     serve.add_argument("--compiled-ttl", type=float, default=600.0, metavar="SECONDS",
                        help="cancel a job compiled and never executed after this long; 0 = keep (default 600)")
+    serve.add_argument("--queue-max-wait", type=float, default=300.0, metavar="SECONDS",
+                       help="fail a job that waited this long in the run queue for cores (default 300)")
     serve.add_argument("--tls-cert", default=None, metavar="FILE", help="serve HTTPS with this certificate (PEM)")
     serve.add_argument("--tls-key", default=None, metavar="FILE", help="... and this private key (PEM)")
     serve.set_defaults(fn=_serve)

@@ -14,7 +14,7 @@ from typing import Annotated
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -84,7 +84,8 @@ def compile_answer(job: Job) -> dict:
     return {"job_id": job.id, "state": job.state.value, **job.pipeline.to_json()}
 
 
-def create_app(service: JumpgateService) -> FastAPI:
+def create_app(service: JumpgateService, metrics: bool = True) -> FastAPI:
+    """`metrics`: serve GET /metrics here (False when `serve --metrics-port` serves it elsewhere)."""
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         yield
@@ -147,6 +148,9 @@ def create_app(service: JumpgateService) -> FastAPI:
         if wait > 0 and not job.state.terminal:
             await _until_done(job, min(wait, 30.0))
         answer = job.status_json()
+        queued = service.queue.position(job.id)
+        if queued is not None:  # running, but still waiting for cores (runtime/queue.py)
+            answer["queue"] = queued
         pipeline = job.pipeline.to_json()
         answer["ncas"] = pipeline.get("ncas", [])
         answer["decisions"] = pipeline.get("decisions")
@@ -178,6 +182,14 @@ def create_app(service: JumpgateService) -> FastAPI:
     async def health():
         return {"status": "ok", "cores": service.cores.snapshot(), "nodes": [h.name for h in service.deployer.hosts()],
                 "ncas_running": len(service.deployer.running()), "ncas_warm": service.deployer.spares()}
+
+    if metrics:
+        # No token, as /v1/health: Prometheus scrapes it (docs/operations.md says why, and how to
+        # keep it private).
+        @app.get("/metrics", summary="Prometheus metrics (docs/operations.md)")
+        async def prometheus(request: Request):
+            body, content_type = await run_in_threadpool(service.metrics.render, request.headers.get("accept"))
+            return Response(body, media_type=content_type)
 
     app.include_router(pages_router(service))
     return app

@@ -40,6 +40,9 @@ class Access:
             raise Unauthorized("the token is not known to this server (mistyped, or revoked)")
         return who
 
+    def policy(self, tenant: str) -> TenantPolicy:
+        return self.tokens.policy(tenant) if self.tokens is not None else TenantPolicy()
+
     def visible(self, tenant: str, who: Principal, job_id: str) -> None:
         """A job of another tenant does not exist for the caller: the answer gives nothing away."""
         if not who.may_see(tenant):
@@ -48,7 +51,7 @@ class Access:
     def admit(self, plan: LogicalPlan, who: Principal, source: str | None) -> LogicalPlan:
         """The plan with its sends pointed at the addresses the tenant's policy admitted; raises
         Forbidden (403) naming the first send or read it refuses."""
-        policy = self.tokens.policy(who.tenant) if self.tokens is not None else TenantPolicy()
+        policy = self.policy(who.tenant)
         check_reads(((r.name, plan.op_paths.get(r.name, r.name), [self._relative(p) for p in r.paths])
                      for r in plan.ops if isinstance(r, Read)), policy, who.tenant)
         targets = [SendTarget(s.name, plan.op_paths.get(s.name, s.name), s.host, s.port) for s in plan.sends]

@@ -28,6 +28,8 @@ from ..tenancy.tokens import LOCAL, Principal, TokenFile
 from .access import Access
 from .executor import JobRunner
 from .jobs import Job, JobState, JobStore
+from .metrics import ServiceMetrics
+from .queue import RunQueue, TenantLimits, Waiting
 from .timeline import Timeline
 
 log = logging.getLogger(__name__)
@@ -97,6 +99,8 @@ class Settings:
     max_ncas_per_job: int = 64
     # A job compiled and never executed gives back everything it holds after this long (seconds).
     compiled_ttl_s: float = 600.0
+    # The longest a job waits in the run queue for cores before it fails (seconds).
+    queue_max_wait_s: float = 300.0
 
 
 class JumpgateService:
@@ -107,7 +111,8 @@ class JumpgateService:
         self.settings = settings
         self.data_root = Path(settings.data_root).resolve()
         self.registry = registry or load_registry(settings.plugins)
-        self.store = JobStore()
+        self.metrics = ServiceMetrics(self)  # GET /metrics; the store tells it of every job's changes
+        self.store = JobStore(observer=self.metrics)
         self.cache_dir = Path(settings.cache_dir)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.work_root = Path(settings.work_root or self.cache_dir / "jobs" / str(os.getpid()))
@@ -125,13 +130,14 @@ class JumpgateService:
         self.cores = HostCores(self.all_hosts, settings.cores)
         self.access = Access(TokenFile(settings.tokens) if settings.tokens else None, self._reserved,
                              self._data_roots, settings.send_allow)
+        self.queue = RunQueue(self.cores, self._limits, settings.queue_max_wait_s)
         self.pools = {name: pool for impl in self.registry.all() for name, pool in impl.resource_pools().items()}
 
     def _default_deployer(self) -> Deployer:
         s = self.settings
         if s.nodes is not None:
-            return FleetDeployer(load_inventory(s.nodes), s.warm, self.work_root / "warm")
-        return LocalDeployer(s.bind_host, s.warm, self.work_root / "warm", s.cores)
+            return FleetDeployer(load_inventory(s.nodes), s.warm, self.work_root / "warm", data_root=self.data_root)
+        return LocalDeployer(s.bind_host, s.warm, self.work_root / "warm", s.cores, data_root=self.data_root)
 
     # ---------------------------------------------------------------- use cases
 
@@ -194,17 +200,26 @@ class JumpgateService:
         if job.state is not JobState.COMPILED:
             raise JobStateError(f"job {job_id} is {job.state.value}; only a compiled job can execute",
                                 state=job.state.value)
-        self.cores.acquire(job.id, cores_by_host(job.pipeline, self.all_hosts[0].name))
-        try:
-            self.store.transition(job, JobState.RUNNING, (JobState.COMPILED,))
-        except Exception:
-            self.cores.release(job.id)
-            raise
+        self.store.transition(job, JobState.RUNNING, (JobState.COMPILED,))
         runner = JobRunner(job, self.store, self.registry, self.deployer, self.cache_dir, self.work_root,
                            on_finish=self._finished, stall_timeout=self.settings.stall_timeout_s)
         job.runner = runner
-        runner.start()
+        # Runs now if its cores are free and its tenant under its limits, else waits its turn
+        # (runtime/queue.py): `running` to the client either way, the status says which.
+        self.queue.enter(Waiting(job.id, job.tenant, cores_by_host(job.pipeline, self.all_hosts[0].name),
+                                 start=runner.start, fail=lambda message: self._fail_waiting(job, message)))
         return job
+
+    def _fail_waiting(self, job: Job, message: str) -> None:
+        job.error = {"message": message, "queued": True}
+        try:
+            self.store.transition(job, JobState.FAILED, (JobState.RUNNING,))
+        except JobStateError:
+            pass  # cancelled meanwhile
+
+    def _limits(self, tenant: str) -> TenantLimits:
+        policy = self.access.policy(tenant)
+        return TenantLimits(policy.max_jobs, policy.max_cores)
 
     def cancel(self, job_id: str, who: Principal = LOCAL) -> Job:
         job = self.status(job_id, who)
@@ -212,6 +227,9 @@ class JumpgateService:
             return job
         if job.state is JobState.COMPILED:
             self.store.transition(job, JobState.CANCELLED, (JobState.COMPILED,))
+            return job
+        if self.queue.leave(job.id):  # still waiting for cores: nothing was started
+            self.store.transition(job, JobState.CANCELLED, (JobState.RUNNING,))
             return job
         if job.runner is not None:
             job.runner.cancel()  # destroys every NCA before we answer
@@ -256,6 +274,7 @@ class JumpgateService:
         return [j for j in self.store.all() if who.may_see(j.tenant)]
 
     def shutdown(self) -> None:
+        self.queue.close()
         self.deployer.close_spares()  # first: jobs cancelled below must not start new spares
         for job in self.store.all():
             if not job.state.terminal:
@@ -266,4 +285,4 @@ class JumpgateService:
         self.deployer.shutdown()
 
     def _finished(self, job: Job) -> None:
-        self.cores.release(job.id)
+        self.queue.release(job.id)  # and the jobs waiting for these cores may start

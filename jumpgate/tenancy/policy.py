@@ -70,6 +70,10 @@ class TenantPolicy(BaseModel):
 
     send: SendRule = SendRule()
     read_prefix: str = ""
+    # Jobs of the tenant running at once, and cores they hold together (runtime/queue.py); beyond
+    # them its jobs wait in the run queue. None: no limit of its own.
+    max_jobs: int | None = Field(default=None, ge=1)
+    max_cores: int | None = Field(default=None, ge=1)
 
     @field_validator("read_prefix")
     @classmethod

@@ -327,6 +327,11 @@ static void handle_command(jgr_proc *p, char *line) {
   } else if (strcmp(cmd, "file") == 0 && nt == 2) {
     GROW(p->files, p->nfiles);
     p->files[p->nfiles++] = strdup(tok[1]);
+  } else if (strcmp(cmd, "root") == 0 && nt == 2) {
+    /* the data root files are opened beneath (input_file.c); must be absolute, so that it does not
+     * depend on the working directory (a spare's is the pool's) */
+    if (tok[1][0] != '/') bad_command("root: expected an absolute path");
+    jgr_set_root(p, tok[1]);
   } else if (strcmp(cmd, "param") == 0 && nt == 3) {
     GROW(p->param_keys, p->nparams);
     GROW(p->param_vals, p->nparams);

@@ -89,8 +89,13 @@ typedef struct {
 
 typedef struct jgr_proc {
   int threads;
-  char **files;
+  char **files; /* `file` paths as sent: relative to `root` when there is one */
   size_t nfiles;
+  /* `root PATH` (docs/nca-process-protocol.md): the data root every file is opened beneath
+   * (jgr_open_input); NULL: none was sent. root_fd is its directory, opened when the command came,
+   * or -1 with root_errno saying why it could not be. */
+  char *root;
+  int root_fd, root_errno;
   char **param_keys, **param_vals;
   size_t nparams;
   jgr_in_cfg *inputs;
@@ -105,6 +110,17 @@ const char *jgr_param(const jgr_proc *p, const char *key);
 /* Integer param with a default; returns -1 and fills err when it is not a valid integer in range. */
 int jgr_param_u64(const jgr_proc *p, const char *key, uint64_t dflt, uint64_t min, uint64_t max,
                   uint64_t *out, jgr_error *err);
+
+/* ------------------------------------------------------------------ input files (input_file.c) */
+
+/* `root PATH`: open the data root the files are relative to. */
+void jgr_set_root(jgr_proc *p, const char *path);
+/* Open the input file `path` (one of p->files) for reading: the only way a driver may open one.
+ * With a root, beneath it (openat2 RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS: a symlink leading
+ * outside the root is refused); without one, by the path as given, following no symlink. Returns
+ * an O_RDONLY | O_CLOEXEC descriptor of a regular file, or -1 with err filled: a message naming
+ * the file and the reason, and the file. Thread-safe. */
+int jgr_open_input(const jgr_proc *p, const char *path, jgr_error *err);
 
 /* ------------------------------------------------------------------ drivers */
 
@@ -361,9 +377,9 @@ size_t jgr_json_escape(char *out, const char *s, size_t n);
 int jgr_percent_decode(char *s);
 /* Blocking send of all n bytes (MSG_NOSIGNAL); returns 0 or -1 with errno. */
 int jgr_send_all(int fd, const uint8_t *p, size_t n);
-/* Count '\n' in a file's bytes [0, offset): the 1-based line number of `offset` minus 1.
- * Used only when reporting an error, never on the hot path. */
-int64_t jgr_count_newlines(const char *path, uint64_t offset);
+/* Count '\n' in the bytes [0, offset) of the open file `fd` (read with pread): the 1-based line
+ * number of `offset` minus 1. Used only when reporting an error, never on the hot path. */
+int64_t jgr_count_newlines(int fd, uint64_t offset);
 
 #ifdef __cplusplus
 }

@@ -16,8 +16,14 @@
 #include "jg_snappy.h"
 #include "scan_arrow.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdlib>
 #include <cmath>
@@ -29,6 +35,7 @@
 #include <arrow/array/data.h>
 #include <arrow/buffer.h>
 #include <arrow/io/file.h>
+#include <arrow/io/memory.h>
 #include <arrow/memory_pool.h>
 #include <arrow/type.h>
 #include <arrow/util/bit_util.h>
@@ -106,14 +113,44 @@ class TimedFile final : public arrow::io::RandomAccessFile {
 // while read (a mapping then faults); `scan.mmap 1` maps ORC files too.
 bool g_mmap = true;
 
-arrow::Result<std::unique_ptr<ColumnarFile>> open_file(const Format *fmt, const std::string &path, jgr_stats *s) {
+// One input file: opened once, by prepare on the main thread, with jgr_open_input (beneath the
+// data root), and never again by name, so every reader reads the file that was checked when it
+// was opened (Arrow's own Open(path) would resolve the name anew for each worker).
+struct InputFile {
+  int fd = -1;                       // left open until the process exits (one phase per process)
+  std::shared_ptr<arrow::Buffer> map;  // the whole file, mapped once and shared by the workers' readers
+};
+
+// A file's mapping as an Arrow buffer: readers get slices of it (zero-copy), and it is unmapped
+// when the last slice is gone.
+class Mapping final : public arrow::Buffer {
+ public:
+  Mapping(const uint8_t *data, int64_t size) : arrow::Buffer(data, size) {}
+  ~Mapping() override { munmap(const_cast<uint8_t *>(data_), (size_t)size_); }
+};
+
+// Map `fd` whole, or NULL when it cannot be (some special file systems; an empty file, which the
+// reader then rejects as it always did): such a file is read with pread.
+std::shared_ptr<arrow::Buffer> map_file(int fd) {
+  struct stat sb;
+  if (fstat(fd, &sb) != 0 || sb.st_size <= 0) return nullptr;
+  void *m = mmap(nullptr, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return nullptr;
+  return std::make_shared<Mapping>(static_cast<const uint8_t *>(m), (int64_t)sb.st_size);
+}
+
+arrow::Result<std::unique_ptr<ColumnarFile>> open_file(const Format *fmt, const std::string &path, const InputFile &in_file,
+                                                       jgr_stats *s) {
   std::shared_ptr<arrow::io::RandomAccessFile> f;
-  if (g_mmap) {  // a file that cannot be mapped (some special file systems) is read with pread
-    auto mapped = arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ);
-    if (mapped.ok()) f = std::move(*mapped);
-  }
-  if (!f) {
-    ARROW_ASSIGN_OR_RAISE(f, arrow::io::ReadableFile::Open(path, pool()));
+  if (in_file.map) {
+    f = std::make_shared<arrow::io::BufferReader>(in_file.map);
+  } else {
+    // A descriptor of its own for each reader (ReadableFile closes the one it is given). The
+    // duplicates share one file offset, which does not matter: the readers read with ReadAt, i.e.
+    // pread.
+    int fd = fcntl(in_file.fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return Status::IOError("cannot duplicate the file's descriptor: ", strerror(errno));
+    ARROW_ASSIGN_OR_RAISE(f, arrow::io::ReadableFile::Open(fd, pool()));
   }
   std::shared_ptr<arrow::io::RandomAccessFile> in = std::make_shared<TimedFile>(std::move(f), s);
   arrow::Result<std::unique_ptr<ColumnarFile>> r;
@@ -1013,7 +1050,8 @@ size_t apply_row_pred(const RowPred &rp, const ColumnPlan &pl, const arrow::Arra
 // ------------------------------------------------------------------ scan state
 
 struct FileState {
-  std::string path;
+  std::string path;  // as the `file` command gave it: in errors
+  InputFile input;
   std::vector<ColumnPlan> plans;  // per JG_QUERY column
   std::vector<int> fields;        // fields to read, ascending
   std::vector<RowPred> row_preds; // the prune predicates usable row by row on this file
@@ -1055,7 +1093,7 @@ class Worker {
     if (ncol_ == 0) return run_empty(u, fs);  // no column needed: count rows, read nothing
     if (!file_ || file_index_ != u.file) {
       file_.reset();
-      auto r = open_file(st_->fmt, fs.path, &ctx_->stats);
+      auto r = open_file(st_->fmt, fs.path, fs.input, &ctx_->stats);
       if (!r.ok()) return io_error(fs, "cannot read %s file: %s", r.status());
       file_ = std::move(*r);
       file_index_ = u.file;
@@ -1249,7 +1287,10 @@ int scan_prepare(jgr_proc *p, int phase, jgr_error *err) {
   for (size_t f = 0; f < p->nfiles; f++) {
     FileState fs;
     fs.path = p->files[f];
-    auto opened = open_file(st->fmt, fs.path, nullptr);
+    fs.input.fd = jgr_open_input(p, p->files[f], err);  // beneath the data root, a regular file
+    if (fs.input.fd < 0) return -1;
+    if (g_mmap) fs.input.map = map_file(fs.input.fd);
+    auto opened = open_file(st->fmt, fs.path, fs.input, nullptr);
     if (!opened.ok())
       return file_error(err, fs.path, std::string("not a readable ") + st->fmt->name + " file: " +
                                           opened.status().message());

@@ -219,12 +219,18 @@ struct Mapping {
 };
 
 struct Segment {
-  std::string path;
+  std::string path;  // as the `file` command gave it: in errors
+  int fd;            // opened once by prepare (jgr_open_input), shared by the workers
   uint64_t begin, end, size;  // byte range before alignment to lines; file size
 };
 
 struct ScanState {
   KeyTable keys;
+  // One descriptor per file, opened on the main thread before the workers start and never
+  // reopened by name: what the workers map is the file that was checked when it was opened.
+  // mmap, pread and posix_fadvise take offsets, so the workers share them. Left open until the
+  // process exits (one phase per process).
+  std::vector<int> fds;
   std::vector<std::vector<Segment>> per_worker;
   uint64_t chunk, batch;
 };
@@ -258,9 +264,6 @@ class Worker {
       : st_(st), ctx_(ctx), err_(err), row_(JG_QUERY.ncolumns ? JG_QUERY.ncolumns : 1) {
     parser_.threaded = false;  // stage 1 on this worker's core: no hidden second thread
   }
-  ~Worker() {
-    if (fd_ >= 0) close(fd_);
-  }
   int scan(const Segment &seg);
 
  private:
@@ -284,7 +287,7 @@ class Worker {
   std::vector<jg_val> row_;
   std::vector<KeyMemo> memo_ = std::vector<KeyMemo>(kMemoFields);
   const char *data_ = nullptr;  // what process() parses
-  int fd_ = -1;
+  int fd_ = -1;  // the segment's file (ScanState::fds: not this worker's to close)
   const Segment *seg_ = nullptr;
 };
 
@@ -305,12 +308,7 @@ uint64_t Worker::align(uint64_t pos, uint64_t size) {
 
 int Worker::scan(const Segment &seg) {
   seg_ = &seg;
-  fd_ = open(seg.path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) {
-    jgr_error_set(err_, "cannot open input file: %s", strerror(errno));
-    jgr_error_set_file(err_, seg.path.c_str(), 0);
-    return -1;
-  }
+  fd_ = seg.fd;
   const uint64_t size = seg.size, page = (uint64_t)sysconf(_SC_PAGESIZE);
   uint64_t pos = align(seg.begin, size), end = align(seg.end, size);
   uint64_t window = st_->chunk;
@@ -348,8 +346,6 @@ int Worker::scan(const Segment &seg) {
     pos += n;
     ctx_->stats.bytes_in += n;
   }
-  close(fd_);
-  fd_ = -1;
   return 0;
 }
 
@@ -654,7 +650,7 @@ invalid:
 }
 
 int Worker::fail_at(uint64_t file_offset) {
-  jgr_error_set_file(err_, seg_->path.c_str(), 1 + jgr_count_newlines(seg_->path.c_str(), file_offset));
+  jgr_error_set_file(err_, seg_->path.c_str(), 1 + jgr_count_newlines(seg_->fd, file_offset));
   return -1;
 }
 
@@ -705,9 +701,12 @@ int scan_prepare(jgr_proc *p, int phase, jgr_error *err) {
   std::vector<uint64_t> sizes;
   uint64_t total = 0;
   for (size_t i = 0; i < p->nfiles; i++) {
+    int fd = jgr_open_input(p, p->files[i], err);  // beneath the data root, a regular file
     struct stat sb;
-    if (stat(p->files[i], &sb) != 0 || !S_ISREG(sb.st_mode)) {
-      jgr_error_set(err, "cannot open input file: %s", errno ? strerror(errno) : "not a regular file");
+    if (fd < 0) return -1;
+    st->fds.push_back(fd);
+    if (fstat(fd, &sb) != 0) {
+      jgr_error_set(err, "cannot open input file %s: %s", p->files[i], strerror(errno));
       jgr_error_set_file(err, p->files[i], 0);
       return -1;
     }
@@ -722,7 +721,7 @@ int scan_prepare(jgr_proc *p, int phase, jgr_error *err) {
       uint64_t hi = (uint64_t)((unsigned __int128)total * (unsigned)(w + 1) / (unsigned)p->threads);
       uint64_t b = std::max(lo, file_start), e = std::min(hi, file_start + sizes[i]);
       if (b < e || (sizes[i] == 0 && w == 0))
-        st->per_worker[(size_t)w].push_back({p->files[i], b - file_start, e > b ? e - file_start : b - file_start, sizes[i]});
+        st->per_worker[(size_t)w].push_back({p->files[i], st->fds[i], b - file_start, e > b ? e - file_start : b - file_start, sizes[i]});
     }
     file_start += sizes[i];
   }

@@ -1,6 +1,5 @@
 /* Small helpers shared by the runtime: errors, time, JSON escaping, percent-decoding, sends. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,22 +135,21 @@ int jgr_send_all(int fd, const uint8_t *p, size_t n) {
   return 0;
 }
 
-int64_t jgr_count_newlines(const char *path, uint64_t offset) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+int64_t jgr_count_newlines(int fd, uint64_t offset) {
+  /* the descriptor the scan read, not the path again: the path may name another file by now */
   static const size_t bufsz = 1 << 20;
   char *buf = malloc(bufsz);
   int64_t lines = 0;
   uint64_t pos = 0;
   while (buf && pos < offset) {
     size_t want = offset - pos < bufsz ? (size_t)(offset - pos) : bufsz;
-    ssize_t k = read(fd, buf, want);
+    ssize_t k = pread(fd, buf, want, (off_t)pos);
+    if (k < 0 && errno == EINTR) continue;
     if (k <= 0) break;
     for (const char *q = buf, *end = buf + k; (q = memchr(q, '\n', (size_t)(end - q))); q++) lines++;
     pos += (uint64_t)k;
   }
   free(buf);
-  close(fd);
   return lines;
 }
 

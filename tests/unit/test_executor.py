@@ -7,7 +7,6 @@ import time
 import pytest
 
 from jumpgate.client.receiver import Receiver
-from jumpgate.contract.errors import NoResources
 from jumpgate.deploy.resources import HostCores
 from jumpgate.nca.registry import Registry
 from jumpgate.runtime.jobs import JobState
@@ -110,21 +109,36 @@ def test_cancel_running_job(service):
     assert job.state is JobState.CANCELLED
 
 
-def test_no_resources_is_503_and_retry_works(tmp_path, service):
-    service.cores = HostCores(service.all_hosts, capacity=1)
+def test_a_job_beyond_the_free_cores_waits_in_the_queue_and_runs_when_they_free(tmp_path, service):
+    service.cores = service.queue.cores = HostCores(service.all_hosts, capacity=1)
     with Receiver() as rx1, Receiver() as rx2:
         slow = submit(service, "slow", rx1)
         other = submit(service, "ok", rx2)
         service.execute(slow.id)
-        with pytest.raises(NoResources) as e:
-            service.execute(other.id)
-        assert e.value.status == 503
-        assert other.state is JobState.COMPILED  # still executable later
+        assert service.execute(other.id).state is JobState.RUNNING  # accepted: no 503
+        assert service.queue.position(other.id)["position"] == 1
+        assert other.runner.instances == {}  # nothing of it started yet
         service.cancel(slow.id)
         wait_terminal(slow)
-        service.execute(other.id)
         wait_terminal(other)
         assert other.state is JobState.SUCCEEDED, other.error
+        assert service.queue.position(other.id) is None
+
+
+def test_a_queued_job_can_be_cancelled_and_one_waiting_too_long_fails(tmp_path, service):
+    service.cores = service.queue.cores = HostCores(service.all_hosts, capacity=1)
+    service.queue.max_wait_s = 0.5
+    with Receiver() as rx1, Receiver() as rx2, Receiver() as rx3:
+        slow = submit(service, "slow", rx1)
+        cancelled, expired = submit(service, "ok", rx2), submit(service, "ok", rx3)
+        service.execute(slow.id)
+        service.execute(cancelled.id)
+        service.execute(expired.id)
+        assert service.cancel(cancelled.id).state is JobState.CANCELLED
+        wait_terminal(expired, 5)
+        assert expired.state is JobState.FAILED and "waited" in expired.error["message"], expired.error
+        service.cancel(slow.id)
+        wait_terminal(slow)
 
 
 def test_a_stalled_stage_fails_its_job_and_cleans_up(service):

@@ -183,7 +183,7 @@ request = {"operations": [
      "schema": [{"name": "k", "type": "int64"}, {"name": "v", "type": "int64"}]},
     {"kind": "filter", "name": "f", "input": "t", "condition": "k % 2 = 0"},
     {"kind": "send", "name": "out", "input": "f", "transport": "udp", "host": kernel_ip, "port": 0}]}
-with LocalServer(Path(data), Path(cache), Path(log), extra_args=["--nca-host", kernel_ip]) as srv:
+with LocalServer(Path(data), Path(cache), Path(log), extra_args=["--nca-host", kernel_ip, "--send-allow", kernel_ip]) as srv:
     before = va_rx()
     with Jumpgate(srv.url) as jg:
         table = jg.run(request, timeout=120)["out"]

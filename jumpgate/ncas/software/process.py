@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import posixpath
 import queue
 import threading
 import time
@@ -40,6 +41,17 @@ def _token(text: str) -> str:
     return quote(text, safe="/._~-")
 
 
+def relative_to_root(path: str, root: str, host: str) -> str:
+    """`path` (a real path the storage resolved, FileFacts.real) relative to the host's data
+    root, as the `file` command gives it; an NcaError when it is not under the root."""
+    real, base = posixpath.normpath(path), posixpath.normpath(root)
+    rel = posixpath.relpath(real, base) if posixpath.isabs(real) and posixpath.isabs(base) else ".."
+    if rel == "." or rel == ".." or rel.startswith("../"):
+        raise NcaError(f"file {path} is not under the data root {root} of host {host}: the NCA opens its "
+                       "files beneath that root only (give a node's data root by its real path, without symlinks)")
+    return rel
+
+
 class ProcessNca(NcaInstance):
     """Base class of every software NCA instance."""
 
@@ -56,6 +68,7 @@ class ProcessNca(NcaInstance):
         self._lock = threading.Lock()
         self.udp: UdpEdges | None = None  # DPDK and receiver settings of its UDP edges (compile on)
         self._last_proc: ControlChannel | None = None  # for the log tail of a process that is gone
+        self._file_paths: dict[str, str] = {}  # `file` argument -> the plan's path, for errors
         self._warm_argv: list[str] | None = None
 
     # -- what subclasses provide ----------------------------------------------------------
@@ -114,11 +127,10 @@ class ProcessNca(NcaInstance):
         lines = [f"threads {self.threads()}"]
         for key, value in {**self.params(), **(self.udp.params() if self.udp else {})}.items():
             lines.append(f"param {_token(key)} {_token(value)}")
+        lines += self._file_lines()
         net_index = 0
         for port in self.spec.inputs:
-            if port.spec.transport == FILE:
-                lines += [f"file {_token(f)}" for f in port.files]
-            else:
+            if port.spec.transport != FILE:
                 lines.append(f"expect {net_index} {port.expected_streams}")
                 if port.key:  # docs/contract.md, keyed streams
                     lines.append(f"key {net_index} {port.key:016x}")
@@ -132,6 +144,21 @@ class ProcessNca(NcaInstance):
                     line += f" key {d.key:016x}"
                 lines.append(line)
         self._send(lines)
+
+    def _file_lines(self) -> list[str]:
+        """`root` and `file` commands for the file inputs. The process opens each file beneath the
+        host's data root (openat2 RESOLVE_BENEATH), so a file replaced since the submit's check by
+        a symlink leading outside the root is refused rather than read. A host without a data root
+        gets the real paths as they are, which the process opens following no symlink."""
+        files = [f for port in self.spec.inputs if port.spec.transport == FILE for f in port.files]
+        host = self.context.host
+        if not files:
+            return []
+        if host is None or host.data_root is None:
+            return [f"file {_token(f)}" for f in files]
+        names = [relative_to_root(f, host.data_root, host.name) for f in files]
+        self._file_paths = dict(zip(names, files))
+        return [f"root {_token(host.data_root)}", *(f"file {_token(n)}" for n in names)]
 
     def execute(self, phase: int) -> PhaseStats:
         self._send([f"execute {phase}"])
@@ -215,7 +242,8 @@ class ProcessNca(NcaInstance):
             if kind == want:
                 return event
             if kind == "error":
-                raise NcaError(str(event.get("message", "NCA failed")), file=event.get("file"),
+                file = event.get("file")  # as the `file` command named it; the job names the plan's path
+                raise NcaError(str(event.get("message", "NCA failed")), file=self._file_paths.get(file, file),
                                record=event.get("record"))
             if kind == "log":  # information worth keeping: an ignored stray connection, say
                 log.info("job %s %s: %s", self.spec.job_id, self.spec.id, event.get("message"))

@@ -227,11 +227,16 @@ syntax:
   return -1;
 }
 
-static int scan_file(const char *path, jg_ctx *ctx, jg_val *row, jgr_error *err) {
-  FILE *f = fopen(path, "r");
+static int scan_file(jgr_proc *p, const char *path, jg_ctx *ctx, jg_val *row, jgr_error *err) {
+  /* never fopen(path): jgr_open_input opens it beneath the data root the control plane sent, and
+   * fails (naming the file) when it leads outside */
+  int fd = jgr_open_input(p, path, err);
+  if (fd < 0) return -1;
+  FILE *f = fdopen(fd, "r");
   if (!f) {
-    jgr_error_set(err, "cannot open input file: %s", strerror(errno));
+    jgr_error_set(err, "cannot read input file: %s", strerror(errno));
     jgr_error_set_file(err, path, 0);
+    close(fd);
     return -1;
   }
   char *line = NULL;
@@ -283,7 +288,7 @@ static int plain_work(jgr_proc *p, int phase, jg_ctx *ctx, jgr_error *err) {
   if (!row) return jgr_error_set(err, "out of memory"), -1;
   int rc = 0;
   for (size_t i = (size_t)ctx->worker; i < p->nfiles && rc == 0; i += (size_t)p->threads)
-    rc = scan_file(p->files[i], ctx, row, err);
+    rc = scan_file(p, p->files[i], ctx, row, err);
   free(row);
   return rc == 0 ? jgr_call_finish(ctx, err) : rc;
 }
