@@ -14,6 +14,9 @@ if [ "${JUMPGATE_WITH_DPDK:-1}" != "0" ]; then APT_PACKAGES+=(libdpdk-dev iprout
 # OpenSSH's server for the tests of SSH nodes (docs/deploy.md): each test starts its own sshd with
 # its own config and keys on a loopback address; nothing is started by installing it here.
 APT_PACKAGES+=(openssh-server)
+# A real browser for the test of the web pages (sign-in, a tenant's jobs, a job's pipeline):
+# Debian's chromium and its WebDriver, driven headless by selenium.
+APT_PACKAGES+=(chromium chromium-driver)
 
 # Install the Debian packages among "$@" that are missing (one apt run for all of them).
 apt_install() {
