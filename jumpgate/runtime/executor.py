@@ -39,6 +39,7 @@ from ..nca.deployment import Deployer, Host
 from ..nca.interface import FILE, Destination, Endpoint, InstanceContext, NcaError, NcaInstance
 from ..nca.registry import Registry
 from .jobs import Job, JobState, JobStore
+from .logs import JOB_ID
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,8 @@ class JobRunner:
         self._pending_senders = senders_by_port(job.pipeline)  # shrinks as senders finish
         self._senders_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=max(4, len(job.pipeline.ncas)),
-                                        thread_name_prefix=f"job-{job.id}")
+                                        thread_name_prefix=f"job-{job.id}",
+                                        initializer=JOB_ID.set, initargs=(job.id,))  # its logs name the job
 
     # ---------------------------------------------------------------- public
 
@@ -135,6 +137,7 @@ class JobRunner:
 
     def _run(self) -> None:
         job, tl = self.job, self.job.timeline
+        JOB_ID.set(job.id)  # this thread's logs name the job (runtime/logs.py)
         state = JobState.SUCCEEDED
         try:
             self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -346,6 +349,7 @@ class JobRunner:
             t.join(max(0.0, deadline - time.monotonic()))
 
     def _destroy_one(self, nid: str, inst: NcaInstance) -> None:
+        JOB_ID.set(self.job.id)  # a thread of its own: its logs name the job too
         try:
             inst.destroy()
         except Exception:

@@ -9,6 +9,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol
 
 from ..contract.errors import JobStateError, UnknownJob
 from ..dataflow.plan import LogicalPlan
@@ -76,14 +77,24 @@ class Job:
                 "error": self.error, "timeline": self.timeline.to_json()}
 
 
+class JobObserver(Protocol):
+    """Told of every job added and every state change (runtime/metrics.py), under the store's
+    lock: whoever sees a job's new state sees what the observer made of it."""
+
+    def job_added(self, job: Job) -> None: ...
+
+    def job_changed(self, job: Job, old: JobState) -> None: ...
+
+
 class JobStore:
     """In-memory store. Finished jobs are kept (newest `keep` of them) so clients can read their
-    status and timeline after the fact."""
+    status and timeline after the fact. Every change is logged (INFO) with the job's id."""
 
-    def __init__(self, keep: int = 1000) -> None:
+    def __init__(self, keep: int = 1000, observer: JobObserver | None = None) -> None:
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
         self.keep = keep
+        self.observer = observer
 
     @staticmethod
     def new_id() -> str:
@@ -93,6 +104,9 @@ class JobStore:
         with self._lock:
             self._jobs[job.id] = job
             self._evict()
+            if self.observer is not None:
+                self._tell(self.observer.job_added, job)
+        log.info("job %s compiled for tenant %s", job.id, job.tenant, extra={"job_id": job.id})
 
     def get(self, job_id: str) -> Job:
         with self._lock:
@@ -110,11 +124,22 @@ class JobStore:
             if job.state not in allowed_from:
                 raise JobStateError(f"job {job.id} is {job.state.value}, cannot become {to.value}",
                                     state=job.state.value)
-            job.state = to
+            old, job.state = job.state, to
             if to.terminal:
                 job.finished = time.time()
+            if self.observer is not None:
+                self._tell(self.observer.job_changed, job, old)
+        error = f": {job.error.get('message')}" if to is JobState.FAILED and job.error else ""
+        log.info("job %s %s -> %s%s", job.id, old.value, to.value, error, extra={"job_id": job.id})
         if to.terminal:
             job.mark_done()
+
+    @staticmethod
+    def _tell(event: Callable[..., None], *args: object) -> None:
+        try:
+            event(*args)
+        except Exception:  # noqa: BLE001 - metrics must never fail a job or its state change
+            log.exception("the job observer failed (%s)", event.__name__)
 
     def _evict(self) -> None:
         finished = [j for j in self._jobs.values() if j.state.terminal]
