@@ -126,6 +126,7 @@ def build_nca(generated_source: str, driver: str, cache_dir: Path, *, dpdk: bool
                                     + ([ext_key] if ext_key else [])).encode())
     exe = cache_dir / "ncas" / f"{driver}-{key.hexdigest()[:32]}"
     if exe.exists():
+        _touch(exe)  # recently used: the last to be pruned
         return BuildResult(exe, True, time.perf_counter() - t0)
     exe.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".build-", dir=exe.parent) as tmp:
@@ -140,4 +141,66 @@ def build_nca(generated_source: str, driver: str, cache_dir: Path, *, dpdk: bool
         # keep the source next to the binary: it is what a developer debugging a job wants to read
         os.replace(src, exe.with_suffix(".c"))
         os.replace(out, exe)
+    prune_cache(exe.parent)
     return BuildResult(exe, False, time.perf_counter() - t0)
+
+
+# The compiled NCAs are a cache: without a bound, every distinct query adds a binary and its source
+# for ever (hundreds of MB after a few thousand queries). Beyond JUMPGATE_NCA_CACHE_MAX_MB (default
+# 2048) the least recently used are removed, checked after a new build at most once a minute. A
+# binary used in the last hour is never removed, so a job compiled a while ago still finds its NCAs
+# when it executes (compiled jobs expire after 10 minutes by default); a running process keeps its
+# binary's file open, so removing it never disturbs a job.
+PRUNE_EVERY_S = 60.0
+KEEP_RECENT_S = 3600.0
+_last_prune = 0.0
+
+
+def _touch(path: Path) -> None:
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def cache_limit_bytes() -> int:
+    try:
+        return int(float(os.environ.get("JUMPGATE_NCA_CACHE_MAX_MB", "2048")) * 1024 * 1024)
+    except ValueError:
+        return 2048 * 1024 * 1024
+
+
+def prune_cache(ncas_dir: Path, limit: int | None = None, *, force: bool = False,
+                keep_recent_s: float = KEEP_RECENT_S) -> list[str]:
+    """Remove the least recently used NCAs (binary and source) of `ncas_dir` until it holds at most
+    `limit` bytes; returns the names removed."""
+    global _last_prune
+    now = time.time()
+    if not force and time.monotonic() - _last_prune < PRUNE_EVERY_S:
+        return []
+    _last_prune = time.monotonic()
+    limit = cache_limit_bytes() if limit is None else limit
+    entries = []
+    total = 0
+    for entry in os.scandir(ncas_dir):
+        if not entry.is_file(follow_symlinks=False) or entry.name.startswith(".") or entry.name.endswith(".c"):
+            continue
+        st = entry.stat(follow_symlinks=False)
+        source = Path(entry.path).with_suffix(".c")
+        size = st.st_size + (source.stat().st_size if source.exists() else 0)
+        entries.append((st.st_mtime, entry.path, size))
+        total += size
+    removed = []
+    for mtime, path, size in sorted(entries):
+        if total <= limit:
+            break
+        if now - mtime < keep_recent_s:
+            break  # everything after it is more recent still
+        for victim in (path, str(Path(path).with_suffix(".c"))):
+            try:
+                os.unlink(victim)
+            except FileNotFoundError:
+                pass
+        total -= size
+        removed.append(Path(path).name)
+    return removed
