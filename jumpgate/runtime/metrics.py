@@ -186,6 +186,17 @@ class _StateCollector(Collector):
             running.add_metric([name], n)
         yield running
 
+        queue = s.queue.snapshot()
+        waiting = GaugeMetricFamily("jumpgate_queue_waiting", "Jobs executed and waiting in the run queue for cores "
+                                                              "(runtime/queue.py)", labels=["tenant"])
+        per_tenant = {tenant: 0 for tenant, _ in counts} | queue["by_tenant"]  # 0 for tenants not waiting
+        for tenant, n in sorted(per_tenant.items()):
+            waiting.add_metric([tenant], n)
+        yield waiting
+        yield GaugeMetricFamily("jumpgate_queue_oldest_wait_seconds",
+                                "How long the job waiting longest in the run queue has waited",
+                                value=queue["oldest_s"])
+
         yield GaugeMetricFamily("jumpgate_ncas_prestarted",
                                 "Pre-started NCA processes waiting for the next job (the warm pool)",
                                 value=len(s.deployer.spares()))
