@@ -128,6 +128,11 @@ class Destination:
     first_stream: int
     streams: int = 1
     key: int = 0  # nonzero: open every stream with the keyed header and this key (docs/contract.md)
+    # Nonzero: the receiver is a client (a `send`'s), not an NCA; fail the stream when it takes no
+    # data for this many milliseconds while there is data for it (it stopped reading, or never
+    # accepted the connection). A slow NCA downstream is backpressure and never gets this. An NCA
+    # that cannot tell may ignore it: the executor's stall watchdog still catches the stall, later.
+    client_stall_ms: int = 0
 
 
 @dataclass(frozen=True)

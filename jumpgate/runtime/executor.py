@@ -73,6 +73,12 @@ def stream_keys(pipeline: StagedPipeline) -> dict[tuple[str, int], int]:
     return {port: secrets.randbits(64) or 1 for port in sorted(ports)}
 
 
+# A client (a `send`'s receiver) that takes no data for this long while an NCA has data for it fails
+# its job (Destination.client_stall_ms): it stopped reading or never accepted, and would otherwise
+# hold the job's cores until the stall watchdog. A slow NCA downstream is backpressure, never this.
+CLIENT_STALL_S = 10.0
+
+
 class StallWatchdog:
     """Notices a stage that has stopped making progress: every NCA still running reports the same
     activity reading (bytes moved, CPU used; NcaInstance.activity) for `timeout` seconds. A stage
@@ -97,7 +103,8 @@ class StallWatchdog:
 
 class JobRunner:
     def __init__(self, job: Job, store: JobStore, registry: Registry, deployer: Deployer | None, cache_dir: Path,
-                 work_root: Path, on_finish: Callable[[Job], None], stall_timeout: float | None = None) -> None:
+                 work_root: Path, on_finish: Callable[[Job], None], stall_timeout: float | None = None,
+                 client_stall: float | None = CLIENT_STALL_S) -> None:
         self.job = job
         self.store = store
         self.registry = registry
@@ -106,6 +113,7 @@ class JobRunner:
         self.work_dir = work_root / job.id
         self.on_finish = on_finish
         self.stall_timeout = stall_timeout  # seconds without progress in a stage; None = never
+        self.client_stall = client_stall  # seconds a client may take no data; None or 0 = never
         self.instances: dict[str, NcaInstance] = {}
         self._keys: dict[tuple[str, int], int] = {}
         self._steps: dict[str, str] = {}  # the life-cycle step each NCA is in (for its failure)
@@ -315,7 +323,9 @@ class JobRunner:
                         net_index = sum(1 for p in consumer.inputs[: e.consumer_port] if p.spec.transport != FILE)
                         ep = endpoints[e.consumer][net_index]
                     key = 0 if e.to_client else self._keys.get((e.consumer, e.consumer_port), 0)
-                    dests.append(Destination(ep, e.first_stream, e.streams, key))
+                    stall = (self.client_stall or 0.0) if e.to_client else 0.0  # an NCA's slowness is backpressure
+                    stall_ms = max(1, round(stall * 1000)) if stall > 0 else 0
+                    dests.append(Destination(ep, e.first_stream, e.streams, key, stall_ms))
                 ports.append(dests)
             routes[node.id] = ports
         return routes

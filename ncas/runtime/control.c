@@ -349,12 +349,12 @@ static void handle_command(jgr_proc *p, char *line) {
     if (parse_key(tok[2], &key)) bad_command("key: expected 16 hex digits, not zero: %.32s", tok[2]);
     p->inputs[a].key = key;
   } else if (strcmp(cmd, "dest") == 0 && nt >= 6) {
-    /* dest PORT HOST TCPPORT FIRST STREAMS [tcp | udp MAX_BYTES MAX_TUPLES] [key HEX] */
+    /* dest PORT HOST TCPPORT FIRST STREAMS [tcp | udp MAX_BYTES MAX_TUPLES] [key HEX] [client MS] */
     if (parse_u32(tok[1], 1u << 30, &a) || a >= p->noutputs) bad_command("dest: no output port %s", tok[1]);
     if (parse_u32(tok[3], 65535, &b) || b == 0) bad_command("dest: bad TCP port %s", tok[3]);
     if (parse_u32(tok[4], 1u << 30, &c) || parse_u32(tok[5], 1u << 20, &d) || d == 0)
       bad_command("dest: bad stream ids %s %s", tok[4], tok[5]);
-    jgr_dest dst = {strdup(tok[2]), strdup(tok[3]), c, d, 0, 0, 0, 0};
+    jgr_dest dst = {strdup(tok[2]), strdup(tok[3]), c, d, 0, 0, 0, 0, 0};
     int i = 6;
     if (i < nt && strcmp(tok[i], "tcp") == 0) {
       i++;
@@ -368,6 +368,11 @@ static void handle_command(jgr_proc *p, char *line) {
     if (i + 1 < nt && strcmp(tok[i], "key") == 0) {
       if (dst.udp) bad_command("dest: keys are for TCP streams");
       if (parse_key(tok[i + 1], &dst.key)) bad_command("dest: expected 16 hex digits, not zero: %.32s", tok[i + 1]);
+      i += 2;
+    }
+    if (i < nt && strcmp(tok[i], "client") == 0) { /* a client's receiver (out_tcp.c); 0 = never */
+      if (i + 1 >= nt || parse_u32(tok[i + 1], 86400000u, &dst.client_stall_ms))
+        bad_command("dest: client: expected milliseconds (0..86400000)");
       i += 2;
     }
     if (i != nt) bad_command("dest: unexpected %.32s", tok[i]);

@@ -66,6 +66,10 @@ typedef struct {
   /* Keyed TCP stream (docs/contract.md, "Keyed streams between NCAs"): `dest ... key HEX`;
    * 0 = a plain NTF1 stream. */
   uint64_t key;
+  /* A client's receiver (docs/nca-process-protocol.md, "Client destinations"): `dest ... client MS`
+   * fails the stream when the client takes no byte for MS ms while there is data for it; 0 = an
+   * NCA (whose slowness is backpressure) or never. TCP only: a UDP sender never waits. */
+  uint32_t client_stall_ms;
 } jgr_dest;
 
 typedef struct {

@@ -5,9 +5,17 @@
  * destinations sends the same bytes to each (one after the other: the slowest receiver paces).
  * Send failures cannot be returned from jg_emit, so they set a flag on the context that the
  * driver checks after every row (jgr_call_row).
+ *
+ * A client's receiver (`dest ... client MS`) is not waited for without end, though: a slow NCA
+ * downstream is backpressure, but a client that stops reading, or listens and never accepts, would
+ * hold the job and its cores until the control plane's stall watchdog. Its bytes are sent without
+ * blocking, and while they do not fit, the worker sleeps in poll(POLLOUT) and looks, at least once
+ * a second, whether the client took anything; when it took nothing for MS ms the stream fails
+ * (send_client).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sockios.h> /* SIOCOUTQ */
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -15,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +47,60 @@ static void out_fail(jg_out *o, const char *what, size_t dest, int errnum) {
     if (o->fds[i] >= 0) close(o->fds[i]), o->fds[i] = -1;
 }
 
+/* Send all `n` bytes to a client's stream, like jgr_send_all, but return -2 once the client has
+ * taken no byte for `stall_ms` while some were waiting for it. Taken means acknowledged by its
+ * kernel (a listener that never accepts takes bytes until the connection's receive buffer is full,
+ * then its window stays closed). The worker does not wait for POLLOUT alone, which comes only once
+ * a third of the send buffer (up to 8 MiB) is free: a client reading slowly but steadily may take
+ * longer than `stall_ms` to free that much. It wakes at least once a second and counts as progress
+ * any byte send takes (it does as soon as an acknowledgement frees some room) and any shrinking of
+ * SIOCOUTQ (bytes sent and not yet acknowledged; it moves even while the buffer stays too full for
+ * send). No progress otherwise: the sender writes nothing else on this connection meanwhile. */
+static int send_client(int fd, const uint8_t *p, size_t n, uint32_t stall_ms) {
+  const uint64_t stall_ns = (uint64_t)stall_ms * 1000000u;
+  uint64_t since = 0; /* when the client last took a byte, as far as we know; 0 = not waiting */
+  int unacked = -1;   /* SIOCOUTQ then */
+  while (n > 0) {
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      p += k;
+      n -= (size_t)k;
+      since = 0;
+      continue;
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+    uint64_t now = jgr_now_ns();
+    int q;
+    if (ioctl(fd, SIOCOUTQ, &q) != 0) q = -1; /* then only what send takes counts */
+    if (since == 0 || q != unacked) { /* we start waiting, or the client took bytes meanwhile */
+      since = now;
+      unacked = q;
+    } else if (now - since >= stall_ns) {
+      return -2;
+    }
+    uint64_t left = since + stall_ns - now;
+    struct pollfd pfd = {fd, POLLOUT, 0};
+    if (poll(&pfd, 1, left >= 1000000000u ? 1000 : (int)(left / 1000000u) + 1) < 0 && errno != EINTR) return -1;
+  }
+  return 0;
+}
+
+/* A client's stream failed by send_client. */
+static void client_stalled(jg_out *o, size_t dest, const jgr_dest *dst) {
+  jg_ctx *c = o->ctx;
+  if (!(c->flags & JGR_OUT_FAILED)) {
+    int v6 = strchr(dst->host, ':') != NULL;
+    jgr_error_set(&c->out_error,
+                  "the client at %s%s%s:%s took no data for %g s: it is not reading (or never accepted the "
+                  "connection) [output port %d, stream %u]",
+                  v6 ? "[" : "", dst->host, v6 ? "]" : "", dst->port, dst->client_stall_ms / 1000.0, o->port,
+                  dst->first_stream + (uint32_t)c->worker);
+    c->flags |= JGR_OUT_FAILED;
+  }
+  out_fail(o, "sending to", dest, ETIMEDOUT); /* closes the port's connections */
+}
+
 /* Send `n` bytes to every destination of the port. */
 static int out_send(jg_out *o, const uint8_t *p, size_t n) {
   jg_ctx *c = o->ctx;
@@ -45,7 +108,14 @@ static int out_send(jg_out *o, const uint8_t *p, size_t n) {
   uint64_t t0 = jgr_now_ns();
   for (size_t i = 0; i < o->nfds; i++) {
     if (o->fds[i] < 0) continue; /* a UDP destination (out_udp.c) */
-    if (jgr_send_all(o->fds[i], p, n) != 0) {
+    const jgr_dest *dst = &c->proc->outputs[o->port].dests[i];
+    int r = dst->client_stall_ms ? send_client(o->fds[i], p, n, dst->client_stall_ms)
+                                 : jgr_send_all(o->fds[i], p, n);
+    if (r == -2) {
+      client_stalled(o, i, dst);
+      return -1;
+    }
+    if (r != 0) {
       out_fail(o, "sending to", i, errno);
       return -1;
     }

@@ -304,7 +304,8 @@ def test_path_with_spaces_and_percent(scan, tmp_path):
 # ------------------------------------------------------------------ protocol and failures
 
 def test_bad_commands(scan):
-    for line in ["bogus 1", "threads 0", "dest 1 127.0.0.1 9 0 1", "expect 0 1", "file a b", "dest 0 h 0 0 1"]:
+    for line in ["bogus 1", "threads 0", "dest 1 127.0.0.1 9 0 1", "expect 0 1", "file a b", "dest 0 h 0 0 1",
+                 "dest 0 127.0.0.1 9 0 1 client", "dest 0 127.0.0.1 9 0 1 client 1s"]:
         nca = NcaProcess(scan)
         try:
             nca.send(line)
@@ -436,3 +437,112 @@ def test_receiver_hangs_up(scan, tmp_path):
     finally:
         nca.kill()
         srv.close()
+
+
+# ------------------------------------------------------------------ client destinations
+
+def big_file(tmp_path, rows: int = 100000):
+    """~270 bytes a tuple: 100000 rows are ~27 MB, far more than the socket buffers hold."""
+    return write(tmp_path / "big.jsonl", jl(*({"i": k, "s": "z" * 200} for k in range(rows))))
+
+
+@pytest.mark.parametrize("client", ["never accepts", "accepts and never reads"])
+def test_a_client_that_takes_no_data_fails_the_stream(scan, tmp_path, client):
+    """`dest ... client MS` (docs/nca-process-protocol.md, "Client destinations"): a client that
+    listens but never accepts (the kernel takes data into the connection's receive buffer until
+    it is full), or accepts and never reads, fails the phase once it has taken nothing for MS ms."""
+    f = big_file(tmp_path)
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    nca = NcaProcess(scan)
+    conn = None
+    try:
+        nca.configure([f], [(0, port, 3, 2)], threads=2, client=500)
+        t0 = time.monotonic()
+        nca.send("execute 0")
+        if client == "accepts and never reads":
+            conn, _ = srv.accept()
+        ev = nca.event("error", timeout=20)
+        took = time.monotonic() - t0
+        assert ev["phase"] == 0
+        assert ev["message"] in [f"the client at 127.0.0.1:{port} took no data for 0.5 s: it is not reading (or "
+                                 f"never accepted the connection) [output port 0, stream {s}]" for s in (3, 4)], ev
+        assert 0.5 <= took < 5
+        assert nca.wait() == 1
+    finally:
+        nca.kill()
+        if conn is not None:
+            conn.close()
+        srv.close()
+
+
+def test_a_stalled_nca_destination_is_waited_for(scan, tmp_path):
+    """Without `client` the receiver is an NCA: its slowness is backpressure, never a failure."""
+    f = big_file(tmp_path)
+    r = Receiver(read=False)
+    nca = NcaProcess(scan)
+    try:
+        nca.configure([f], [(0, r.port, 0, 1)])
+        nca.send("execute 0")
+        time.sleep(2.0)
+        assert nca.proc.poll() is None and nca.events.empty(), "should still be blocked"
+    finally:
+        nca.kill()
+        r.close()
+
+
+def test_a_client_that_reads_slowly_but_steadily_is_not_failed(scan, tmp_path):
+    """A client reading ~5 MB/s in 256 KiB steps (with a small receive buffer, so that nothing
+    piles up there) keeps a 300 ms `client` limit: every step is acknowledged bytes (SIOCOUTQ
+    shrinks, send takes bytes again). Waiting for POLLOUT alone would take it for stalled: that
+    comes only once a third of the sender's send buffer (8 MiB where net.core.wmem_max allows it)
+    is free, 0.5 s at this rate."""
+    rows = 60000  # ~16 MB
+    f = big_file(tmp_path, rows)
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 256 << 10)  # inherited by the accepted socket
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    nca = NcaProcess(scan)
+    conn = None
+    try:
+        nca.configure([f], [(0, srv.getsockname()[1], 0, 1)], client=300)
+        nca.send("execute 0")
+        conn, _ = srv.accept()
+        data = bytearray()
+        while True:
+            step = 0
+            while step < 256 << 10:
+                b = conn.recv((256 << 10) - step)
+                if not b:
+                    break
+                data += b
+                step += len(b)
+            if not b:
+                break
+            time.sleep(0.05)
+        ev = nca.event("done", timeout=30)
+        assert ev["stats"]["tuples_out"] == rows and ev["stats"]["bytes_out"] == len(data)
+        assert nca.close() == 0
+    finally:
+        nca.kill()
+        if conn is not None:
+            conn.close()
+        srv.close()
+
+
+def test_client_over_udp_is_accepted_and_changes_nothing(scan, tmp_path):
+    """A UDP sender never waits for its receiver, so `client` has nothing to watch there: a client
+    that never reads loses datagrams (its receiver reports that), the sender finishes."""
+    f = big_file(tmp_path, 5000)
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind(("127.0.0.1", 0))  # bound, never read
+    nca = NcaProcess(scan)
+    try:
+        nca.send("threads 1", f"file {f}", f"dest 0 127.0.0.1 {rx.getsockname()[1]} 0 1 udp 0 0 client 100",
+                 "execute 0")
+        assert nca.event("done", timeout=30)["stats"]["tuples_out"] == 5000
+        assert nca.close() == 0
+    finally:
+        nca.kill()
+        rx.close()

@@ -142,6 +142,8 @@ class ProcessNca(NcaInstance):
                     line += f" udp {d.endpoint.max_datagram} {d.endpoint.max_tuples}"
                 if d.key:
                     line += f" key {d.key:016x}"
+                if d.client_stall_ms and d.endpoint.transport != "udp":  # a UDP sender never waits
+                    line += f" client {d.client_stall_ms}"
                 lines.append(line)
         self._send(lines)
 
