@@ -15,6 +15,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from .api.app import create_app
     from .deploy.warm import WarmSettings
+    from .runtime.jobdb import StateDbError
     from .runtime.logs import configure as configure_logging
     from .runtime.service import JumpgateService, NoNodeUp, Settings
 
@@ -46,14 +47,17 @@ def _serve(args: argparse.Namespace) -> int:
                         warm=WarmSettings(per_binary=max(0, args.warm_ncas), idle_s=args.warm_idle),
                         tokens=Path(args.tokens) if args.tokens else None, rest_host=args.host, rest_port=args.port,
                         send_allow=tuple(args.send_allow), max_ncas_per_job=args.max_ncas_per_job,
-                        compiled_ttl_s=args.compiled_ttl, queue_max_wait_s=args.queue_max_wait)
+                        compiled_ttl_s=args.compiled_ttl, queue_max_wait_s=args.queue_max_wait,
+                        client_stall_s=max(0.0, args.client_stall),
+                        state_db=Path(args.state_db) if args.state_db else None,
+                        keep_jobs=max(0, args.keep_jobs), keep_days=max(0.0, args.keep_days))
     if args.cache_dir:
         settings.cache_dir = Path(args.cache_dir)
     if args.ncas is not None:
         settings.plugins = [n.strip() for n in args.ncas.split(",") if n.strip()]
     try:
         service = JumpgateService(settings)
-    except NoNodeUp as e:
+    except (NoNodeUp, StateDbError) as e:
         print(f"jumpgate: {e}", file=sys.stderr)
         return 2
     if settings.plugins is not None:
@@ -244,8 +248,19 @@ def main(argv: list[str] | None = None) -> int:
                        help="the most NCA processes one job may start (default 64)")
     serve.add_argument("--compiled-ttl", type=float, default=600.0, metavar="SECONDS",
                        help="cancel a job compiled and never executed after this long; 0 = keep (default 600)")
+    serve.add_argument("--client-stall", type=float, default=10.0, metavar="SECONDS",
+                       help="fail a job whose client (a send's receiver) takes no data for this long while there "
+                            "is data for it (it stopped reading or never accepted); 0 = never (default 10)")
     serve.add_argument("--queue-max-wait", type=float, default=300.0, metavar="SECONDS",
                        help="fail a job that waited this long in the run queue for cores (default 300)")
+    serve.add_argument("--state-db", default=None, metavar="PATH",
+                       help="the SQLite file jobs are recorded in, so that they outlive the server: a restarted "
+                            "server lists them, and marks those that were running as failed "
+                            "(docs/operations.md; default: state.db in the cache directory)")
+    serve.add_argument("--keep-jobs", type=int, default=10_000, metavar="N",
+                       help="keep the newest N ended jobs in the state database; 0 = no limit (default 10000)")
+    serve.add_argument("--keep-days", type=float, default=30.0, metavar="DAYS",
+                       help="delete ended jobs older than this from the state database; 0 = no limit (default 30)")
     serve.add_argument("--tls-cert", default=None, metavar="FILE", help="serve HTTPS with this certificate (PEM)")
     serve.add_argument("--tls-key", default=None, metavar="FILE", help="... and this private key (PEM)")
     serve.set_defaults(fn=_serve)

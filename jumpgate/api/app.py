@@ -81,7 +81,7 @@ async def _until_done(job: Job, timeout: float) -> None:
 
 
 def compile_answer(job: Job) -> dict:
-    return {"job_id": job.id, "state": job.state.value, **job.pipeline.to_json()}
+    return {"job_id": job.id, "state": job.state.value, **job.pipeline_json()}
 
 
 def create_app(service: JumpgateService, metrics: bool = True) -> FastAPI:
@@ -144,14 +144,14 @@ def create_app(service: JumpgateService, metrics: bool = True) -> FastAPI:
     async def status(job_id: str, who: Who, wait: float = 0.0):
         """`wait` (seconds, at most 30) holds the answer until the job ends or the time is up, so
         clients learn of the end at once instead of polling."""
-        job = service.status(job_id, who)
-        if wait > 0 and not job.state.terminal:
+        job = service.view(job_id, who)  # a live job, or a recorded one (never waited for: it cannot change)
+        if isinstance(job, Job) and wait > 0 and not job.state.terminal:
             await _until_done(job, min(wait, 30.0))
         answer = job.status_json()
         queued = service.queue.position(job.id)
         if queued is not None:  # running, but still waiting for cores (runtime/queue.py)
             answer["queue"] = queued
-        pipeline = job.pipeline.to_json()
+        pipeline = job.pipeline_json()
         answer["ncas"] = pipeline.get("ncas", [])
         answer["decisions"] = pipeline.get("decisions")
         # Plain JSON already: skipping FastAPI's encoder walk saves ~1 ms on every (long) poll.
@@ -164,9 +164,10 @@ def create_app(service: JumpgateService, metrics: bool = True) -> FastAPI:
 
     @app.get("/v1/jobs", summary="Jobs known to this server")
     async def jobs(who: Who):
-        """The caller's tenant's jobs (every tenant's for an admin)."""
-        return [{"job_id": j.id, "name": j.name, "state": j.state.value, "tenant": j.tenant}
-                for j in service.jobs(who)]
+        """The caller's tenant's jobs (every tenant's for an admin), those of earlier servers too,
+        oldest first."""
+        listed = await run_in_threadpool(service.jobs, who)  # reads the job database
+        return JSONResponse([j.to_json() for j in listed])
 
     @app.get("/v1/ncas", summary="Registered NCA implementations and what each can do",
              dependencies=[Depends(_caller)])

@@ -48,6 +48,7 @@ class Job:
     # woken without holding a thread while it waits.
     _on_done: list[Callable[[], None]] = field(default_factory=list, repr=False)
     _done_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _pipeline_json: dict | None = field(default=None, repr=False)
 
     def on_done(self, callback: Callable[[], None]) -> None:
         """Call `callback` when the job ends: at once if it has."""
@@ -76,6 +77,14 @@ class Job:
         return {"job_id": self.id, "name": self.name, "state": self.state.value, "tenant": self.tenant,
                 "error": self.error, "timeline": self.timeline.to_json()}
 
+    def pipeline_json(self) -> dict:
+        """The compile answer's pipeline (ncas, stages, decisions, ...). Made once: the pipeline
+        never changes after submit, and the answer, every status poll and the job's record all
+        need it. Callers must not modify it."""
+        if self._pipeline_json is None:
+            self._pipeline_json = self.pipeline.to_json()
+        return self._pipeline_json
+
 
 class JobObserver(Protocol):
     """Told of every job added and every state change (runtime/metrics.py), under the store's
@@ -84,6 +93,16 @@ class JobObserver(Protocol):
     def job_added(self, job: Job) -> None: ...
 
     def job_changed(self, job: Job, old: JobState) -> None: ...
+
+
+class JobJournal(Protocol):
+    """Keeps jobs beyond the process (runtime/history.py). Told of every job added and every
+    state change outside the store's lock (a write may wait for the disk) but before a job's end
+    wakes its waiters, so a client that saw a job end finds that end recorded."""
+
+    def job_added(self, job: Job) -> None: ...
+
+    def job_changed(self, job: Job) -> None: ...
 
 
 class JobStore:
@@ -95,6 +114,7 @@ class JobStore:
         self._lock = threading.Lock()
         self.keep = keep
         self.observer = observer
+        self.journal: JobJournal | None = None
 
     @staticmethod
     def new_id() -> str:
@@ -106,6 +126,8 @@ class JobStore:
             self._evict()
             if self.observer is not None:
                 self._tell(self.observer.job_added, job)
+        if self.journal is not None:
+            self._tell(self.journal.job_added, job)
         log.info("job %s compiled for tenant %s", job.id, job.tenant, extra={"job_id": job.id})
 
     def get(self, job_id: str) -> Job:
@@ -131,6 +153,8 @@ class JobStore:
                 self._tell(self.observer.job_changed, job, old)
         error = f": {job.error.get('message')}" if to is JobState.FAILED and job.error else ""
         log.info("job %s %s -> %s%s", job.id, old.value, to.value, error, extra={"job_id": job.id})
+        if self.journal is not None:
+            self._tell(self.journal.job_changed, job)
         if to.terminal:
             job.mark_done()
 

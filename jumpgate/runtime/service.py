@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..compiler.compile import compile_plan
-from ..contract.errors import JobStateError, RequestError
+from ..contract.errors import JobStateError, RequestError, UnknownJob
 from ..dataflow.request import parse_request
 from ..dataflow.storage import LocalStorage, Storage
 from ..deploy.fleet import FleetDeployer, FleetStorage
@@ -27,6 +27,8 @@ from ..tenancy.policy import Reserved
 from ..tenancy.tokens import LOCAL, Principal, TokenFile
 from .access import Access
 from .executor import JobRunner
+from .history import HistorySettings, JobHistory
+from .jobdb import JobSummary, StoredJob
 from .jobs import Job, JobState, JobStore
 from .metrics import ServiceMetrics
 from .queue import RunQueue, TenantLimits, Waiting
@@ -101,6 +103,16 @@ class Settings:
     compiled_ttl_s: float = 600.0
     # The longest a job waits in the run queue for cores before it fails (seconds).
     queue_max_wait_s: float = 300.0
+    # A client (a send's receiver) that takes no data for this long while an NCA has data for it
+    # fails its job at once (docs/nca-process-protocol.md, "Client destinations"); 0 = never.
+    client_stall_s: float = 10.0
+    # Where jobs are recorded so that they outlive the server (runtime/history.py); None: the
+    # cache directory's state.db. Ended jobs kept: the newest `keep_jobs`, none older than
+    # `keep_days` (0: no such limit); cleanup after dead servers and pruning rerun this often.
+    state_db: Path | None = None
+    keep_jobs: int = 10_000
+    keep_days: float = 30.0
+    history_upkeep_s: float = 600.0
 
 
 class JumpgateService:
@@ -115,8 +127,15 @@ class JumpgateService:
         self.store = JobStore(observer=self.metrics)
         self.cache_dir = Path(settings.cache_dir)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
+        # Before this server makes its work root or starts an NCA: what dead servers left here
+        # goes, and their jobs that were not over are marked so (runtime/history.py).
+        self.history = JobHistory(HistorySettings(settings.state_db or self.cache_dir / "state.db",
+                                                  settings.keep_jobs, settings.keep_days,
+                                                  settings.history_upkeep_s), self.cache_dir)
+        self.store.journal = self.history
         self.work_root = Path(settings.work_root or self.cache_dir / "jobs" / str(os.getpid()))
         self.work_root.mkdir(parents=True, exist_ok=True)
+        self.history.claim(self.work_root)
         # spares live in their own directory: a job's directory goes when the job ends
         self.deployer = deployer or self._default_deployer()
         # where reads' paths are resolved: the nodes' data roots, or this machine's
@@ -196,13 +215,14 @@ class JumpgateService:
                     job.error = None  # executed meanwhile
 
     def execute(self, job_id: str, who: Principal = LOCAL) -> Job:
-        job = self.status(job_id, who)
-        if job.state is not JobState.COMPILED:
+        job = self.view(job_id, who)
+        if not isinstance(job, Job) or job.state is not JobState.COMPILED:  # a stored job never runs
             raise JobStateError(f"job {job_id} is {job.state.value}; only a compiled job can execute",
                                 state=job.state.value)
         self.store.transition(job, JobState.RUNNING, (JobState.COMPILED,))
         runner = JobRunner(job, self.store, self.registry, self.deployer, self.cache_dir, self.work_root,
-                           on_finish=self._finished, stall_timeout=self.settings.stall_timeout_s)
+                           on_finish=self._finished, stall_timeout=self.settings.stall_timeout_s,
+                           client_stall=self.settings.client_stall_s)
         job.runner = runner
         # Runs now if its cores are free and its tenant under its limits, else waits its turn
         # (runtime/queue.py): `running` to the client either way, the status says which.
@@ -221,9 +241,9 @@ class JumpgateService:
         policy = self.access.policy(tenant)
         return TenantLimits(policy.max_jobs, policy.max_cores)
 
-    def cancel(self, job_id: str, who: Principal = LOCAL) -> Job:
-        job = self.status(job_id, who)
-        if job.state.terminal:
+    def cancel(self, job_id: str, who: Principal = LOCAL) -> Job | StoredJob:
+        job = self.view(job_id, who)
+        if not isinstance(job, Job) or job.state.terminal:
             return job
         if job.state is JobState.COMPILED:
             self.store.transition(job, JobState.CANCELLED, (JobState.COMPILED,))
@@ -269,9 +289,22 @@ class JumpgateService:
         self.access.visible(job.tenant, who, job_id)
         return job
 
-    def jobs(self, who: Principal = LOCAL) -> list[Job]:
-        """The jobs `who` may see: its tenant's, or all for an admin."""
-        return [j for j in self.store.all() if who.may_see(j.tenant)]
+    def view(self, job_id: str, who: Principal = LOCAL) -> Job | StoredJob:
+        """A job this server holds, or one recorded earlier (runtime/history.py): this server's
+        past jobs it no longer keeps in memory, and those of servers that are gone."""
+        try:
+            return self.status(job_id, who)
+        except UnknownJob:
+            stored = self.history.get(job_id)
+            if stored is None:
+                raise
+        self.access.visible(stored.tenant, who, job_id)
+        return stored
+
+    def jobs(self, who: Principal = LOCAL) -> list[JobSummary]:
+        """The jobs `who` may see (its tenant's, or all for an admin), live and recorded, oldest
+        first."""
+        return self.history.summaries(who, self.store.all())
 
     def shutdown(self) -> None:
         self.queue.close()
@@ -283,6 +316,7 @@ class JumpgateService:
                 except Exception:
                     log.exception("cancelling job %s at shutdown", job.id)
         self.deployer.shutdown()
+        self.history.close()  # last: the cancels above are recorded
 
     def _finished(self, job: Job) -> None:
         self.queue.release(job.id)  # and the jobs waiting for these cores may start

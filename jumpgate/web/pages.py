@@ -1,25 +1,35 @@
 """Server-rendered pages for people (design: jumpgate/web, Jinja2): the jobs, and for one job its
 staged networked pipeline, why each operation went where it did, and where the time went.
 
-The pages read the same job objects the REST API serves; they add no state of their own.
+The pages read the same job objects the REST API serves, live or recorded by an earlier server
+(runtime/history.py); they add no state of their own.
 """
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
 
 from ..contract.errors import Unauthorized, UnknownJob
+from ..runtime.jobdb import StoredJob
 from ..runtime.service import JumpgateService
 from ..tenancy.tokens import Principal
 
 COOKIE = "jumpgate_token"
+# The jobs page lists the newest this many (the job database may hold many thousands).
+PAGE_JOBS = 500
 
 _env = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
                    autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
+
+
+def _when(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _bars(timeline: dict) -> tuple[list[dict], float]:
@@ -67,10 +77,12 @@ def router(service: JumpgateService) -> APIRouter:
         who = viewer(request)
         if who is None:
             return to_login()
-        items = [{"id": j.id, "name": j.name, "state": j.state.value, "tenant": j.tenant,
-                  "ncas": len(j.pipeline.ncas), "stages": len(j.pipeline.stages)}
-                 for j in reversed(service.jobs(who))]
-        return page("jobs.html", who, jobs=items, ncas=service.registry.describe(), nodes=service.nodes())
+        listed = await run_in_threadpool(service.jobs, who)  # reads the job database
+        items = [{"id": j.id, "name": j.name, "state": j.state.value, "tenant": j.tenant, "ncas": j.ncas,
+                  "stages": j.stages, "created": _when(j.created)}
+                 for j in reversed(listed[-PAGE_JOBS:])]
+        return page("jobs.html", who, jobs=items, more=max(0, len(listed) - PAGE_JOBS),
+                    ncas=service.registry.describe(), nodes=service.nodes())
 
     @r.get("/ui/jobs/{job_id}", response_class=HTMLResponse)
     async def job(request: Request, job_id: str):
@@ -78,14 +90,15 @@ def router(service: JumpgateService) -> APIRouter:
         if who is None:
             return to_login()
         try:
-            j = service.status(job_id, who)
+            j = service.view(job_id, who)  # live, or recorded (an earlier server's)
         except UnknownJob as e:
             return HTMLResponse(_env.get_template("login.html").render(viewer=who, message=e.message),
                                 status_code=404)
-        answer = j.pipeline.to_json()
+        answer = j.pipeline_json()
         status = j.status_json()
         rows, end = _bars(status["timeline"])
-        return page("job.html", who, job=status, pipeline=answer, bars=rows, end_ms=end)
+        return page("job.html", who, job=status, pipeline=answer, bars=rows, end_ms=end,
+                    recorded=(j.server_pid, _when(j.server_started)) if isinstance(j, StoredJob) else None)
 
     @r.get("/ui/login", response_class=HTMLResponse)
     async def login_form():
