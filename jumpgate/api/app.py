@@ -131,6 +131,8 @@ def create_app(service: JumpgateService, metrics: bool = True) -> FastAPI:
             body = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:
             raise RequestError(f"request body is not valid JSON: {e}") from None
+        except RecursionError:  # [[[[... nested deeper than the JSON decoder's stack
+            raise RequestError("request body is nested too deeply to be a request") from None
         source = request.client.host if request.client else None
         job = await run_in_threadpool(service.submit, body, who, source)
         return JSONResponse(compile_answer(job), status_code=201)

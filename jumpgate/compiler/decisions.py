@@ -12,6 +12,10 @@ from .answers import PluginAnswers
 from .mapped import OperationDecision, Placement, VerdictRecord, ops_text, specs_text
 from .plan_index import PlanIndex
 
+# Followers of a fused chain longer than this are not put to the other implementations: each answer
+# costs the plugin a walk of the rest of the chain, O(N^2) over a chain of N operations.
+ASK_FOLLOWERS_UP_TO = 16
+
 
 class Reporter:
     def __init__(self, g: PlanIndex, ask: PluginAnswers, impls: Sequence[NcaImplementation],
@@ -81,6 +85,9 @@ class Reporter:
         if impl.name == p.implementation:
             return VerdictRecord(impl.name, True, "chosen",
                                  f"fused with '{p.ops[0]}': {self.describe(p)}", chosen=True)
+        if len(p.ops) > ASK_FOLLOWERS_UP_TO:
+            return VerdictRecord(impl.name, False, "skipped", f"not asked: '{op}' is one of the "
+                                 f"{len(p.ops):,} operations fused with '{p.ops[0]}' on {p.implementation}")
         v = self.ask.match_operations(impl, op)
         if not v.ok:
             return VerdictRecord(impl.name, False, "operations", v.reason or "does not implement it")

@@ -15,7 +15,8 @@ class VerdictRecord:
     """One implementation's answer about one operation, with the step that decided it:
     `operations`, `fusion`, `input`, `output`, `capacity` (a no), `search` (a yes after which the
     rest of the plan could not be mapped), `cost` (a yes, but another graph was cheaper),
-    `chosen`, or `skipped` (not asked: the search budget was exhausted)."""
+    `chosen`, or `skipped` (not asked: the search budget was exhausted, or the operation follows
+    the first of a long fused chain, decisions.py)."""
 
     implementation: str
     ok: bool
@@ -100,8 +101,12 @@ class MappedGraph:
     stats: dict = field(default_factory=dict)
 
 
-def ops_text(ops: Sequence[str]) -> str:
-    return "(" + ", ".join(ops) + ")"
+def ops_text(ops: Sequence[str], limit: int = 12) -> str:
+    """'(r, f1, f2)'; a long chain as its first and last operations, so that the text of every
+    verdict on a 10,000-operation chain stays short (the answer lists one per operation)."""
+    if len(ops) <= limit:
+        return "(" + ", ".join(ops) + ")"
+    return f"({', '.join(ops[:limit - 2])}, ... {len(ops) - limit + 1:,} more ..., {ops[-1]})"
 
 
 def specs_text(specs: Sequence[StreamSpec]) -> str:

@@ -19,7 +19,9 @@ beside each scan), then `placement.py` records each instance's host and why (`Nc
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from ..contract.ntf import NtfLayout
 from ..dataflow.plan import InputRef, LogicalPlan, Read
@@ -110,28 +112,38 @@ class StagedPipeline:
     cost: costs.Cost = ()
     stats: dict = field(default_factory=dict)
 
+    # Lookups by NCA id are indexed once per pipeline (the executor, placement and scaling out ask
+    # for every instance; a scan of all edges each time was quadratic in the size of the job).
+
+    @cached_property
+    def _by_id(self) -> dict[str, NcaNode]:
+        return {n.id: n for n in self.ncas}
+
+    @cached_property
+    def _edges_from(self) -> dict[str, list[Edge]]:
+        return _group(self.edges, lambda e: e.producer)
+
+    @cached_property
+    def _edges_into(self) -> dict[str, list[Edge]]:
+        return _group((e for e in self.edges if not e.to_client), lambda e: e.consumer)
+
     def node(self, nca_id: str) -> NcaNode:
-        for n in self.ncas:
-            if n.id == nca_id:
-                return n
-        raise KeyError(nca_id)
+        return self._by_id[nca_id]
 
     def output_edges(self, nca_id: str) -> list[list[Edge]]:
         """Per output port of `nca_id`, the edges it sends on (several when it fans out)."""
         node = self.node(nca_id)
         out: list[list[Edge]] = [[] for _ in node.outputs]
-        for e in self.edges:
-            if e.producer == nca_id:
-                out[e.producer_port].append(e)
+        for e in self._edges_from.get(nca_id, ()):
+            out[e.producer_port].append(e)
         return out
 
     def input_edges(self, nca_id: str) -> list[list[Edge]]:
         """Per input port of `nca_id`, the edges arriving on it (none for a file port)."""
         node = self.node(nca_id)
         out: list[list[Edge]] = [[] for _ in node.inputs]
-        for e in self.edges:
-            if not e.to_client and e.consumer == nca_id:
-                out[e.consumer_port].append(e)
+        for e in self._edges_into.get(nca_id, ()):
+            out[e.consumer_port].append(e)
         return out
 
     def build_spec(self, node: NcaNode | str, job_id: str = "") -> NcaSpec:
@@ -293,17 +305,33 @@ def build_pipeline(mapped: MappedGraph, op_stages: dict[str, tuple[int, ...]],
                              verdicts={op: decisions[op].verdicts for op in d.ops}, note=d.note))
 
     outputs = {}
+    to_client = _group((e for e in edges if e.to_client), lambda e: e.consumer)
     for send in plan.sends:
-        into = [e for e in edges if e.to_client and e.consumer == send.name]
+        into = to_client[send.name]
         spec = into[0].spec
         assert spec.layout is not None  # the mapper only connects NTF with a layout to a send
         outputs[send.name] = ClientOutput(send.name, spec.layout, send.transport, send.host, send.port,
                                           expected[(send.name, 0, True)], send.input, into[0].producer)
-    n_stages = stage_count(op_stages)
-    stages = [[n.id for n in nodes if s in n.stages] for s in range(n_stages)]
+    stages = stage_members(nodes, stage_count(op_stages))
     return StagedPipeline(plan=plan, ncas=tuple(nodes), edges=tuple(edges), outputs=outputs,
                           stages=stages, op_stages=dict(op_stages), decisions=decisions,
                           cost=mapped.cost, stats=dict(mapped.stats))
+
+
+def stage_members(nodes: Iterable[NcaNode], count: int) -> list[list[str]]:
+    """The NCA ids running in each of `count` stages, in `nodes` order."""
+    out: list[list[str]] = [[] for _ in range(count)]
+    for n in nodes:
+        for s in n.stages:
+            out[s].append(n.id)
+    return out
+
+
+def _group(edges: Iterable[Edge], key) -> dict[str, list[Edge]]:
+    out: dict[str, list[Edge]] = {}
+    for e in edges:
+        out.setdefault(key(e), []).append(e)
+    return out
 
 
 def expected_streams(edges: list[Edge] | tuple[Edge, ...]) -> dict[tuple[str, int, bool], int]:
@@ -341,11 +369,12 @@ def assign_streams(edges: list[Edge], order: list[str]) -> list[Edge]:
 def _decisions_with_ids(decisions: dict[str, OperationDecision], drafts: list[_Draft],
                         ids: dict[int, str], edges: list[Edge]) -> dict[str, OperationDecision]:
     where = {op: ids[d.index] for d in drafts for op in d.ops}
+    to_client = _group((e for e in edges if e.to_client), lambda e: e.consumer)
     out = {}
     for name, dec in decisions.items():
         if name in where:
             out[name] = replace(dec, nca=where[name])
         else:  # a send: say which NCA feeds it
-            feeders = sorted({e.producer for e in edges if e.to_client and e.consumer == name})
+            feeders = sorted({e.producer for e in to_client.get(name, ())})
             out[name] = replace(dec, note=fed_by(dec.note, feeders))
     return out

@@ -70,20 +70,27 @@ def able_hosts(node: NcaNode, hosts: Sequence[Host]) -> list[Host]:
     return [h for h in hosts if node.resources.deployment in h.kinds]
 
 
-def edge_bytes(pipeline: StagedPipeline) -> list[int]:
-    """Estimated bytes on each edge of `pipeline.edges` (see the module docstring)."""
-    emitted: dict[str, int] = {}
-    per_edge = [0] * len(pipeline.edges)
+def edges_into(pipeline: StagedPipeline) -> dict[str, list[int]]:
+    """Per NCA id, the indexes in `pipeline.edges` of the edges arriving at it from other NCAs."""
     into: dict[str, list[int]] = {}
     for i, e in enumerate(pipeline.edges):
         if not e.to_client:
             into.setdefault(e.consumer, []).append(i)
+    return into
+
+
+def edge_bytes(pipeline: StagedPipeline) -> list[int]:
+    """Estimated bytes on each edge of `pipeline.edges` (see the module docstring)."""
+    per_edge = [0] * len(pipeline.edges)
+    into = edges_into(pipeline)
+    out: dict[str, list[int]] = {}
+    for i, e in enumerate(pipeline.edges):
+        out.setdefault(e.producer, []).append(i)
     for node in pipeline.ncas:  # topological: producers first
         received = sum(per_edge[i] for i in into.get(node.id, ()))
-        emitted[node.id] = sum(f.size for f in node_files(pipeline, node)) + received
-        for i, e in enumerate(pipeline.edges):
-            if e.producer == node.id:
-                per_edge[i] = emitted[node.id] // max(1, len(node.outputs))
+        emitted = sum(f.size for f in node_files(pipeline, node)) + received
+        for i in out.get(node.id, ()):
+            per_edge[i] = emitted // max(1, len(node.outputs))
     return per_edge
 
 
@@ -94,6 +101,7 @@ class _Placer:
     load: dict[tuple[int, str], int]  # (stage, host) -> cores placed
     where: dict[str, str | None]  # NCA id -> its host, for the instances placed so far
     sizes: list[int]  # edge_bytes
+    into: dict[str, list[int]]  # edges_into
 
     def oversubscribed(self, node: NcaNode, h: Host) -> int:
         """How far beyond its cores `h` already is in the worst of the instance's stages."""
@@ -110,11 +118,10 @@ class _Placer:
     def local_bytes(self, node: NcaNode) -> dict[str, int]:
         """Per host, the estimated bytes the instance receives from instances placed there."""
         out: dict[str, int] = {}
-        for i, e in enumerate(self.pipeline.edges):
-            if not e.to_client and e.consumer == node.id:
-                host = self.where.get(e.producer)
-                if host is not None:
-                    out[host] = out.get(host, 0) + self.sizes[i]
+        for i in self.into.get(node.id, ()):
+            host = self.where.get(self.pipeline.edges[i].producer)
+            if host is not None:
+                out[host] = out.get(host, 0) + self.sizes[i]
         return out
 
     def by_cores(self, node: NcaNode, able: list[Host]) -> tuple[Host, str]:
@@ -123,8 +130,7 @@ class _Placer:
 
     def by_bytes(self, node: NcaNode, able: list[Host]) -> tuple[Host, str]:
         local = self.local_bytes(node)
-        total = sum(self.sizes[i] for i, e in enumerate(self.pipeline.edges)
-                    if not e.to_client and e.consumer == node.id)
+        total = sum(self.sizes[i] for i in self.into.get(node.id, ()))
 
         def produced(host: str) -> str:
             if not total:
@@ -163,7 +169,7 @@ class _Placer:
                                    f"offers {', '.join(h.name for h in self.hosts) or 'no hosts'}")
             self.where[node.id] = None
             return node  # hosted by the network (a switch) or by its own plugin
-        fed = any(not e.to_client and e.consumer == node.id for e in self.pipeline.edges)
+        fed = node.id in self.into
         best, why = self.by_bytes(node, able) if fed else self.by_cores(node, able)
         self.charge(node, best)
         # one possible host: nothing was chosen, and one node answers exactly as it always did
@@ -172,7 +178,7 @@ class _Placer:
 
 def place(pipeline: StagedPipeline, hosts: Sequence[Host]) -> StagedPipeline:
     """The pipeline with every NCA instance's host recorded (see the module docstring)."""
-    placer = _Placer(pipeline, hosts, {}, {}, edge_bytes(pipeline))
+    placer = _Placer(pipeline, hosts, {}, {}, edge_bytes(pipeline), edges_into(pipeline))
     return replace(pipeline, ncas=tuple(placer.place(node) for node in pipeline.ncas))
 
 

@@ -18,6 +18,9 @@ class PlanIndex:
                 self.consumers[ref.op].append((op.name, i))
                 self.ref_consumers.setdefault(ref, []).append(op.name)
         self.sends = [op for op in plan.ops if isinstance(op, Send)]
+        self._sends_on: dict[InputRef, list[Send]] = {}
+        for send in self.sends:
+            self._sends_on.setdefault(send.input, []).append(send)
         self.targets = [n for n in self._post_order() if not isinstance(self.ops[n], Send)]
         self.rank = {n: i for i, n in enumerate(self.targets)}
         self._external: dict[tuple[str, ...], tuple[InputEdge, ...]] = {}
@@ -51,7 +54,8 @@ class PlanIndex:
         return order
 
     def sends_on(self, ref: InputRef) -> list[Send]:
-        return [s for s in self.sends if s.input == ref]
+        """The sends reading `ref`, in plan order (indexed: every candidate placement asks)."""
+        return self._sends_on.get(ref, [])
 
     def external_inputs(self, ops: tuple[str, ...]) -> tuple[InputEdge, ...]:
         """Input edges of a chain that come from outside it, in chain then `inputs_of` order."""

@@ -73,7 +73,7 @@ from ..dataflow.plan import (
 from ..nca.deployment import Host
 from ..nca.interface import FILE, InputPort
 from .mapped import OperationDecision
-from .pipeline import Edge, NcaNode, StagedPipeline, assign_streams, expected_streams, fed_by
+from .pipeline import Edge, NcaNode, StagedPipeline, assign_streams, expected_streams, fed_by, stage_members
 from .placement import NodeFile, able_hosts, describe_bytes, node_files, spread_message
 
 
@@ -378,12 +378,14 @@ def _clone(pipeline: StagedPipeline, split: _Split) -> StagedPipeline:
             if share is not None:
                 clone = replace(clone, host=share.host, placement=_why(pipeline, node, k, split, new, instances))
             nodes.append(clone)
-    outputs = {}
-    for name, out in pipeline.outputs.items():
-        into = [e for e in edges if e.to_client and e.consumer == name]
-        outputs[name] = replace(out, expected_streams=expected[(name, 0, True)], producer=into[0].producer)
+    first_feeder: dict[str, str] = {}
+    for e in edges:
+        if e.to_client:
+            first_feeder.setdefault(e.consumer, e.producer)
+    outputs = {name: replace(out, expected_streams=expected[(name, 0, True)], producer=first_feeder[name])
+               for name, out in pipeline.outputs.items()}
     return replace(pipeline, ncas=tuple(nodes), edges=tuple(edges), outputs=outputs,
-                   stages=[[n.id for n in nodes if s in n.stages] for s in range(len(pipeline.stages))],
+                   stages=stage_members(nodes, len(pipeline.stages)),
                    decisions=_decisions(pipeline, split, new, instances, edges))
 
 
@@ -424,10 +426,14 @@ def _decisions(pipeline: StagedPipeline, split: _Split, new: _Renumbered,
                instances: dict[str, list[tuple[str, str]]], edges: list[Edge]) -> dict[str, OperationDecision]:
     """The decisions with the new ids: an operation of a split instance names its first clone and
     lists them all; a send names the NCAs that feed it."""
+    feeding: dict[str, set[str]] = {}
+    for e in edges:
+        if e.to_client:
+            feeding.setdefault(e.consumer, set()).add(e.producer)
     out = {}
     for name, dec in pipeline.decisions.items():
         if dec.nca is None:  # a send
-            feeders = sorted({e.producer for e in edges if e.to_client and e.consumer == name})
+            feeders = sorted(feeding.get(name, ()))
             out[name] = replace(dec, note=fed_by(dec.note, feeders))
             continue
         note = dec.note

@@ -36,8 +36,12 @@ def assign_threads(mapped: MappedGraph, op_stages: dict[str, tuple[int, ...]], b
     threads = [max(1, p.resources.cores) for p in mapped.placements]
     allowed = [max(t, p.resources.max_cores) for t, p in zip(threads, mapped.placements)]
     fed = [any(e.ref is not None for e in p.inputs) for p in mapped.placements]
-    for stage in sorted({s for ss in stages_of for s in ss}):
-        members = [i for i, ss in enumerate(stages_of) if stage in ss]
+    in_stage: dict[int, list[int]] = {}  # stage -> the placements running in it, in order
+    for i, ss in enumerate(stages_of):
+        for stage in ss:
+            in_stage.setdefault(stage, []).append(i)
+    for stage in sorted(in_stage):
+        members = in_stage[stage]
         reads_files = any(not fed[i] for i in members)
         spare = budget - sum(threads[i] for i in members if not (reads_files and fed[i]))
         members.sort(key=lambda i: (_priority(plan, mapped.placements[i]), i))

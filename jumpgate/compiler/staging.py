@@ -35,6 +35,7 @@ order of operations.
 """
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -56,6 +57,7 @@ class _Graph:
 
     def __init__(self, plan: LogicalPlan) -> None:
         self.order = [op.name for op in plan.ops]
+        self.rank = {n: i for i, n in enumerate(self.order)}
         self.ops = {op.name: op for op in plan.ops}
         self.inputs = {op.name: inputs_of(op) for op in plan.ops}
         self.consumers: dict[str, list[_ConsumerEdge]] = {n: [] for n in self.order}
@@ -65,6 +67,10 @@ class _Graph:
 
     def phases(self, name: str) -> tuple[str, ...]:
         return (BUILD, PROBE) if isinstance(self.ops[name], Join) else (STREAM,)
+
+    def neighbours(self, name: str) -> list[str]:
+        """The operations whose conditions mention `name`: its producers and its consumers."""
+        return [ref.op for ref in self.inputs[name]] + [e.consumer for e in self.consumers[name]]
 
 
 def _accepts(phase: str, index: int) -> bool:
@@ -129,21 +135,30 @@ class _Simulation:
 
     def next_stage(self) -> tuple[list[str], list[tuple[str, str]]]:
         """The greatest set of remaining operations that can run together, and for the others the
-        order in which they were ruled out with the reason (the first ones are the root causes)."""
-        running = set(self.remaining())
+        order in which they were ruled out with the reason (the first ones are the root causes).
+
+        A worklist: every operation is checked once in plan order, and again only when one it
+        depends on (a producer or a consumer) was ruled out, so a stage costs O(operations +
+        edges) however far a blocked join's effect travels up a chain."""
+        remaining = self.remaining()
+        running = set(remaining)
         removed: list[tuple[str, str]] = []
-        changed = True
-        while changed:
-            changed = False
-            for name in self.g.order:
-                if name not in running:
-                    continue
-                why = self.blocker(name, running)
-                if why is not None:
-                    running.discard(name)
-                    removed.append((name, why))
-                    changed = True
-        return [n for n in self.g.order if n in running], removed
+        queue, queued = deque(remaining), set(remaining)
+        while queue:
+            name = queue.popleft()
+            queued.discard(name)
+            if name not in running:
+                continue
+            why = self.blocker(name, running)
+            if why is None:
+                continue
+            running.discard(name)
+            removed.append((name, why))
+            for other in self.g.neighbours(name):
+                if other in running and other not in queued:
+                    queue.append(other)
+                    queued.add(other)
+        return [n for n in remaining if n in running], removed
 
     def run(self, names: list[str], stage: int) -> None:
         for n in names:
@@ -186,19 +201,22 @@ def _ancestors(g: _Graph, name: str) -> set[str]:
     return seen
 
 
-def _shared_join_sources(sim: _Simulation, stuck: list[str]) -> list[str]:
+def _shared_join_sources(sim: _Simulation, stuck: list[str], most: int = 3, looked_at: int = 20) -> list[str]:
     """Sentences for joins whose build and probe sides come from one producer: the common case
-    of a plan that needs buffering."""
+    of a plan that needs buffering. At most `most` of them, among the first `looked_at` stuck
+    joins: each walks the join's ancestors, so all of them would be quadratic."""
     g, out = sim.g, []
-    for name in stuck:
+    joins = [n for n in stuck if isinstance(g.ops[n], Join)][:looked_at]
+    for name in joins:
         op = g.ops[name]
-        if not isinstance(op, Join):
-            continue
+        assert isinstance(op, Join)
+        if len(out) == most:
+            break
         common = _ancestors(g, op.build.op) & _ancestors(g, op.probe.op)
         if not common:
             continue
         # name the fork closest to the join: the last common ancestor in plan order
-        fork = max(common, key=g.order.index)
+        fork = max(common, key=g.rank.__getitem__)
         out.append(f"join '{name}' reads both its build side ({op.build}) and its probe side "
                    f"({op.probe}) from '{fork}': a streaming producer runs once, its output "
                    f"cannot be held back until the probe phase, and no operation buffers data")
@@ -208,7 +226,9 @@ def _shared_join_sources(sim: _Simulation, stuck: list[str]) -> list[str]:
 def _deadlock(sim: _Simulation, stage: int, removed: list[tuple[str, str]],
               op_paths: Mapping[str, str]) -> MappingError:
     stuck = sim.remaining()
-    labels = ", ".join(f"'{n}' ({sim.phase(n)})" if sim.phase(n) != STREAM else f"'{n}'" for n in stuck)
+    labels = ", ".join(f"'{n}' ({sim.phase(n)})" if sim.phase(n) != STREAM else f"'{n}'" for n in stuck[:20])
+    if len(stuck) > 20:
+        labels += f" and {len(stuck) - 20:,} more"
     lines = [f"cannot stage the plan without buffering: in stage {stage} none of {labels} can run"]
     lines += [f"  - {s}" for s in _shared_join_sources(sim, stuck)]
     # root causes first: edges into a join side that the join does not read in its phase

@@ -24,7 +24,7 @@ from ..contract import types as T
 from ..contract.errors import RequestError
 from ..contract.types import DataType, Field, Kind, Schema
 from .expr import Column, Expr
-from .jsonshape import at, check_column_name, check_keys, expect_object, get_list, json_type, show
+from .jsonshape import at, check_column_name, check_keys, clip, expect_object, get_list, json_type, show
 from .opbind import RawOp, bind_expr, choice, parse_named
 from .plan import AggFn, AggMode, Aggregate, AggregateCall, InputRef
 from .typecheck import bind_named
@@ -62,7 +62,7 @@ def bind_aggregate(op: RawOp, ref: InputRef, schema: Schema) -> tuple[Aggregate,
     if not group_items and not agg_items:
         raise RequestError("an aggregate needs at least one 'group_by' or 'aggregates' entry", op.at("aggregates"))
     final = mode is AggMode.FINAL
-    groups = bind_named(parse_named(group_items, op.at("group_by"), expr_required=not final),
+    groups = bind_named(parse_named(group_items, op.at("group_by"), expr_required=not final, limits=op.limits),
                         schema, op.at("group_by"))
     out: list[Field] = [Field(g.name, g.expr.type) for g in groups]  # type: ignore[arg-type]
     taken = {g.name: op.at("group_by") + f"[{i}].name" for i, g in enumerate(groups)}
@@ -76,7 +76,7 @@ def bind_aggregate(op: RawOp, ref: InputRef, schema: Schema) -> tuple[Aggregate,
         if final:
             call, fields = _final_call(obj, name, fn, schema, jpath)
         else:
-            call, t = _input_call(obj, name, fn, schema, jpath)
+            call, t = _input_call(obj, name, fn, schema, jpath, op)
             fields = partial_fields(name, fn, t) if mode is AggMode.PARTIAL else [Field(name, result_type(fn, t))]
         for f in fields:
             if f.name in taken:
@@ -88,18 +88,19 @@ def bind_aggregate(op: RawOp, ref: InputRef, schema: Schema) -> tuple[Aggregate,
     return Aggregate(op.name, ref, groups, tuple(calls), mode), Schema(tuple(out))
 
 
-def _input_call(obj: dict, name: str, fn: AggFn, schema: Schema, path: str) -> tuple[AggregateCall, DataType | None]:
+def _input_call(obj: dict, name: str, fn: AggFn, schema: Schema, path: str,
+                op: RawOp) -> tuple[AggregateCall, DataType | None]:
     """An aggregate over an expression of the input (complete and partial mode)."""
     text = obj.get("expr")
     if fn is AggFn.COUNT_STAR:
         if text is not None:
-            raise RequestError("count_star counts rows and takes no 'expr'", at(path, "expr"), str(text))
+            raise RequestError("count_star counts rows and takes no 'expr'", at(path, "expr"), clip(str(text)))
         return AggregateCall(name, fn, None), None
     if text is None:
         raise RequestError(f"missing field 'expr': {fn.value} needs an expression", at(path, "expr"))
-    expr = bind_expr(text, schema, at(path, "expr"))
+    expr = bind_expr(text, schema, at(path, "expr"), op.limits)
     if fn in (AggFn.SUM, AggFn.AVG) and not expr.type.is_numeric:  # type: ignore[union-attr]
-        raise RequestError(f"{fn.value} needs a numeric expression, got {expr.type}", at(path, "expr"), text)
+        raise RequestError(f"{fn.value} needs a numeric expression, got {expr.type}", at(path, "expr"), clip(text))
     return AggregateCall(name, fn, expr), expr.type
 
 

@@ -130,10 +130,37 @@ def children(e: Expr) -> tuple[Expr, ...]:
 
 
 def walk(e: Expr):
-    """Pre-order traversal of an expression tree."""
-    yield e
-    for c in children(e):
-        yield from walk(c)
+    """Pre-order traversal of an expression tree, with an explicit stack (no recursion on its
+    depth). A sub-tree that several parents share as one object (code generators fold projections
+    into the expressions after them by substitution) is visited once: walking such a tree as if
+    every use were a copy is exponential in the number of folded projections."""
+    stack, seen = [e], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        stack.extend(reversed(children(node)))
+
+
+def depth(e: Expr) -> int:
+    """Levels of the tree (a leaf is 1), found in one pass over its distinct nodes (shared
+    sub-trees once, see `walk`). Recursive passes over a tree (binding, code generation) make
+    sure beforehand that this many levels fit on the stack."""
+    levels: dict[int, int] = {}
+    stack: list[tuple[Expr, bool]] = [(e, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in levels:
+            continue
+        kids = children(node)
+        if expanded:
+            levels[id(node)] = 1 + max((levels[id(c)] for c in kids), default=0)
+        else:
+            stack.append((node, True))
+            stack.extend((c, False) for c in kids if id(c) not in levels)
+    return levels[id(e)]
 
 
 def columns_used(e: Expr) -> set[int]:

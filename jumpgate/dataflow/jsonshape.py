@@ -23,6 +23,11 @@ def show(value: object, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def clip(text: str, limit: int = 200) -> str:
+    """Request text quoted in an error (`text`): enough to find it, never the whole megabyte."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def at(base: str | None, key: str | int) -> str:
     """Join a JSON path: at('operations[2]', 'condition') == 'operations[2].condition'."""
     if isinstance(key, int):

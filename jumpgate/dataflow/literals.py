@@ -25,11 +25,20 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def integer_literal(v: int) -> Literal:
+    """ValueError for an integer beyond float64's range (it would be infinite)."""
     if INT32_RANGE[0] <= v <= INT32_RANGE[1]:
         return Literal(v, T.INT32)
     if INT64_RANGE[0] <= v <= INT64_RANGE[1]:
         return Literal(v, T.INT64)
-    return Literal(float(v), T.FLOAT64)
+    try:
+        return Literal(float(v), T.FLOAT64)
+    except OverflowError:
+        raise ValueError(f"number {_abbreviated(v)} is out of range for float64") from None
+
+
+def _abbreviated(v: int | str) -> str:
+    text = str(v)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text):,} digits)"
 
 
 def number_literal(text: str, negative: bool = False) -> Literal:
@@ -37,20 +46,29 @@ def number_literal(text: str, negative: bool = False) -> Literal:
     the text is not a number."""
     sign = -1 if negative else 1
     if _INTEGER.fullmatch(text):
+        if len(text.lstrip("0")) > _FLOAT64_DIGITS:  # also spares int() a huge conversion
+            raise ValueError(f"number {_abbreviated(text)} is out of range for float64")
         return integer_literal(sign * int(text))
     m = _DECIMAL.fullmatch(text)
     if m and (m.group(1) or m.group(2)):
         whole, frac = m.group(1), m.group(2)
         precision = max(len((whole + frac).lstrip("0")), len(frac), 1)
         if precision > T.MAX_DECIMAL_PRECISION:
-            return Literal(sign * float(text), T.FLOAT64)
+            return Literal(sign * _finite(text), T.FLOAT64)
         return Literal(sign * int(whole + frac or "0"), T.decimal(precision, len(frac)))
     if _FLOAT.fullmatch(text):
-        value = float(text)
-        if value == float("inf"):
-            raise ValueError(f"number {text} is out of range for float64")
-        return Literal(sign * value, T.FLOAT64)
+        return Literal(sign * _finite(text), T.FLOAT64)
     raise ValueError(f"invalid number {text!r}")
+
+
+_FLOAT64_DIGITS = 309  # an integer with more digits exceeds float64's largest value (~1.8e308)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value == float("inf"):
+        raise ValueError(f"number {_abbreviated(text)} is out of range for float64")
+    return value
 
 
 def negate_literal(lit: Literal) -> Literal:

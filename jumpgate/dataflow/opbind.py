@@ -17,6 +17,7 @@ from .jsonshape import (
     at,
     check_column_name,
     check_keys,
+    clip,
     expect_object,
     get_int,
     get_list,
@@ -24,6 +25,7 @@ from .jsonshape import (
     json_type,
     show,
 )
+from .limits import DEFAULT_LIMITS, RequestLimits
 from .parse import parse_expression
 from .paths import resolve_read_paths
 from .plan import FileFormat, Filter, InputRef, Join, JoinType, NamedExpr, Project, Read, Send, Shuffle
@@ -40,6 +42,7 @@ class RawOp:
     kind: str
     name: str
     obj: dict
+    limits: RequestLimits = DEFAULT_LIMITS  # what its expressions may be (dataflow/limits.py)
 
     @property
     def path(self) -> str:
@@ -49,21 +52,23 @@ class RawOp:
         return at(self.path, key)
 
 
-def bind_expr(text: object, schema: Schema | tuple[Field, ...], path: str) -> Expr:
+def bind_expr(text: object, schema: Schema | tuple[Field, ...], path: str,
+              limits: RequestLimits = DEFAULT_LIMITS) -> Expr:
     if not isinstance(text, str):
         raise RequestError(f"an expression must be a string, got {json_type(text)}", path)
-    return bind(parse_expression(text, path), schema, path)
+    return bind(parse_expression(text, path, limits), schema, path)
 
 
-def bind_condition(text: object, schema: Schema | tuple[Field, ...], path: str) -> Expr:
-    cond = bind_expr(text, schema, path)
+def bind_condition(text: object, schema: Schema | tuple[Field, ...], path: str,
+                   limits: RequestLimits = DEFAULT_LIMITS) -> Expr:
+    cond = bind_expr(text, schema, path, limits)
     if cond.type != T.BOOLEAN:
-        raise RequestError(f"a condition must be boolean, got {cond.type}", path, text)  # type: ignore[arg-type]
+        raise RequestError(f"a condition must be boolean, got {cond.type}", path, clip(text))
     return cond
 
 
 def parse_named(items: list, path: str, *, expr_required: bool = True,
-                taken: dict[str, str] | None = None) -> list[NamedExpr]:
+                taken: dict[str, str] | None = None, limits: RequestLimits = DEFAULT_LIMITS) -> list[NamedExpr]:
     """`[{"name", "expr"}]` entries, names unique (also against `taken`: name -> path), exprs
     parsed but not bound. Without `expr_required`, a missing expr means the column `name`."""
     seen = dict(taken or {})
@@ -80,7 +85,7 @@ def parse_named(items: list, path: str, *, expr_required: bool = True,
         text = obj.get("expr")
         if text is None:
             text = quote_name(name)
-        out.append(NamedExpr(name, parse_expression(text, at(ipath, "expr"))))
+        out.append(NamedExpr(name, parse_expression(text, at(ipath, "expr"), limits)))
     return out
 
 
@@ -123,19 +128,19 @@ def bind_read(op: RawOp, storage: Storage) -> tuple[Read, Schema]:
 # --- filter, project, shuffle, send -------------------------------------------------------------
 
 def bind_filter(op: RawOp, ref: InputRef, schema: Schema) -> tuple[Filter, Schema]:
-    cond = bind_condition(op.obj["condition"], schema, op.at("condition"))
+    cond = bind_condition(op.obj["condition"], schema, op.at("condition"), op.limits)
     return Filter(op.name, ref, cond), schema
 
 
 def bind_project(op: RawOp, ref: InputRef, schema: Schema) -> tuple[Project, Schema]:
     items = get_list(op.obj, "columns", op.path)
-    columns = bind_named(parse_named(items, op.at("columns")), schema, op.at("columns"))
+    columns = bind_named(parse_named(items, op.at("columns"), limits=op.limits), schema, op.at("columns"))
     return Project(op.name, ref, columns), named_schema(columns)
 
 
 def bind_shuffle(op: RawOp, ref: InputRef, schema: Schema) -> tuple[Shuffle, Schema]:
     keys = get_list(op.obj, "keys", op.path)
-    bound = tuple(bind_expr(k, schema, op.at("keys") + f"[{j}]") for j, k in enumerate(keys))
+    bound = tuple(bind_expr(k, schema, op.at("keys") + f"[{j}]", op.limits) for j, k in enumerate(keys))
     partitions = get_int(op.obj, "partitions", op.path, 1)
     return Shuffle(op.name, ref, bound, partitions), schema
 
@@ -163,12 +168,12 @@ def bind_join(op: RawOp, build: InputRef, probe: InputRef, build_schema: Schema,
     build_keys, probe_keys = _join_keys(op, build_schema, probe_schema)
     both = (*probe_schema.fields, *build_schema.fields)
     cond = op.obj.get("condition")
-    condition = bind_condition(cond, both, op.at("condition")) if cond is not None else None
+    condition = bind_condition(cond, both, op.at("condition"), op.limits) if cond is not None else None
     probe_only = jtype in (JoinType.LEFT_SEMI, JoinType.LEFT_ANTI)
     columns = None
     if op.obj.get("columns") is not None:
         items = get_list(op.obj, "columns", op.path)
-        columns = bind_named(parse_named(items, op.at("columns")), both, op.at("columns"))
+        columns = bind_named(parse_named(items, op.at("columns"), limits=op.limits), both, op.at("columns"))
         for j, c in enumerate(columns):
             if probe_only and any(i >= len(probe_schema) for i in columns_used(c.expr)):
                 raise RequestError(f"a {jtype.value} join outputs only probe rows; column {show(c.name)} "
@@ -191,7 +196,7 @@ def _join_keys(op: RawOp, build_schema: Schema, probe_schema: Schema) -> tuple[t
     build_keys, probe_keys = [], []
     for j, (bt, pt) in enumerate(zip(build_texts, probe_texts, strict=True)):
         bpath, ppath = op.at("build_keys") + f"[{j}]", op.at("probe_keys") + f"[{j}]"
-        b, p = bind_expr(bt, build_schema, bpath), bind_expr(pt, probe_schema, ppath)
+        b, p = bind_expr(bt, build_schema, bpath, op.limits), bind_expr(pt, probe_schema, ppath, op.limits)
         common = common_type(b.type, p.type)  # type: ignore[arg-type]
         if common is None:
             raise RequestError(f"join key probe_keys[{j}] has type {p.type} and build_keys[{j}] has type "

@@ -19,12 +19,17 @@ What the parser already decides (the binder in `typecheck` does the rest):
   `!=` to `<>`, `substring` to `substr`;
 - comments, `;`, `::` casts, `==`, qualified names (`t.a`) and functions other than the contract's
   (including sqlglot's aliases such as `nvl` or `char_length`) are rejected;
-- expressions may be at most `MAX_LENGTH` characters and `MAX_DEPTH` levels deep.
+- the size limits of `RequestLimits` (dataflow/limits.py) are checked before sqlglot parses: the
+  length on the text; the nesting, every IN list's length and every literal's size on the tokens
+  (`_check_sizes`). sqlglot's parser is recursive descent, so the nesting is bounded before it
+  runs; then the parsed tree's depth is checked exactly, without recursion, before our own
+  (recursive) conversion, binding and code generation see it.
 """
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from sqlglot import expressions as sg
 from sqlglot.dialects.dialect import Dialect
@@ -34,10 +39,9 @@ from sqlglot.tokens import Token, TokenType
 from ..contract import types as T
 from ..contract.errors import RequestError
 from .expr import Binary, Case, Cast, Column, Expr, Func, InList, IsNull, Like, Literal, Unary
+from .jsonshape import clip
+from .limits import DEFAULT_LIMITS, RequestLimits, ensure_stack_for, too_deep, too_large
 from .literals import negate_literal, number_literal, parse_date
-
-MAX_LENGTH = 65536
-MAX_DEPTH = 256
 
 _DIALECT = Dialect.get_or_raise(None)  # sqlglot's generic SQL: '' escapes, "quoted" identifiers
 
@@ -58,30 +62,80 @@ class _Unsupported(Exception):
         self.node = node
 
 
-def parse_expression(text: str, path: str) -> Expr:
-    """Parse one expression of a request into an unbound tree (types only on literals)."""
+def parse_expression(text: str, path: str, limits: RequestLimits = DEFAULT_LIMITS) -> Expr:
+    """Parse one expression of a request into an unbound tree (types only on literals).
+
+    Raises `RequestError` (400) at `path` for what the contract does not allow, and
+    `RequestTooLarge` (413) for an expression beyond `limits`."""
     if not isinstance(text, str):
         raise RequestError(f"an expression must be a string, got {type(text).__name__}", path)
     if not text.strip():
         raise RequestError("empty expression", path, text)
-    if len(text) > MAX_LENGTH:
-        raise RequestError(f"expression is longer than {MAX_LENGTH} characters", path, text[:200])
+    if len(text) > limits.max_expression_chars:
+        raise too_large("the expression", len(text), "characters", "max_expression_chars",
+                        limits.max_expression_chars, path)
     if "\x00" in text:
-        raise RequestError("expression contains a NUL character", path, text)
+        raise RequestError("expression contains a NUL character", path, clip(text))
+    _check_long_lists(text, path, limits)
     try:
         tokens = _tokenize(text)
         _check_tokens(tokens, text)
+        _check_sizes(tokens, text, path, limits)
+        ensure_stack_for(limits.max_expression_depth)  # what the bounded nesting needs, no more
         tree = _parse_tokens(tokens, text)
-        _check_depth(tree)
+        _check_depth(tree, path, limits.max_expression_depth)
         return _convert(tree)
     except _Unsupported as e:
         snippet = _snippet(e.node) if e.node is not None else text
-        raise RequestError(str(e), path, snippet) from None
-    except RecursionError:
-        raise RequestError(f"expression is nested too deeply (limit {MAX_DEPTH})", path, text) from None
+        raise RequestError(str(e), path, clip(snippet)) from None
+    except RecursionError:  # cannot happen after _check_sizes; a last line of defence
+        raise too_deep("the expression is nested too deeply for the parser", None,
+                       limits.max_expression_depth, path) from None
 
 
 # --- tokens and syntax -------------------------------------------------------------------------
+
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
+_LIST_MARKS = re.compile(r"[(),]")
+
+
+def _check_long_lists(text: str, path: str, limits: RequestLimits) -> None:
+    """A list longer than `max_in_list`, refused before the tokenizer spends a second on it (a
+    100,000-value IN list is 200,000 tokens). Only an expression with that many commas can hold
+    one; then parentheses and commas outside quotes are counted per level, at C speed but for the
+    loop over them. Any parenthesised list counts (no function takes 50,000 arguments either);
+    `_check_sizes` checks IN lists exactly on the tokens of everything shorter."""
+    if text.count(",") < limits.max_in_list:
+        return
+    blank = _QUOTED.sub(lambda m: m.group()[0] + " " * (len(m.group()) - 2) + m.group()[-1], text)
+    counts: list[list[int]] = [[0, 0]]  # per open parenthesis: [its offset, commas seen]
+    for m in _LIST_MARKS.finditer(blank):
+        mark = m.group()
+        if mark == "(":
+            counts.append([m.start(), 0])
+        elif mark == ")":
+            if len(counts) > 1:
+                counts.pop()
+        else:
+            counts[-1][1] += 1
+            if counts[-1][1] + 1 > limits.max_in_list and len(counts) > 1:
+                start = counts[-1][0]
+                kind = "IN list" if re.search(r"\bIN\s*$", blank[max(0, start - 16):start], re.IGNORECASE) else "list"
+                raise too_large(f"the {kind} at {_position(text, start)}", _items_of(blank, start), "values",
+                                "max_in_list", limits.max_in_list, path)
+
+
+def _items_of(blank: str, start: int) -> int:
+    """The values of the list opening at `start` (for the message): its commas at its own level."""
+    depth, commas = 0, 0
+    for m in _LIST_MARKS.finditer(blank, start):
+        mark = m.group()
+        depth += mark == "("
+        depth -= mark == ")"
+        if depth == 0:
+            break
+        commas += mark == "," and depth == 1
+    return commas + 1
 
 def _tokenize(text: str) -> list[Token]:
     try:
@@ -100,17 +154,12 @@ def _position(text: str, start: int) -> str:
 
 
 def _check_tokens(tokens: list[Token], text: str) -> None:
-    """Reject lexical constructs sqlglot accepts but the contract does not."""
+    """Reject lexical constructs sqlglot accepts but the contract does not. (Positions are worked
+    out only for an error: counting lines up to every token made long expressions quadratic.)"""
     for i, tok in enumerate(tokens):
-        where = _position(text, tok.start)
-        if tok.comments:
-            raise _Unsupported(f"comments are not allowed in expressions (near {where})")
-        if tok.token_type is TokenType.SEMICOLON:
-            raise _Unsupported(f"expected a single expression, found ';' at {where}")
-        if tok.token_type is TokenType.DCOLON:
-            raise _Unsupported(f"'::' casts are not supported, use CAST(e AS type) (at {where})")
-        if tok.text == "==":
-            raise _Unsupported(f"'==' is not supported, use '=' (at {where})")
+        problem = _lexical_problem(tok)
+        if problem:
+            raise _Unsupported(problem.format(where=_position(text, tok.start)))
         nxt = tokens[i + 1] if i + 1 < len(tokens) else None
         if nxt is None or nxt.token_type is not TokenType.L_PAREN:
             continue
@@ -121,8 +170,109 @@ def _check_tokens(tokens: list[Token], text: str) -> None:
             continue
         if prev is not None and prev.token_type is TokenType.ALIAS:  # CAST(x AS decimal(5,2))
             continue
-        raise _Unsupported(f"unsupported function {tok.text!r} at {where}; supported: "
+        raise _Unsupported(f"unsupported function {tok.text!r} at {_position(text, tok.start)}; supported: "
                            "abs, coalesce, substr, lower, upper, length, year, month, day, CAST")
+
+
+def _lexical_problem(tok: Token) -> str:
+    """What is wrong with one token, with `{where}` for its position; "" when nothing is."""
+    if tok.comments:
+        return "comments are not allowed in expressions (near {where})"
+    if tok.token_type is TokenType.SEMICOLON:
+        return "expected a single expression, found ';' at {where}"
+    if tok.token_type is TokenType.DCOLON:
+        return "'::' casts are not supported, use CAST(e AS type) (at {where})"
+    if tok.text == "==":
+        return "'==' is not supported, use '=' (at {where})"
+    return ""
+
+
+# Nesting as sqlglot's parser recurses on it: parentheses (which also open function arguments and
+# IN lists) and CASE ... END open a level until they close; a prefix operator opens one until its
+# operand ends, at the latest at AND, OR, a comma, WHEN, THEN or ELSE of its own level (NOT's
+# operand is a comparison, unary minus's a factor). Binary operators chain without recursing.
+_CLOSERS = {TokenType.L_PAREN: TokenType.R_PAREN, TokenType.CASE: TokenType.END}
+_PREFIX_OPERATORS = {TokenType.NOT, TokenType.DASH, TokenType.PLUS, TokenType.TILDE}
+_OPERAND_BOUNDARIES = {TokenType.AND, TokenType.OR, TokenType.COMMA, TokenType.WHEN, TokenType.THEN,
+                       TokenType.ELSE}
+# tokens that end an operand: a minus or plus after them is binary (literals end one too)
+_OPERAND_ENDS = {TokenType.NUMBER, TokenType.VAR, TokenType.IDENTIFIER, TokenType.NULL, TokenType.TRUE,
+                 TokenType.FALSE, TokenType.STAR, TokenType.R_PAREN, TokenType.END}
+
+
+def _is_literal(tok: Token) -> bool:
+    return tok.token_type is TokenType.NUMBER or tok.token_type.name.endswith("STRING")
+
+
+@dataclass(slots=True)
+class _Level:
+    """One open parenthesis or CASE while the tokens are scanned."""
+
+    closer: TokenType | None  # None: the expression itself
+    prefix: int = 0  # prefix operators whose operand is still open at this level
+    betweens: int = 0  # BETWEENs whose AND is still to come (that AND ends no operand)
+    in_list: Token | None = None  # the "(" of an IN list
+    items: int = 1
+
+
+def _check_sizes(tokens: list[Token], text: str, path: str, limits: RequestLimits) -> None:
+    """Literal sizes, IN-list lengths and an upper bound of the nesting, from the tokens alone:
+    sqlglot's recursive parser runs only on expressions within the limits."""
+    levels, depth, deepest, prev = [_Level(None)], 0, 0, None
+    still_open = {TokenType.R_PAREN: 0, TokenType.END: 0}  # levels waiting for each closer
+    for tok in tokens:
+        tt = tok.token_type
+        if _is_literal(tok):
+            _check_literal(tok, text, path, limits)
+        if tt in _CLOSERS:
+            opens_in = tt is TokenType.L_PAREN and prev is not None and prev.token_type is TokenType.IN
+            levels.append(_Level(_CLOSERS[tt], in_list=tok if opens_in else None))
+            still_open[_CLOSERS[tt]] += 1
+            depth += 1
+        elif tt in still_open and still_open[tt]:
+            # close the innermost level this token closes, and any left open inside it (text that
+            # does not balance is sqlglot's to report); each level is closed once: linear
+            while True:
+                level = levels.pop()
+                still_open[level.closer] -= 1  # type: ignore[index]
+                depth -= 1 + level.prefix
+                _check_in_list(level, text, path, limits)
+                if level.closer is tt:
+                    break
+        elif tt in _OPERAND_BOUNDARIES:
+            top = levels[-1]
+            if tt is TokenType.AND and top.betweens:
+                top.betweens -= 1
+            else:
+                depth, top.prefix = depth - top.prefix, 0
+            top.items += tt is TokenType.COMMA
+        elif tt is TokenType.BETWEEN:
+            levels[-1].betweens += 1
+        elif tt in _PREFIX_OPERATORS and (prev is None or not (prev.token_type in _OPERAND_ENDS
+                                                               or _is_literal(prev))):
+            levels[-1].prefix += 1
+            depth += 1
+        deepest = max(deepest, depth)
+        prev = tok
+    for level in levels[1:]:
+        _check_in_list(level, text, path, limits)
+    if deepest > limits.max_expression_depth:
+        raise too_deep(f"the expression nests {deepest:,} levels deep (parentheses, CASE, NOT, unary "
+                       "minus)", deepest, limits.max_expression_depth, path)
+
+
+def _check_literal(tok: Token, text: str, path: str, limits: RequestLimits) -> None:
+    size = len(tok.text.encode("utf-8", errors="surrogatepass"))
+    if size > limits.max_literal_bytes:
+        what = "a number" if tok.token_type is TokenType.NUMBER else "a string literal"
+        raise too_large(f"{what} at {_position(text, tok.start)}", size, "bytes", "max_literal_bytes",
+                        limits.max_literal_bytes, path)
+
+
+def _check_in_list(level: _Level, text: str, path: str, limits: RequestLimits) -> None:
+    if level.in_list is not None and level.items > limits.max_in_list:
+        raise too_large(f"the IN list at {_position(text, level.in_list.start)}", level.items, "values",
+                        "max_in_list", limits.max_in_list, path)
 
 
 def _parse_tokens(tokens: list[Token], text: str) -> sg.Expression:
@@ -164,13 +314,16 @@ def _first_line(s: str) -> str:
     return s.strip().splitlines()[0][:300] if s.strip() else "invalid syntax"
 
 
-def _check_depth(tree: sg.Expression) -> None:
-    stack = [(tree, 1)]
+def _check_depth(tree: sg.Expression, path: str, limit: int) -> None:
+    """The parsed tree's depth (every node a level, as deep as our recursive passes go), found
+    without recursion; deeper than `limit` is a RequestError naming both."""
+    deepest, stack = 0, [(tree, 1)]
     while stack:
         node, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise _Unsupported(f"expression is nested too deeply (limit {MAX_DEPTH})")
+        deepest = max(deepest, depth)
         stack.extend((child, depth + 1) for child in node.iter_expressions())
+    if deepest > limit:
+        raise too_deep(f"the expression is nested {deepest} levels deep", deepest, limit, path)
 
 
 def _snippet(node: sg.Expression) -> str:
@@ -178,7 +331,7 @@ def _snippet(node: sg.Expression) -> str:
         s = node.sql()
     except Exception:  # noqa: BLE001 - rendering for an error message only
         s = type(node).__name__
-    return s if len(s) <= 200 else s[:197] + "..."
+    return clip(s)
 
 
 # --- conversion: one function per construct ---------------------------------------------------

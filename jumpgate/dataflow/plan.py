@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 
 from ..contract.types import Schema
 from .expr import Expr
@@ -165,24 +166,35 @@ class LogicalPlan:
     schemas: dict[str, Schema]  # output schema of every operation except sends
     op_paths: dict[str, str] = field(default_factory=dict)  # name -> "operations[i]" in the request
 
-    def op(self, name: str) -> Operation:
-        for o in self.ops:
-            if o.name == name:
-                return o
-        raise KeyError(name)
+    # Lookups by name are indexed once per plan: plugins and the compiler call them for every
+    # operation of a chain, and a scan of `ops` each time made a chain of N filters O(N^2).
 
-    def consumers(self, name: str) -> list[tuple[Operation, InputRef]]:
-        """Operations that read an output of `name`, with the edge they read it by."""
-        out = []
+    @cached_property
+    def _by_name(self) -> dict[str, Operation]:
+        return {o.name: o for o in self.ops}
+
+    @cached_property
+    def _consumers(self) -> dict[str, tuple[tuple[Operation, InputRef], ...]]:
+        out: dict[str, list[tuple[Operation, InputRef]]] = {}
         for o in self.ops:
             for ref in inputs_of(o):
-                if ref.op == name:
-                    out.append((o, ref))
-        return out
+                out.setdefault(ref.op, []).append((o, ref))
+        return {name: tuple(edges) for name, edges in out.items()}
+
+    @cached_property
+    def _sends(self) -> tuple[Send, ...]:
+        return tuple(o for o in self.ops if isinstance(o, Send))
+
+    def op(self, name: str) -> Operation:
+        return self._by_name[name]
+
+    def consumers(self, name: str) -> list[tuple[Operation, InputRef]]:
+        """Operations that read an output of `name`, with the edge they read it by, in plan order."""
+        return list(self._consumers.get(name, ()))
 
     @property
     def sends(self) -> list[Send]:
-        return [o for o in self.ops if isinstance(o, Send)]
+        return list(self._sends)
 
     def input_schema(self, ref: InputRef) -> Schema:
         return self.schemas[ref.op]

@@ -10,6 +10,11 @@ Checks run in this order, each failing with a `RequestError` whose `path` names 
 4. per operation, in topological order: field values, expressions parsed and bound against the
    input schemas, output schemas (`opbind.py`, `aggregates.py`), read paths (`paths.py`).
 
+Before any of it, the number of operations is checked against `RequestLimits.max_operations`, and
+every expression against the other limits before it is parsed (dataflow/limits.py): a size
+beyond a limit is a `RequestTooLarge` (413). Every step is linear in the size of the request and
+none recurses on it.
+
 Operations may appear in any order; the plan lists them in a topological order that keeps the
 request's order where the dataflow allows. An input may be read by several operations.
 """
@@ -24,6 +29,7 @@ from ..contract.errors import RequestError
 from ..contract.types import Schema
 from .aggregates import bind_aggregate
 from .jsonshape import at, check_keys, expect_object, get_int, get_list, json_type, show
+from .limits import DEFAULT_LIMITS, RequestLimits, too_large
 from .opbind import RawOp, bind_filter, bind_join, bind_project, bind_read, bind_send, bind_shuffle
 from .plan import InputRef, LogicalPlan, Operation
 from .storage import LocalStorage, Storage
@@ -44,9 +50,11 @@ NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REF_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?")
 
 
-def parse_request(body: object, storage: Storage | Path | str) -> LogicalPlan:
+def parse_request(body: object, storage: Storage | Path | str,
+                  limits: RequestLimits = DEFAULT_LIMITS) -> LogicalPlan:
     """Validate a dataflow request and build its typed logical plan. Reads' files are looked up in
-    `storage` (dataflow/storage.py); a path stands for the data root of this machine."""
+    `storage` (dataflow/storage.py); a path stands for the data root of this machine. `limits`
+    bound the request's size (dataflow/limits.py; a service passes its settings')."""
     if isinstance(storage, (str, Path)):
         storage = LocalStorage(storage)
     body = expect_object(body, None, "the request")
@@ -57,7 +65,10 @@ def parse_request(body: object, storage: Storage | Path | str) -> LogicalPlan:
     if not isinstance(label, str):
         raise RequestError(f"'name' must be a string, got {json_type(label)}", "name")
     items = get_list(body, "operations", "")
-    ops = _shape(items)
+    if len(items) > limits.max_operations:  # before reading any of them
+        raise too_large("the request", len(items), "operations", "max_operations", limits.max_operations,
+                        "operations")
+    ops = _shape(items, limits)
     by_name = _unique_names(ops)
     refs = {op.name: _references(op, by_name) for op in ops}
     order = _topological(ops, refs, by_name)
@@ -67,7 +78,7 @@ def parse_request(body: object, storage: Storage | Path | str) -> LogicalPlan:
 
 # --- 1. shape ----------------------------------------------------------------------------------
 
-def _shape(items: list) -> list[RawOp]:
+def _shape(items: list, limits: RequestLimits) -> list[RawOp]:
     ops = []
     for i, item in enumerate(items):
         path = f"operations[{i}]"
@@ -88,7 +99,7 @@ def _shape(items: list) -> list[RawOp]:
                                at(path, "name"), name if isinstance(name, str) else None)
         if kind == "shuffle":  # needed to check NAME[i] references
             get_int(obj, "partitions", path, 1)
-        ops.append(RawOp(i, kind, name, obj))
+        ops.append(RawOp(i, kind, name, obj, limits))
     return ops
 
 
@@ -171,11 +182,13 @@ def _report_cycle(stuck: list[RawOp], refs: dict[str, dict[str, InputRef]]) -> N
     stuck_names = {op.name for op in stuck}
     by_name = {op.name: op for op in stuck}
     chain = [stuck[0].name]
+    position = {chain[0]: 0}  # where each name is in `chain`: the walk stays linear
     while True:  # every stuck op reads another stuck op, so this walk must revisit one
         field, ref = next((f, r) for f, r in refs[chain[-1]].items() if r.op in stuck_names)
-        if ref.op in chain:
-            cycle = chain[chain.index(ref.op):] + [ref.op]
+        if ref.op in position:
+            cycle = chain[position[ref.op]:] + [ref.op]
             break
+        position[ref.op] = len(chain)
         chain.append(ref.op)
     ring = cycle[:-1]  # start at the member listed first in the request, for a stable message
     start = min(range(len(ring)), key=lambda i: by_name[ring[i]].index)
@@ -183,8 +196,9 @@ def _report_cycle(stuck: list[RawOp], refs: dict[str, dict[str, InputRef]]) -> N
     cycle = ring + [ring[0]]
     first = by_name[cycle[0]]
     field = next(f for f, r in refs[first.name].items() if r.op == cycle[1])
-    raise RequestError(f"operations form a cycle: {' -> '.join(cycle)} (each reads the next)",
-                       first.at(field), ", ".join(cycle[:-1]))
+    shown = cycle if len(cycle) <= 21 else [*cycle[:10], f"... ({len(cycle) - 12:,} more)", *cycle[-2:]]
+    raise RequestError(f"operations form a cycle: {' -> '.join(shown)} (each reads the next)",
+                       first.at(field), ", ".join(shown[:-1]))
 
 
 def _check_usage(ops: list[RawOp], refs: dict[str, dict[str, InputRef]], by_name: dict[str, RawOp]) -> None:

@@ -43,14 +43,18 @@ from .expr import (
     Like,
     Literal,
     Unary,
+    depth,
     walk,
 )
+from .jsonshape import clip
+from .limits import ensure_stack_for
 from .literals import integer_literal, parse_date
 from .plan import NamedExpr
 from .sqltext import to_sql
 
 Fields = Schema | Sequence[Field]
 
+_FRAMES_PER_LEVEL = 6  # the binder's (and to_sql's, for its messages) frames per tree level, with room
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
 _MAXP = T.MAX_DECIMAL_PRECISION
@@ -59,7 +63,9 @@ _MAXP = T.MAX_DECIMAL_PRECISION
 # --- public helpers ----------------------------------------------------------------------------
 
 def bind(expr: Expr, schema: Fields, path: str) -> Expr:
-    """Bind an expression against the fields it is evaluated on; raises RequestError at `path`."""
+    """Bind an expression against the fields it is evaluated on; raises RequestError at `path`.
+    The binder recurses on the tree, whose depth the parser bounded (dataflow/limits.py)."""
+    ensure_stack_for(depth(expr), _FRAMES_PER_LEVEL)
     return _settle(_Binder(tuple(schema), path).bind(expr), T.BOOLEAN)
 
 
@@ -145,7 +151,7 @@ class _Binder:
         self.path = path
 
     def error(self, message: str, node: Expr) -> RequestError:
-        return RequestError(message, self.path, to_sql(node))
+        return RequestError(message, self.path, clip(to_sql(node)))
 
     def bind(self, e: Expr) -> Expr:
         method = getattr(self, "_" + type(e).__name__.lower(), None)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..compiler.compile import compile_plan
 from ..contract.errors import JobStateError, RequestError, UnknownJob
+from ..dataflow.limits import RequestLimits
 from ..dataflow.request import parse_request
 from ..dataflow.storage import LocalStorage, Storage
 from ..deploy.fleet import FleetDeployer, FleetStorage
@@ -106,6 +107,8 @@ class Settings:
     # A client (a send's receiver) that takes no data for this long while an NCA has data for it
     # fails its job at once (docs/nca-process-protocol.md, "Client destinations"); 0 = never.
     client_stall_s: float = 10.0
+    # What one request may contain (dataflow/limits.py, docs/limits.md).
+    limits: RequestLimits = field(default_factory=RequestLimits)
     # Where jobs are recorded so that they outlive the server (runtime/history.py); None: the
     # cache directory's state.db. Ended jobs kept: the newest `keep_jobs`, none older than
     # `keep_days` (0: no such limit); cleanup after dead servers and pruning rerun this often.
@@ -173,7 +176,7 @@ class JumpgateService:
         first (Forbidden, 403), sends from `source` (the request's address) allowed by default."""
         timeline = Timeline()
         t = time.monotonic_ns()
-        plan = self.access.admit(parse_request(body, self.storage), who, source)
+        plan = self.access.admit(parse_request(body, self.storage, self.settings.limits), who, source)
         t_parse = time.monotonic_ns()
         # Thread counts follow the cores free now; the job's demand is checked again at execute.
         states = self.deployer.node_states()

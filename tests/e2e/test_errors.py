@@ -78,6 +78,37 @@ def test_malformed_request_is_4xx_with_path(server, case, body, status, path):
     assert server.proc.poll() is None
 
 
+def _chain_of(n: int) -> dict:
+    ops = [read_op()] + [filt("a > 0", f"f{i}", f"f{i - 1}" if i else "r") for i in range(n)]
+    return {"operations": ops + [send_of(ops[-1]["name"])]}
+
+
+# (case, body, status, path, limit): beyond the limits of dataflow/limits.py, checked before the
+# work they protect; the answer names the JSON path and the limit
+BEYOND_LIMITS = [
+    ("one_megabyte_literal", with_read(filt("s = '" + "x" * (1 << 20) + "'"), send_of("f")), 413,
+     "operations[1].condition", "max_expression_chars"),
+    ("hundred_kilobyte_literal", with_read(filt("s = '" + "x" * 100_000 + "'"), send_of("f")), 413,
+     "operations[1].condition", "max_literal_bytes"),
+    ("hundred_thousand_operations", _chain_of(99_998), 413, "operations", "max_operations"),
+    ("five_thousand_parentheses", with_read(filt("(" * 5000 + "a > 0" + ")" * 5000), send_of("f")), 400,
+     "operations[1].condition", "max_expression_depth"),
+]
+
+
+@pytest.mark.parametrize("case,body,status,path,limit", BEYOND_LIMITS, ids=[b[0] for b in BEYOND_LIMITS])
+def test_request_beyond_a_limit_is_a_quick_4xx_naming_path_and_limit(server, case, body, status, path, limit):
+    started = time.monotonic()
+    r = server.http.post("/v1/jobs", json=body)
+    elapsed = time.monotonic() - started
+    assert r.status_code == status, r.text[:500]
+    err = r.json()["error"]
+    assert err["path"] == path and err["limit"] == limit and limit in err["message"], err
+    assert len(r.content) < 2000, "the answer never echoes the request"
+    assert elapsed < 10, f"{case} took {elapsed:.1f} s"
+    assert server.proc.poll() is None
+
+
 def test_unknown_job_is_404_and_wrong_state_is_409(server):
     assert server.http.get("/v1/jobs/nope").status_code == 404
     assert server.http.post("/v1/jobs/nope/execute").status_code == 404

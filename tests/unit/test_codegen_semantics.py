@@ -128,6 +128,41 @@ def test_null_predicates_and_in(data):
     })
 
 
+def _many(values: list[str], filler: str, n: int = 20) -> str:
+    """`values` (which decide the answers) then `n` fillers, `filler` formatted with k = 1..n."""
+    return ", ".join(values + [filler.format(k=k) for k in range(1, n + 1)])
+
+
+def _q(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def test_large_in_lists_are_searched_like_duckdb(data):
+    # At least SET_MIN constants: one sorted array and a binary search per list (codegen/inset.py)
+    # for every type IN supports; NULL items, NOT IN, non-constant items beside the constants,
+    # decimals of other scales than the probe's, -0.0 against 0.0, strings by bytes and length.
+    strings = [_q(""), _q("hello"), _q("abcabc"), _q("%_"), _q("ab\\c")]
+    dates = [f"DATE {_q(d)}" for d in ("1998-12-01", "0001-01-01", "2262-04-11")]
+    date_filler = "DATE '1970-02-{k:02d}'"
+    check(data, {
+        "ints": f"l IN ({_many(['10', '-3', '3000000000'], '{k}0001')})",
+        "ints_null": f"l IN ({_many(['7', 'NULL'], '-{k}1')})",
+        "ints_not_in": f"l NOT IN ({_many(['10', '1'], '{k}23')})",
+        "not_in_null": f"l NOT IN ({_many(['10', 'NULL'], '{k}23')})",
+        "int32": f"i IN ({_many(['-7', '2147483647', '-2147483648'], '{k}99')})",
+        "int32_exprs": f"i IN ({_many(['l', 'i * 0 + 5', '100'], '{k}99')})",
+        "decimals": f"d IN ({_many(['12.34', '-0.050', '1.250', '99999999.99', '3', '1.234'], '{k}.001')})",
+        "decimals_wide": f"e IN ({_many(['1.2345', '-0.0001', '12345678901234.5678', '0.50'], '{k}.00001')})",
+        "floats": f"f IN ({_many(['1.5', '-0.1', '1e20', '1e-7', '0.30000000000000004'], '{k}.25e3')})",
+        "neg_zero": f"f * 0 IN ({_many(['0.0'], '{k}.5')})",
+        "strings": f"s IN ({_many(strings, _q('hello{k}'))})",
+        "unicode": f"u IN ({_many([_q('ẞ ß'), _q('Σίσυφος'), _q('e')], _q('Σ{k}'))})",
+        "strings_not_in": f"s NOT IN ({_many([_q('hello'), 'NULL'], _q('a{k}'))})",
+        "dates": f"dt IN ({_many(dates, date_filler, 28)})",
+        "booleans": f"b IN ({_many(['TRUE'], 'TRUE')})",
+    })
+
+
 def test_case_and_coalesce(data):
     check(data, {
         "sign": "CASE WHEN l > 0 THEN 'pos' WHEN l < 0 THEN 'neg' ELSE 'zero' END",

@@ -8,8 +8,11 @@ import pytest
 from jumpgate.contract import types as T
 from jumpgate.contract.errors import RequestError
 from jumpgate.dataflow.expr import Binary, Case, Cast, Column, Func, InList, IsNull, Like, Literal, Unary
-from jumpgate.dataflow.parse import MAX_DEPTH, parse_expression
+from jumpgate.dataflow.limits import DEFAULT_LIMITS, RequestLimits, RequestTooLarge
+from jumpgate.dataflow.parse import parse_expression
 from jumpgate.dataflow.sqltext import to_sql
+
+MAX_DEPTH = DEFAULT_LIMITS.max_expression_depth
 
 PATH = "operations[1].condition"
 
@@ -273,10 +276,10 @@ def test_not_a_string():
 
 def test_too_deep():
     text = "(" * (MAX_DEPTH + 5) + "a" + ")" * (MAX_DEPTH + 5)
-    with pytest.raises(RequestError, match="nested too deeply"):
+    with pytest.raises(RequestError, match=f"nests {MAX_DEPTH + 5} levels deep.*limit is {MAX_DEPTH} levels"):
         p(text)
     chain = " + ".join(["a"] * (MAX_DEPTH + 5))
-    with pytest.raises(RequestError, match="nested too deeply"):
+    with pytest.raises(RequestError, match=f"nested {MAX_DEPTH + 6} levels deep.*max_expression_depth"):
         p(chain)
 
 
@@ -290,8 +293,9 @@ def test_very_deep_does_not_crash():
 
 
 def test_too_long():
-    with pytest.raises(RequestError, match="longer than"):
-        p("a + " * 20000 + "a")
+    with pytest.raises(RequestTooLarge, match="has 80,001 characters; the limit is 80,000") as info:
+        parse_expression("a + " * 20000 + "a", PATH, RequestLimits(max_expression_chars=80_000))
+    assert info.value.status == 413 and info.value.context["limit"] == "max_expression_chars"
 
 
 def test_moderate_nesting_is_fine():

@@ -8,18 +8,24 @@ SQL semantics generated here:
 - NULL propagates through arithmetic, comparisons, casts and functions;
 - AND/OR are three-valued and short-circuit (the right side is evaluated only when the left does
   not decide), CASE evaluates only the taken branch, coalesce stops at the first non-NULL, IN stops
-  at the first match; so an error in a part that is not needed is never raised;
+  at the first match (a list of at least `inset.SET_MIN` constants searches them first, in one
+  sorted array); so an error in a part that is not needed is never raised;
 - integer and decimal results that do not fit their type are data errors (`jg_fail`), never a
   wrapped answer; division or remainder by zero is a data error;
 - identical sub-trees are evaluated once per row (common sub-expression elimination): inside the
   same or an enclosing unconditional scope the first result is reused; a sub-tree first met in a
   conditional branch and needed again elsewhere is memoised behind a per-row "done" flag.
+
+Handlers recurse on the tree's depth, which the parser bounds (dataflow/limits.py); a root
+`compile` makes sure that depth fits on the stack. Lists (CASE branches, coalesce arguments, IN
+items) are walked in loops, never by recursion on their length.
 """
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack, contextmanager
+from dataclasses import fields
 from typing import Protocol
 
 from ....contract.types import BOOLEAN, DataType, Kind
@@ -37,7 +43,9 @@ from ....dataflow.expr import (
     Literal,
     Unary,
     children,
+    depth,
 )
+from ....dataflow.limits import ensure_stack_for
 from .csyntax import (
     CodegenError,
     CValue,
@@ -62,6 +70,7 @@ class Env(Protocol):
 
 
 Handler = Callable[["ExprCompiler", Expr], CValue]
+_FRAMES_PER_LEVEL = 12  # compile -> _compile -> _dispatch -> handler (-> helpers) per tree level, with room
 HANDLERS: dict[type, Handler] = {}
 
 
@@ -77,25 +86,82 @@ def _is_leaf(e: Expr) -> bool:
     return isinstance(e, (Column, Literal))
 
 
-def cse_key(e: Expr) -> str:
-    """Identity of a sub-tree for CSE. Not `==` of the nodes: 0.0 == -0.0 and 1 == True in
-    Python, but `f * -0.0` is not `f * 0.0`. The dataclass repr tells them apart."""
-    return repr(e)
+class SubtreeKeys:
+    """Identity of sub-trees for CSE: equal keys for structurally equal sub-trees. Not `==` of the
+    nodes: 0.0 == -0.0 and 1 == True in Python, but `f * -0.0` is not `f * 0.0`, so leaves are
+    told apart by their dataclass repr.
+
+    Keys are interned bottom-up (hash-consing), once per node object: folded projections share
+    sub-trees as objects, and a repr of such a tree (the key this replaced) grows exponentially
+    with the number of projections folded. The table holds the nodes it keyed, so their ids stay
+    theirs while it lives."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[int, str] = {}
+        self._interned: dict[tuple, str] = {}
+        self._alive: list[Expr] = []
+
+    def key(self, e: Expr) -> str:
+        hit = self._by_node.get(id(e))
+        if hit is not None:
+            return hit
+        stack: list[tuple[Expr, bool]] = [(e, False)]
+        while stack:  # post-order with an explicit stack: no recursion on the depth
+            node, expanded = stack.pop()
+            if id(node) in self._by_node:
+                continue
+            kids = children(node)
+            if not expanded:
+                stack.append((node, True))
+                stack.extend((c, False) for c in kids if id(c) not in self._by_node)
+                continue
+            signature = (_own_fields(node), tuple(self._by_node[id(c)] for c in kids))
+            self._by_node[id(node)] = self._interned.setdefault(signature, f"e{len(self._interned)}")
+            self._alive.append(node)
+        return self._by_node[id(e)]
 
 
-def count_subtrees(exprs: Iterable[Expr]) -> Counter:
-    """How often each non-leaf sub-tree occurs in `exprs` (the candidates for CSE), by `cse_key`."""
-    counts: Counter = Counter()
+def _own_fields(e: Expr) -> str:
+    """What tells a node apart besides its children: a leaf's repr, an inner node's class,
+    operator, type and the shape of its child lists."""
+    if _is_leaf(e):
+        return repr(e)
+    own = []
+    for f in fields(e):
+        value = getattr(e, f.name)
+        if f.name in ("arg", "left", "right", "items", "args"):
+            own.append(len(value) if isinstance(value, tuple) else None)
+        elif f.name == "whens":
+            own.append(len(value))
+        elif f.name == "else_":
+            own.append(value is None)
+        else:
+            own.append(repr(value))
+    return f"{type(e).__name__}{own}"
 
-    def visit(e: Expr) -> None:
+
+class SharedCounts(Counter):
+    """`count_subtrees`' answer: occurrences per key, and the keys' table for the compiler."""
+
+    def __init__(self, keys: SubtreeKeys | None = None) -> None:
+        super().__init__()
+        self.keys = keys or SubtreeKeys()
+
+
+def count_subtrees(exprs: Iterable[Expr]) -> SharedCounts:
+    """How often each non-leaf sub-tree occurs in `exprs` (the candidates for CSE), by key. A
+    sub-tree shared as one object is counted at each use, its own sub-trees once: it is computed
+    once, so they are too."""
+    counts = SharedCounts()
+    stack, seen = list(exprs), set()
+    while stack:
+        e = stack.pop()
         if _is_leaf(e):
-            return
-        counts[cse_key(e)] += 1
-        for c in children(e):
-            visit(c)
-
-    for e in exprs:
-        visit(e)
+            continue
+        counts[counts.keys.key(e)] += 1
+        if id(e) not in seen:
+            seen.add(id(e))
+            stack.extend(c for c in children(e) if not _is_leaf(c))
     return counts
 
 
@@ -114,19 +180,30 @@ class ExprCompiler:
         self.body = body
         self.pool = pool
         self.env = env
-        self.shared = shared if shared is not None else Counter()
+        self.shared = shared if shared is not None else SharedCounts()
+        self.keys = self.shared.keys if isinstance(self.shared, SharedCounts) else SubtreeKeys()
         self.where = "expression"
-        self._scopes: list[dict[str, CValue]] = [{}]  # cse_key -> value, innermost last
-        self._memo: dict[str, tuple[CValue, str]] = {}  # cse_key -> (hoisted value, done flag)
+        self._scopes: list[dict[str, CValue]] = [{}]  # sub-tree key -> value, innermost last
+        self._memo: dict[str, tuple[CValue, str]] = {}  # sub-tree key -> (hoisted value, done flag)
+        self._compiling = 0  # nested compile() calls under way
 
     # ---------------------------------------------------------------- entry points
 
     def compile(self, e: Expr) -> CValue:
+        if not self._compiling:  # a root: the handlers recurse on its depth, which the parser bounded
+            ensure_stack_for(depth(e), _FRAMES_PER_LEVEL)
+        self._compiling += 1
+        try:
+            return self._compile(e)
+        finally:
+            self._compiling -= 1
+
+    def _compile(self, e: Expr) -> CValue:
         if e.type is None:
             raise CodegenError(f"unbound expression node {type(e).__name__} (no type)")
         if _is_leaf(e):
             return self._dispatch(e)
-        key = cse_key(e)
+        key = self.keys.key(e)
         if self.shared[key] < 2:
             return self._dispatch(e)
         for scope in reversed(self._scopes):
@@ -400,13 +477,18 @@ def _is_null(c: ExprCompiler, e: IsNull) -> CValue:
 @handles(InList)
 def _in_list(c: ExprCompiler, e: InList) -> CValue:
     """`x IN (items)`: TRUE at the first match (later non-constant items are not evaluated),
-    else NULL when x or any item is NULL, else FALSE. NOT IN negates (NULL stays NULL)."""
+    else NULL when x or any item is NULL, else FALSE. NOT IN negates (NULL stays NULL).
+    At least `inset.SET_MIN` constants are searched in one sorted array first (inset.py)."""
     x = c.compile(e.arg)
     r = c.body.result(BOOLEAN)
     if x.always_null:
         c.discard(x)
         c.body.line(f"{r.null} = 1;")
         return r
+    constants = [i for i in e.items if isinstance(i, Literal) and i.value is not None]
+    searched = use_set(constants)
+    # with a lookup, every literal is settled by it or, for NULL, by one line; the rest one by one
+    others = [i for i in e.items if not (searched and isinstance(i, Literal))]
     found, saw_null = r.value, r.null  # r.null means "saw a NULL item" until the end
     with ExitStack() as stack:
         if not x.never_null:
@@ -414,24 +496,35 @@ def _in_list(c: ExprCompiler, e: InList) -> CValue:
             c.body.line(f"{r.null} = 1;")
             otherwise()
             stack.enter_context(c.branch())  # items run only for a non-NULL x
-        for i, item in enumerate(e.items):
-            if i > 0 and not _is_leaf(item):  # evaluated only while nothing matched
-                stack.enter_context(c.body.block(f"if (!{found})"))
-                stack.enter_context(c.branch())
-            v = c.compile(item)
-            if v.always_null:
-                c.discard(v)
+        if searched:
+            emit_lookup(c, x, constants, found)
+            if len(constants) < len(e.items) - len(others):
                 c.body.line(f"{saw_null} = 1;")
+        for i, item in enumerate(others):
+            if _is_leaf(item) or (i == 0 and not searched):
+                _in_item(c, x, item, found, saw_null)
                 continue
-            cond = compare_condition("=", x, v)
-            if v.never_null:
-                c.body.line(f"if (!{found} && {cond}) {found} = 1;")
-            else:
-                c.body.line(f"if ({v.null}) {saw_null} = 1; else if (!{found} && {cond}) {found} = 1;")
+            # evaluated only while nothing matched; one flat block per item, never nested, so
+            # a long list does not nest the C code as deep as it is long
+            with c.body.block(f"if (!{found})"), c.branch():
+                _in_item(c, x, item, found, saw_null)
     c.body.line(f"if ({found}) {saw_null} = 0;")
     if e.negated:
         return c.body.temp(BOOLEAN, f"!{r.value}", r.null, const=True)
     return r
+
+
+def _in_item(c: ExprCompiler, x: CValue, item: Expr, found: str, saw_null: str) -> None:
+    v = c.compile(item)
+    if v.always_null:
+        c.discard(v)
+        c.body.line(f"{saw_null} = 1;")
+        return
+    cond = compare_condition("=", x, v)
+    if v.never_null:
+        c.body.line(f"if (!{found} && {cond}) {found} = 1;")
+    else:
+        c.body.line(f"if ({v.null}) {saw_null} = 1; else if (!{found} && {cond}) {found} = 1;")
 
 
 @handles(Like)
@@ -455,28 +548,24 @@ def _like(c: ExprCompiler, e: Like) -> CValue:
 
 @handles(Case)
 def _case(c: ExprCompiler, e: Case) -> CValue:
-    """Conditions in order; only the taken branch's value is evaluated; no ELSE means NULL."""
+    """Conditions in order; only the taken branch's value is evaluated; no ELSE means NULL.
+    Each WHEN nests in the ELSE of the one before, built in a loop (no recursion on the number
+    of branches)."""
     r = c.body.result(e.type, null_init="1")
-    _case_from(c, e, 0, r)
-    return r
-
-
-def _case_from(c: ExprCompiler, e: Case, i: int, r: CValue) -> None:
-    if i == len(e.whens):
+    with ExitStack() as stack:
+        for i, (cond, value) in enumerate(e.whens):
+            k = c.compile(cond)
+            if k.type.kind is not Kind.BOOLEAN:
+                raise CodegenError("CASE condition is not boolean")
+            otherwise = stack.enter_context(c.body.if_else(is_true(k)))
+            with c.branch():
+                c.body.assign(r, c.coerce(c.compile(value), e.type))
+            if i + 1 < len(e.whens) or e.else_ is not None:
+                otherwise()
+                stack.enter_context(c.branch())
         if e.else_ is not None:
             c.body.assign(r, c.coerce(c.compile(e.else_), e.type))
-        return
-    cond, value = e.whens[i]
-    k = c.compile(cond)
-    if k.type.kind is not Kind.BOOLEAN:
-        raise CodegenError("CASE condition is not boolean")
-    with c.body.if_else(is_true(k)) as otherwise:
-        with c.branch():
-            c.body.assign(r, c.coerce(c.compile(value), e.type))
-        if i + 1 < len(e.whens) or e.else_ is not None:
-            otherwise()
-            with c.branch():
-                _case_from(c, e, i + 1, r)
+    return r
 
 
 # -------------------------------------------------------------------- the rest registers itself
@@ -484,3 +573,4 @@ def _case_from(c: ExprCompiler, e: Case, i: int, r: CValue) -> None:
 from . import casts as _casts  # noqa: E402,F401  (registers Cast)
 from . import functions as _functions  # noqa: E402,F401  (registers Func)
 from .arith import arithmetic  # noqa: E402
+from .inset import emit_lookup, use_set  # noqa: E402

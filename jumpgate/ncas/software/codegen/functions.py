@@ -7,6 +7,7 @@ negative starts, negative lengths); lower/upper use Unicode simple case mapping 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from ....contract.types import DataType, Kind
@@ -85,27 +86,23 @@ def _abs(c, e):
 
 @function("coalesce")
 def _coalesce(c, e):
-    """The first non-NULL argument; later arguments are evaluated only when needed."""
+    """The first non-NULL argument; later arguments are evaluated only when needed. Each one nests
+    in the ELSE of the one before, built in a loop (no recursion on the number of arguments)."""
     r = c.body.result(e.type, null_init="1")
-    _coalesce_from(c, e, 0, r)
+    with ExitStack() as stack:
+        for i, arg in enumerate(e.args):
+            v = c.coerce(c.compile(arg), e.type)
+            if v.never_null or i + 1 == len(e.args):
+                c.body.assign(r, v)
+                break
+            if v.always_null:
+                c.discard(v)
+                continue
+            otherwise = stack.enter_context(c.body.if_else(f"!{v.null}"))
+            c.body.assign(r, CValue(v.value, "0", v.type))
+            otherwise()
+            stack.enter_context(c.branch())
     return r
-
-
-def _coalesce_from(c: ExprCompiler, e: Func, i: int, r: CValue) -> None:
-    v = c.coerce(c.compile(e.args[i]), e.type)
-    last = i + 1 == len(e.args)
-    if v.never_null or last:
-        c.body.assign(r, v)
-        return
-    if v.always_null:
-        c.discard(v)
-        _coalesce_from(c, e, i + 1, r)
-        return
-    with c.body.if_else(f"!{v.null}") as otherwise:
-        c.body.assign(r, CValue(v.value, "0", v.type))
-        otherwise()
-        with c.branch():
-            _coalesce_from(c, e, i + 1, r)
 
 
 @function("length")

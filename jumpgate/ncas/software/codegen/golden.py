@@ -146,6 +146,16 @@ CASES: dict[str, Callable[[], tuple]] = {
                      ("first", "coalesce(s, u, 'none')"),
                      ("safe", "CASE WHEN l <> 0 THEN 100 % l END")]),
     ]),
+    # 20 constants and more: sorted arrays searched by binary search (codegen/inset.py)
+    "in_sorted_arrays": lambda: scan_chain(ALL_TYPES, [
+        ("filter", "l IN (" + ", ".join(str(v) for v in range(40, -40, -4)) + ", NULL)"),
+        ("project", [("id", "id"),
+                     ("dec", "d IN (" + ", ".join(f"{v}.5" for v in range(20)) + ", 1.255, 7)"),
+                     ("str", "s NOT IN (" + ", ".join(f"'w{v}'" for v in range(20, 0, -1)) + ", '', 'it''s')"),
+                     ("flt", "f IN (" + ", ".join(f"{v}.25" for v in range(-10, 10)) + ", -0.0, 0.0, 1e300)"),
+                     ("day", "dt IN (" + ", ".join(f"DATE '2001-01-{v:02d}'" for v in range(1, 21)) + ", DATE '1969-12-31')"),
+                     ("mix", "i IN (" + ", ".join(str(v) for v in range(20)) + ", l, i * 2)")]),
+    ]),
     "casts": lambda: scan_chain(ALL_TYPES, [
         ("project", [("a", "CAST(f AS int64)"), ("b2", "CAST(d AS int32)"), ("c", "CAST(s AS decimal(12,3))"),
                      ("d2", "CAST(e AS decimal(10,1))"), ("e2", "CAST(l AS string)"), ("f2", "CAST(f AS string)"),
