@@ -98,7 +98,8 @@ def router(service: JumpgateService) -> APIRouter:
         status = j.status_json()
         rows, end = _bars(status["timeline"])
         return page("job.html", who, job=status, pipeline=answer, bars=rows, end_ms=end,
-                    recorded=(j.server_pid, _when(j.server_started)) if isinstance(j, StoredJob) else None)
+                    recorded=(j.server_pid, _when(j.server_started)) if isinstance(j, StoredJob) else None,
+                    queue=service.queue.position(j.id))
 
     @r.get("/ui/login", response_class=HTMLResponse)
     async def login_form():
