@@ -28,9 +28,29 @@ SALES_SCHEMA = {"sale_id": "int64", "item_id": "int32", "store_id": "int32", "pr
 STORES_SCHEMA = {"store_id": "int32", "state": "string"}
 
 
+MARKER = ".jumpgate-example"  # beside the files the example wrote: whose they are
+
+
+class NotOurData(ValueError):
+    """The data root holds a file of the example's name that the example did not write."""
+
+
+def check_ours(root: Path) -> None:
+    """Refuse a data root where `sales.jsonl` or `stores.jsonl` exists but was not written by the
+    example (a user's own data of the same name must never be overwritten)."""
+    ours = set((root / MARKER).read_text().split()) if (root / MARKER).exists() else set()
+    for name in ("sales.jsonl", "stores.jsonl"):
+        if (root / name).exists() and name not in ours:
+            raise NotOurData(f"{root / name} exists and was not written by `jumpgate example`: it is left alone; "
+                             "give the example a directory of its own (--data-root)")
+
+
 def write_data(root: Path, sales: int, stores: int = 400, seed: int = 42) -> None:
+    """The example's two tables; never over files it did not write (NotOurData)."""
     rnd = random.Random(seed)
     root.mkdir(parents=True, exist_ok=True)
+    check_ours(root)
+    (root / MARKER).write_text("sales.jsonl\nstores.jsonl\n")
     with open(root / "stores.jsonl", "w") as f:
         for s in range(1, stores + 1):
             rec = {"store_id": s, "state": rnd.choice(STATES)}
@@ -70,6 +90,11 @@ def _wait_for_server(url: str, seconds: float = 60) -> None:
 
 def run_example(url: str, data_root: Path, rows: int = 1_000_000) -> int:
     console = Console(width=max(Console().width, 120))
+    try:
+        check_ours(data_root)
+    except NotOurData as e:
+        console.print(f"[red]{e}[/red]")
+        return 2
     if not all((data_root / f).exists() for f in ("sales.jsonl", "stores.jsonl")):
         console.print(f"writing {rows:,} sales and 400 stores to {data_root}")
         write_data(data_root, rows)
