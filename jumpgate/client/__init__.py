@@ -22,7 +22,17 @@ from .builder import (
     build_request,
     read,
 )
-from .errors import BuilderError, ClientError, JobFailed, JobTimeout, RequestRejected, StreamError
+from .errors import (
+    BuilderError,
+    ClientError,
+    JobFailed,
+    JobTimeout,
+    MissingDependency,
+    RequestRejected,
+    StreamError,
+)
+from .explain import Plan
+from .frames import to_pandas
 from .ntf import HAVE_NATIVE, arrow_schema, decode_stream, decode_streams, decode_tuples, scan_stream
 from .receiver import Receiver
 from .session import Job, Jumpgate, Output
@@ -30,7 +40,7 @@ from .udp import UdpReceiver
 
 __all__ = [
     "Aggregate", "BuilderError", "ClientError", "Dataflow", "Filter", "HAVE_NATIVE", "Job", "JobFailed",
-    "JobTimeout", "Join", "Jumpgate", "Op", "Output", "Project", "Read", "Receiver", "RequestRejected",
+    "JobTimeout", "Join", "Jumpgate", "MissingDependency", "Op", "Output", "Plan", "Project", "Read", "Receiver", "RequestRejected",
     "Send", "Shuffle", "ShufflePartition", "StreamError", "UdpReceiver", "arrow_schema", "build_request", "decode_stream",
-    "decode_streams", "decode_tuples", "read", "scan_stream",
+    "decode_streams", "decode_tuples", "read", "scan_stream", "to_pandas",
 ]

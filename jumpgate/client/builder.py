@@ -161,8 +161,46 @@ class Op:
     def _body(self, ref) -> dict:  # pragma: no cover - every kind overrides
         raise NotImplementedError
 
+    def _main_input(self) -> Op | None:
+        """The input a chain of operations continues through (the probe side of a join)."""
+        return None
+
+    def _describe(self) -> str:  # pragma: no cover - every kind overrides
+        return self.kind
+
+    def _step(self) -> str:
+        """This operation alone, e.g. `filter(a > 1)`, with ` as NAME` when it is named."""
+        return self._describe() + (f" as {self.name}" if self.name else "")
+
+    def _chain(self) -> str:
+        """The operations from the first read to this one, `read('t.jsonl') -> filter(a > 1)`
+        (iterative: deep plans; long chains keep their ends)."""
+        steps: list[str] = []
+        node: Op | None = self
+        while node is not None:
+            steps.append(node._step())
+            node = node._main_input()
+        steps.reverse()
+        if len(steps) > REPR_MAX_STEPS:
+            keep = REPR_MAX_STEPS // 2
+            steps = steps[:keep] + [f"... {len(steps) - 2 * keep} more ..."] + steps[-keep:]
+        return " -> ".join(steps)
+
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name or '(unnamed)'}>"
+        return f"<{type(self).__name__} {self._chain()}>"
+
+
+REPR_MAX_STEPS = 12  # a repr shows at most this many operations of a chain
+REPR_TEXT = 60  # expressions longer than this are cut in a repr
+
+
+def _short(text: str, width: int = REPR_TEXT) -> str:
+    t = " ".join(text.split())
+    return t if len(t) <= width else t[:width - 1] + "…"
+
+
+def _cols_text(cols: Sequence[Column]) -> str:
+    return ", ".join(n if n == e else f"{n}={_short(e, 30)}" for n, e in cols)
 
 
 class Dataflow(Op):
@@ -278,6 +316,23 @@ class Dataflow(Op):
             raise BuilderError("this node was built without a Jumpgate session: use Jumpgate.collect(node)")
         return self.session.collect(self, host=host, timeout=timeout)
 
+    def to_pandas(self, *, host: str = "127.0.0.1", timeout: float | None = None, **options: Any) -> Any:
+        """Run this dataflow and return its rows as a pandas DataFrame (needs pandas:
+        `pip install 'jumpgate[pandas]'`; checked before anything runs)."""
+        from .frames import require_pandas, to_pandas
+
+        require_pandas()
+        return to_pandas(self.collect(host=host, timeout=timeout), **options)
+
+    def explain(self, *, name: str | None = None) -> Any:
+        """Compile without running and return the plan (see `Jumpgate.explain`): `print()` it."""
+        if self.session is None:
+            raise BuilderError("this node was built without a Jumpgate session: use Jumpgate.explain(node)")
+        return self.session.explain(self, name=name)
+
+    def __repr__(self) -> str:
+        return f"<Dataflow {self._chain()}>"
+
 
 def _aggregate_item(item: Any) -> tuple[str, str, str | None]:
     """(name, fn, expr) from one aggregate in any accepted form."""
@@ -331,6 +386,11 @@ class Read(Dataflow):
         path = self.path if isinstance(self.path, str) else list(self.path)
         return {"path": path, "format": self.format,
                 "schema": [{"name": n, "type": t} for n, t in self.schema]}
+
+    def _describe(self) -> str:
+        paths = [self.path] if isinstance(self.path, str) else list(self.path)
+        shown = ", ".join(repr(p) for p in paths[:3]) + (f", +{len(paths) - 3}" if len(paths) > 3 else "")
+        return f"read({shown}" + (f", {self.format}" if self.format != "json" else "") + ")"
 
 
 def read(path: str | Sequence[str], format: str = "json", schema: Any = None, *, name: str | None = None,
@@ -391,6 +451,12 @@ class Filter(Dataflow):
     def _body(self, ref) -> dict:
         return {"input": ref(self.input), "condition": self.condition}
 
+    def _main_input(self):
+        return self.input
+
+    def _describe(self) -> str:
+        return f"filter({_short(self.condition)})"
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Project(Dataflow):
@@ -406,6 +472,12 @@ class Project(Dataflow):
 
     def _body(self, ref) -> dict:
         return {"input": ref(self.input), "columns": [{"name": n, "expr": e} for n, e in self.exprs]}
+
+    def _main_input(self):
+        return self.input
+
+    def _describe(self) -> str:
+        return f"project({_short(_cols_text(self.exprs), 2 * REPR_TEXT)})"
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -445,6 +517,15 @@ class Join(Dataflow):
             out["columns"] = [{"name": n, "expr": e} for n, e in self.output]
         return out
 
+    def _main_input(self):
+        return self.probe
+
+    def _describe(self) -> str:
+        keys = ", ".join(p if p == b else f"{p}={b}" for p, b in zip(self.probe_keys, self.build_keys))
+        build = self.build._chain()
+        extra = "" if self.type == "inner" else f", {self.type}"
+        return f"join({_short(build, 2 * REPR_TEXT)} on {_short(keys)}{extra})"
+
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Aggregate(Dataflow):
@@ -467,6 +548,18 @@ class Aggregate(Dataflow):
         aggs = [{"name": n, "fn": fn, **({} if e is None else {"expr": e})} for n, fn, e in self.aggregates]
         return {"input": ref(self.input), "group_by": [{"name": n, "expr": e} for n, e in self.group_by],
                 "aggregates": aggs, "mode": self.mode}
+
+    def _main_input(self):
+        return self.input
+
+    def _describe(self) -> str:
+        parts = []
+        if self.group_by:
+            parts.append("by " + _cols_text(self.group_by))
+        if self.aggregates:
+            parts.append(", ".join(f"{n}=" + ("count(*)" if fn == "count_star" else f"{fn}({'*' if e is None else _short(e, 30)})") for n, fn, e in self.aggregates))
+        mode = "" if self.mode == "complete" else f", {self.mode}"
+        return f"aggregate({_short('; '.join(parts), 2 * REPR_TEXT)}{mode})"
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -499,6 +592,12 @@ class Shuffle(Op):
     def _body(self, ref) -> dict:
         return {"input": ref(self.input), "keys": list(self.keys), "partitions": self.partitions}
 
+    def _main_input(self):
+        return self.input
+
+    def _describe(self) -> str:
+        return f"shuffle({_short(', '.join(self.keys))}; {self.partitions})"
+
     def collect(self, *, host: str = "127.0.0.1", timeout: float | None = None) -> list[pa.Table]:
         """Run and return one table per output, in order."""
         if self.session is None:
@@ -522,8 +621,12 @@ class ShufflePartition(Dataflow):
     def _ref_op(self) -> Op:
         return self.source
 
-    def __repr__(self) -> str:
-        return f"<ShufflePartition {self.source.name or '(unnamed)'}[{self.index}]>"
+    def _main_input(self):
+        return self.source.input
+
+    def _step(self) -> str:
+        src = self.source
+        return f"{src._describe()}[{self.index}]" + (f" as {src.name}[{self.index}]" if src.name else "")
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -539,6 +642,12 @@ class Send(Op):
 
     def _body(self, ref) -> dict:
         return {"input": ref(self.input), "transport": self.transport, "host": self.host, "port": self.port}
+
+    def _main_input(self):
+        return self.input
+
+    def _describe(self) -> str:
+        return f"send({self.transport}://{self.host}:{self.port})"
 
 
 # ---------------------------------------------------------------------------------- request JSON

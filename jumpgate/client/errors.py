@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ..contract.errors import JumpgateError, StreamError
 
-__all__ = ["BuilderError", "ClientError", "JobFailed", "JobTimeout", "RequestRejected", "StreamError"]
+__all__ = ["BuilderError", "ClientError", "JobFailed", "JobTimeout", "MissingDependency", "RequestRejected",
+           "StreamError"]
 
 
 class ClientError(JumpgateError):
@@ -17,14 +18,25 @@ class BuilderError(ClientError, ValueError):
 
 
 class RequestRejected(ClientError):
-    """The server answered a call with an error (contract §4): `status` and the server's `error`."""
+    """The server answered a call with an error (contract §4): `status` and the server's `error`.
+    For a 503 that the client retried, `retries` and `retried_for` (seconds) say how long."""
 
-    def __init__(self, status: int, error: dict, call: str) -> None:
+    def __init__(self, status: int, error: dict, call: str, *, retries: int = 0, retried_for: float = 0.0) -> None:
         msg = error.get("message") if isinstance(error, dict) else None
         where = f" at {error['path']}" if isinstance(error, dict) and error.get("path") else ""
-        super().__init__(f"{call} answered {status}: {msg or error}{where}", call=call)
+        tried = ""
+        if retries:
+            tried = (f" (still {status} after retrying {retries} time{'s' if retries != 1 else ''} "
+                     f"for {retried_for:.1f} s; Jumpgate(retry_for=...) sets how long)")
+        super().__init__(f"{call} answered {status}: {msg or error}{where}{tried}", call=call)
         self.status = status
         self.error = error
+        self.retries = retries
+        self.retried_for = retried_for
+
+
+class MissingDependency(ClientError, ImportError):
+    """An optional feature needs a package that is not installed; the message names the extra."""
 
 
 class JobFailed(ClientError):

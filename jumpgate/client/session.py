@@ -14,7 +14,9 @@ or any other error before the job ends sends `DELETE /v1/jobs/{id}` so nothing i
 from __future__ import annotations
 
 import copy
+import email.utils
 import os
+import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +28,8 @@ import pyarrow as pa
 from ..contract.ntf import NtfLayout
 from .builder import NAME_RE, Dataflow, Read, Send, build_request, read
 from .errors import BuilderError, ClientError, JobFailed, JobTimeout, RequestRejected, StreamError
+from .explain import Plan, explain_request
+from .frames import to_pandas
 from .ntf import as_layout
 from .receiver import Receiver, wait_all
 from .udp import UdpReceiver
@@ -36,6 +40,32 @@ STREAM_GRACE_S = 30.0  # after `succeeded`, how long the last bytes may take to 
 LONG_POLL_S = 0.25  # each status call waits this long server-side for the job to end
 STREAM_FAILURE_GRACE_S = 5.0  # after a broken stream, how long to wait for the server to say why
 RECEIVERS = {"tcp": Receiver, "udp": UdpReceiver}  # a send's transport -> what listens for it
+DEFAULT_RETRY_FOR_S = 60.0  # how long submit/execute keep retrying a 503 (Jumpgate(retry_for=...))
+DEFAULT_RETRY_AFTER_S = 1.0  # the wait when a 503 carries no (readable) Retry-After
+MAX_RETRY_WAIT_S = 10.0  # the longest single wait, whatever Retry-After says
+MIN_RETRY_WAIT_S = 0.1  # the shortest (a Retry-After of 0 must not become a busy loop)
+RETRY_JITTER = 0.2  # each wait is Retry-After times 1..1+RETRY_JITTER, so clients do not retry in step
+
+
+def retry_after_seconds(value: str | None, *, now: float | None = None) -> float:
+    """Seconds to wait from a Retry-After header: delta-seconds or an HTTP date (RFC 9110 §10.2.3);
+    DEFAULT_RETRY_AFTER_S when absent or unreadable, capped at MAX_RETRY_WAIT_S."""
+    if value is None or not value.strip():
+        return DEFAULT_RETRY_AFTER_S
+    v = value.strip()
+    try:
+        secs = float(v)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(v)
+        except (TypeError, ValueError, IndexError):
+            return DEFAULT_RETRY_AFTER_S
+        if when is None:  # pragma: no cover - older Pythons
+            return DEFAULT_RETRY_AFTER_S
+        secs = when.timestamp() - (time.time() if now is None else now)
+    if secs != secs:  # NaN
+        return DEFAULT_RETRY_AFTER_S
+    return min(max(secs, 0.0), MAX_RETRY_WAIT_S)
 
 
 @dataclass(frozen=True)
@@ -90,8 +120,10 @@ class Job:
     def finished(self) -> bool:
         return self.state in TERMINAL
 
-    def execute(self) -> dict:
-        body = self._client._call("POST", f"/v1/jobs/{self.job_id}/execute")
+    def execute(self, *, deadline: float | None = None) -> dict:
+        """POST /v1/jobs/{id}/execute, retrying a 503 as `Jumpgate.retry_for` allows (and no
+        later than `deadline`, a time.monotonic() value)."""
+        body = self._client._call("POST", f"/v1/jobs/{self.job_id}/execute", retry=True, deadline=deadline)
         self.state = body.get("state", "running")
         return body
 
@@ -121,7 +153,7 @@ class Job:
             raise JobFailed(self.job_id, self.state, self.last_status.get("error"))
 
     def __repr__(self) -> str:
-        return f"<Job {self.job_id} {self.state}>"
+        return f"<Job {self.job_id} state={self.state}>"
 
 
 class Jumpgate:
@@ -132,10 +164,16 @@ class Jumpgate:
     """
 
     def __init__(self, url: str = DEFAULT_URL, *, token: str | None = None, http_timeout: float = 300.0,
-                 poll_interval: float = 0.02, http: httpx.Client | None = None) -> None:
+                 poll_interval: float = 0.02, http: httpx.Client | None = None,
+                 retry_for: float = DEFAULT_RETRY_FOR_S) -> None:
         """`token`: the bearer token of a server with tenants (docs/security.md); default: the
-        environment's JUMPGATE_TOKEN, if set."""
+        environment's JUMPGATE_TOKEN, if set. `retry_for`: how many seconds, in all, submit and
+        execute keep retrying when the server answers 503 (no resources now), waiting what its
+        Retry-After says (plus jitter, at most MAX_RETRY_WAIT_S a time); 0 = never retry."""
+        if isinstance(retry_for, bool) or not isinstance(retry_for, (int, float)) or not retry_for >= 0:
+            raise BuilderError(f"retry_for must be a number of seconds >= 0, got {retry_for!r}")
         self.url = url.rstrip("/")
+        self.retry_for = float(retry_for)
         self.poll_interval = poll_interval
         token = token if token is not None else os.environ.get("JUMPGATE_TOKEN") or None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -145,6 +183,10 @@ class Jumpgate:
         if http is not None and token:
             self._http.headers["Authorization"] = f"Bearer {token}"
         self.last_job: Job | None = None
+
+    def __repr__(self) -> str:  # never the token itself
+        has_token = "Authorization" in self._http.headers
+        return f"<Jumpgate {self.url} token={'set' if has_token else 'none'}>"
 
     # ------------------------------------------------------------------ builder
     def read(self, path: str | Sequence[str], format: str = "json", schema: Any = None, *,
@@ -157,31 +199,55 @@ class Jumpgate:
         return build_request(sends, name)
 
     # ------------------------------------------------------------------ REST
-    def _call(self, method: str, path: str, body: dict | None = None, expect: type = dict) -> Any:
+    def _call(self, method: str, path: str, body: dict | None = None, expect: type = dict, *,
+              retry: bool = False, deadline: float | None = None) -> Any:
+        """One REST call. With `retry`, a 503 is retried: after Retry-After seconds (default 1,
+        at most MAX_RETRY_WAIT_S) plus jitter, for `retry_for` seconds in all and never past
+        `deadline`; then the 503 is raised, saying how long it was retried."""
         call = f"{method} {path}"
-        try:
-            r = self._http.request(method, path, json=body)
-        except httpx.HTTPError as e:
-            raise ClientError(f"{call}: cannot reach the Jumpgate server at {self.url}: {e}", call=call) from e
+        start = time.monotonic()
+        until = start + self.retry_for if retry else start
+        if deadline is not None:
+            until = min(until, deadline)
+        tries = 0
+        while True:
+            try:
+                r = self._http.request(method, path, json=body)
+            except httpx.HTTPError as e:
+                raise ClientError(f"{call}: cannot reach the Jumpgate server at {self.url}: {e}", call=call) from e
+            tries += 1
+            if r.status_code != 503:
+                break
+            left = until - time.monotonic()
+            if left <= 0:
+                break
+            wait = retry_after_seconds(r.headers.get("Retry-After")) * (1 + random.uniform(0, RETRY_JITTER))
+            time.sleep(min(max(wait, MIN_RETRY_WAIT_S), left))
+        return self._answer(r, call, expect, retries=tries - 1, retried_for=time.monotonic() - start)
+
+    def _answer(self, r: httpx.Response, call: str, expect: type, *, retries: int = 0,
+                retried_for: float = 0.0) -> Any:
         try:
             data = r.json() if r.content else {}
         except ValueError:
             data = {"message": r.text[:500]}
         if r.status_code >= 400:
             err = data.get("error", data) if isinstance(data, dict) else {"message": str(data)}
-            raise RequestRejected(r.status_code, err, call)
+            raise RequestRejected(r.status_code, err, call, retries=retries, retried_for=retried_for)
         if not isinstance(data, expect):
             raise ClientError(f"{call}: expected a JSON {expect.__name__}, got {str(data)[:200]}", call=call)
         return data
 
-    def submit(self, request: dict | Send | Sequence[Send], *, name: str | None = None) -> Job:
-        """Compile a request (a request dict, or send nodes): POST /v1/jobs. Nothing runs yet."""
+    def submit(self, request: dict | Send | Sequence[Send], *, name: str | None = None,
+               deadline: float | None = None) -> Job:
+        """Compile a request (a request dict, or send nodes): POST /v1/jobs. Nothing runs yet.
+        A 503 is retried for `retry_for` seconds (and not past `deadline`, a time.monotonic() value)."""
         if isinstance(request, Send) or (isinstance(request, (list, tuple)) and request
                                          and all(isinstance(s, Send) for s in request)):
             request = build_request([request] if isinstance(request, Send) else request, name)
         if not isinstance(request, dict):
             raise BuilderError(f"submit takes a request dict or send nodes, got {type(request).__name__}")
-        answer = self._call("POST", "/v1/jobs", request)
+        answer = self._call("POST", "/v1/jobs", request, retry=True, deadline=deadline)
         try:
             return Job(self, answer)
         except (ClientError, StreamError):  # an answer we cannot use (e.g. a layout we cannot read)
@@ -191,6 +257,20 @@ class Jumpgate:
                 except (ClientError, httpx.HTTPError):
                     pass
             raise
+
+    def explain(self, request: dict | Dataflow | Send | Sequence[Send], *, name: str | None = None) -> Plan:
+        """Compile without running: POST /v1/jobs, then DELETE the compiled job so it holds
+        nothing. Takes a request dict (a `send` port 0 is compiled as a placeholder port), send
+        nodes, or a dataflow node (sent to the client, as `collect` would). `str()` of the answer
+        is the readable plan; `.to_json()` the server's answer."""
+        return explain_request(self, request, name=name)
+
+    def to_pandas(self, node: Dataflow | pa.Table, *, host: str = "127.0.0.1", timeout: float | None = None,
+                  **options: Any) -> Any:
+        """Run a dataflow (or take a table already collected) and return a pandas DataFrame.
+        Needs pandas (`pip install 'jumpgate[pandas]'`); `options` go to pyarrow's `to_pandas`."""
+        table = node if isinstance(node, pa.Table) else self.collect(node, host=host, timeout=timeout)
+        return to_pandas(table, **options)
 
     def ncas(self) -> list:
         """GET /v1/ncas: the NCA implementations the server has."""
@@ -259,7 +339,7 @@ class Jumpgate:
 
     def _run(self, request: dict, receivers: dict[str, Receiver], timeout: float | None) -> dict[str, pa.Table]:
         deadline = None if timeout is None else time.monotonic() + timeout
-        job = self.submit(request)
+        job = self.submit(request, deadline=deadline)
         self.last_job = job
         try:
             for key, r in receivers.items():
@@ -267,7 +347,7 @@ class Jumpgate:
                 if out is None:
                     raise ClientError(f"the server's answer has no outputs[{key!r}]", job_id=job.job_id)
                 r.start(out.expected_streams, out.layout)
-            job.execute()
+            job.execute(deadline=deadline)
             self._wait(job, receivers, deadline)
             for r in receivers.values():
                 r.senders_done()  # every END has been sent: a UDP receiver can tell a lost one
