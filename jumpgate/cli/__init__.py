@@ -1,23 +1,44 @@
-"""The `jumpgate` command: `serve` runs the control plane; `ncas` lists plugins; `example` runs
+"""The `jumpgate` command: `serve` runs the control plane; `run` runs a request file and prints
+or saves the result; `jobs` and `job ID` show a server's jobs; `ncas` lists plugins; `example` runs
 the README's example job end to end against a server; `datagen` writes TPC-H/TPC-DS data;
 `conformance` runs the NCA conformance suite (same as `python -m jumpgate.conformance`); `agent`
 runs a node agent (docs/agent.md)."""
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import sys
+import threading
+import time
+from datetime import UTC, datetime
 from pathlib import Path
+
+from .common import HelpFormatter
+from .run import add_parser as add_run_parser
+from .show import add_parsers as add_show_parsers
+
+__all__ = ["main"]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("jumpgate")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from .api.app import create_app
-    from .deploy.warm import WarmSettings
-    from .runtime.jobdb import StateDbError
-    from .runtime.logs import configure as configure_logging
-    from .runtime.service import JumpgateService, NoNodeUp, Settings
+    from ..api.app import create_app
+    from ..deploy.warm import WarmSettings
+    from ..runtime.jobdb import StateDbError
+    from ..runtime.logs import configure as configure_logging
+    from ..runtime.service import JumpgateService, NoNodeUp, Settings
 
     log_config = configure_logging(args.log_format, args.log_level)  # first: what follows may log
     data_root = Path(args.data_root)
@@ -26,7 +47,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     nodes = None
     if args.nodes:
-        from .deploy.inventory import InventoryError, load_inventory
+        from ..deploy.inventory import InventoryError, load_inventory
 
         if args.cores is not None or args.nca_host != "127.0.0.1":
             print("jumpgate: with --nodes, each node's address and cores come from the inventory "
@@ -78,10 +99,28 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"jumpgate: --metrics-port {args.metrics_port}: {e}", file=sys.stderr)
             return 2
     # uvicorn's own text handlers unless the lines are to be JSON (runtime/logs.py).
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
-                ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
-                **({"log_config": log_config} if log_config else {}))
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+                                           ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
+                                           **({"log_config": log_config} if log_config else {})))
+    threading.Thread(target=_announce, args=(server, args), name="announce", daemon=True).start()
+    server.run()
     return 0
+
+
+def _announce(server, args: argparse.Namespace) -> None:
+    """One line once the port accepts connections: where the API, the pages and the API's docs are
+    (at the default log level uvicorn says nothing, and a newcomer would not know it is ready)."""
+    while not server.started:
+        if server.should_exit:
+            return
+        time.sleep(0.05)
+    base = f"{'https' if args.tls_cert else 'http'}://{args.host}:{args.port}"
+    message = f"listening on {base}, UI at {base}/ui/jobs, API docs at {base}/docs"
+    if args.log_format == "json":  # every line must parse: the same shape as the log lines
+        print(json.dumps({"time": datetime.now(UTC).isoformat(timespec="milliseconds"), "level": "INFO",
+                          "logger": "jumpgate.cli", "message": message}), file=sys.stderr, flush=True)
+    else:
+        print(f"jumpgate: {message}", file=sys.stderr, flush=True)
 
 
 def _warn(args: argparse.Namespace, message: str) -> None:
@@ -96,8 +135,8 @@ def _exposure_problem(args: argparse.Namespace) -> str | None:
     """Why the server must not start as asked (docs/security.md); warns about what it allows."""
     import ipaddress
 
-    from .tenancy.policy import SendRule
-    from .tenancy.tokens import TokenFile, TokenFileError
+    from ..tenancy.policy import SendRule
+    from ..tenancy.tokens import TokenFile, TokenFileError
 
     if bool(args.tls_cert) != bool(args.tls_key):
         return "--tls-cert and --tls-key go together"
@@ -128,7 +167,7 @@ def _exposure_problem(args: argparse.Namespace) -> str | None:
 
 
 def _tokens(args: argparse.Namespace) -> int:
-    from .tenancy.tokens import TokenFile, TokenFileError
+    from ..tenancy.tokens import TokenFile, TokenFileError
 
     if args.action == "add" and not args.tenant:
         print("jumpgate: tokens add needs --tenant NAME", file=sys.stderr)
@@ -160,17 +199,8 @@ def _tokens(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ncas(args: argparse.Namespace) -> int:
-    import json
-
-    from .nca.registry import load_registry
-
-    print(json.dumps(load_registry().describe(), indent=2))
-    return 0
-
-
 def _datagen(args: argparse.Namespace) -> int:
-    from .datagen import DatagenError, generate
+    from ..datagen import DatagenError, generate
 
     tables = [t.strip() for t in args.tables.split(",") if t.strip()] if args.tables else None
     try:
@@ -188,7 +218,7 @@ def _datagen(args: argparse.Namespace) -> int:
 
 
 def _example(args: argparse.Namespace) -> int:
-    from .examples import run_example
+    from ..examples import run_example
 
     return run_example(args.url, Path(args.data_root), rows=args.rows)
 
@@ -196,20 +226,37 @@ def _example(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["conformance"]:  # its own parser takes every option
-        from .conformance.__main__ import main as conformance_main
+        from ..conformance.__main__ import main as conformance_main
 
         return conformance_main(argv[1:])
     if argv[:1] == ["agent"]:  # the node agent: its own parser, standard library only
-        from .agent.node import main as agent_main
+        from ..agent.node import main as agent_main
 
         agent_main(argv[1:])
         return 0
-    parser = argparse.ArgumentParser(prog="jumpgate", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    try:
+        return args.fn(args)
+    except BrokenPipeError:  # `jumpgate jobs --json | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print(f"jumpgate {args.command}: interrupted", file=sys.stderr)
+        return 130
 
-    serve = sub.add_parser("serve", help="run the control plane (REST API, contract §4)")
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every subcommand's parser (`conformance` and `agent` have their own: listed for --help only)."""
+    parser = argparse.ArgumentParser(prog="jumpgate", description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_run_parser(sub, HelpFormatter)
+    add_show_parsers(sub, HelpFormatter)
+
+    serve = sub.add_parser("serve", formatter_class=HelpFormatter, help="run the control plane (REST API, contract §4)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
-    serve.add_argument("--port", type=int, default=8470)
+    serve.add_argument("--port", type=int, default=8470, help="the REST API's port")
     serve.add_argument("--data-root", required=True, help="directory that every read path is relative to")
     serve.add_argument("--nca-host", default="127.0.0.1", help="address NCA processes listen on")
     serve.add_argument("--cores", type=int, default=None, help="cores NCAs may use (default: all)")
@@ -265,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--tls-key", default=None, metavar="FILE", help="... and this private key (PEM)")
     serve.set_defaults(fn=_serve)
 
-    tokens = sub.add_parser("tokens", help="manage tenants' bearer tokens (docs/security.md)")
+    tokens = sub.add_parser("tokens", formatter_class=HelpFormatter, help="manage tenants' bearer tokens (docs/security.md)")
     tokens.add_argument("action", choices=("add", "list", "revoke"))
     tokens.add_argument("id", nargs="?", help="the token id to revoke (see `list`)")
     tokens.add_argument("--file", required=True, help="the token file (`serve --tokens`)")
@@ -275,21 +322,19 @@ def main(argv: list[str] | None = None) -> int:
     tokens.add_argument("--json", action="store_true", help="list as JSON")
     tokens.set_defaults(fn=_tokens)
 
-    ncas = sub.add_parser("ncas", help="list the registered NCA implementations")
-    ncas.set_defaults(fn=_ncas)
-
-    example = sub.add_parser("example", help="generate example data and run a job against a server")
-    example.add_argument("--url", default="http://127.0.0.1:8470")
-    example.add_argument("--data-root", required=True)
+    example = sub.add_parser("example", formatter_class=HelpFormatter, help="generate example data and run a job against a server")
+    example.add_argument("--url", default="http://127.0.0.1:8470", help="the Jumpgate server")
+    example.add_argument("--data-root", required=True,
+                         help="where the example data is (written there if missing): the server's --data-root")
     example.add_argument("--rows", type=int, default=1_000_000, help="sales rows to generate")
     example.set_defaults(fn=_example)
 
-    from .datagen.generate import BENCHMARKS, DEFAULT_ROWS_PER_FILE, FORMATS
+    from ..datagen.generate import BENCHMARKS, DEFAULT_ROWS_PER_FILE, FORMATS
 
-    datagen = sub.add_parser("datagen", help="generate TPC-H or TPC-DS tables with DuckDB (pip: jumpgate[tpc])")
+    datagen = sub.add_parser("datagen", formatter_class=HelpFormatter, help="generate TPC-H or TPC-DS tables with DuckDB (pip: jumpgate[tpc])")
     datagen.add_argument("benchmark", choices=sorted(BENCHMARKS))
     datagen.add_argument("--sf", type=float, default=1.0, help="scale factor (default 1)")
-    datagen.add_argument("--format", choices=list(FORMATS), default="json")
+    datagen.add_argument("--format", choices=list(FORMATS), default="json", help="the files' format")
     datagen.add_argument("--out", required=True, help="directory; one subdirectory per table")
     datagen.add_argument("--tables", default=None, metavar="T,T", help="only these tables (default: all)")
     datagen.add_argument("--rows-per-file", type=int, default=DEFAULT_ROWS_PER_FILE,
@@ -301,10 +346,4 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("conformance", help="run the NCA conformance suite (jumpgate conformance --help)")
     sub.add_parser("agent", help="run a node agent (docs/agent.md; jumpgate agent serve --help)")
 
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    return args.fn(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return parser
