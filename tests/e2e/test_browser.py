@@ -24,7 +24,9 @@ if not (CHROMIUM and DRIVER):
     pytest.skip("chromium and chromium-driver are not installed (scripts/setup.sh installs them)",
                 allow_module_level=True)
 
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 SCHEMA = [{"name": "a", "type": "int64"}]
 
@@ -67,23 +69,33 @@ def browser():
     driver.quit()
 
 
+def click_and_wait(browser, by: str, what: str, until) -> None:
+    """Click what leads to another page and wait until `until(browser)` holds on it (reading the
+    page right after the click can still find the old one, or one half replaced)."""
+    browser.find_element(by, what).click()
+    WebDriverWait(browser, 15, ignored_exceptions=(StaleElementReferenceException, WebDriverException)).until(until)
+
+
+def body_has(text: str):
+    return lambda b: text in b.find_element(By.TAG_NAME, "body").text
+
+
 def test_sign_in_see_only_the_tenants_jobs_and_open_one(site, browser):
     srv, token, jobs, work = site
     browser.get(srv.url + "/ui/jobs")
     assert browser.current_url.endswith("/ui/login"), browser.current_url  # asked to sign in
     browser.find_element(By.NAME, "token").send_keys("jg_000000000000_" + "0" * 64)
-    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    assert "not known" in browser.find_element(By.TAG_NAME, "body").text
+    click_and_wait(browser, By.CSS_SELECTOR, "button[type=submit]", body_has("not known"))
 
     browser.find_element(By.NAME, "token").send_keys(token["acme"])
-    browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    click_and_wait(browser, By.CSS_SELECTOR, "button[type=submit]", body_has("signed in as tenant acme"))
     assert browser.current_url.endswith("/ui/jobs"), browser.current_url
     text = browser.find_element(By.TAG_NAME, "body").text
     assert "signed in as tenant acme" in text and jobs["acme"] in text and "acme-report" in text
     assert jobs["globex"] not in text and "globex-report" not in text
     assert browser.execute_script("return document.cookie") == ""  # HttpOnly: no script reads the token
 
-    browser.find_element(By.LINK_TEXT, jobs["acme"]).click()
+    click_and_wait(browser, By.LINK_TEXT, jobs["acme"], body_has("Staged networked pipeline"))
     page = browser.find_element(By.TAG_NAME, "body").text
     for expected in ("read", "filter", "stage 0", "succeeded", "software.scan_json"):
         assert expected in page, (expected, page[:2000])
