@@ -20,8 +20,8 @@ from .cases import (
 )
 from .compare import compare_tables, disjoint_keys
 from .data import Oracle, default_data_dir, ensure_data, format_root
-from .runner import FAILED, NOT_USED, PASSED, UNSUPPORTED, Outcome, Runner
+from .runner import FAILED, NOT_USED, PASSED, UNSUPPORTED, Outcome, Runner, check_rows
 
-__all__ = ["FAILED", "NOT_USED", "PASSED", "REQUESTS_DIR", "UNSUPPORTED", "Case", "CaseError", "Check", "Need",
+__all__ = ["check_rows", "FAILED", "NOT_USED", "PASSED", "REQUESTS_DIR", "UNSUPPORTED", "Case", "CaseError", "Check", "Need",
            "Oracle", "Outcome", "Runner", "compare_tables", "default_data_dir", "disjoint_keys", "ensure_data", "format_root",
            "load_case", "load_cases", "missing", "missing_reason", "needs"]

@@ -116,23 +116,7 @@ class Runner:
             out.message = "; ".join(declined)
 
     def _check(self, case: Case, check: Check, got: dict[str, pa.Table]) -> str | None:
-        con = self.oracle.con
-        tables = [got[s] for s in check.sends]
-        rows = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
-        where = "+".join(check.sends)
-        if check.partition_keys:
-            problem = disjoint_keys(con, dict(zip(check.sends, tables)), list(check.partition_keys))
-            if problem:
-                return f"{where}: {problem}"
-        if check.got_sql:
-            con.register("got", rows)
-            try:
-                rows = con.sql(check.got_sql).to_arrow_table()
-            finally:
-                con.unregister("got")
-        want = con.sql(check.sql).to_arrow_table()
-        problem = compare_tables(con, rows, want, ordered=case.ordered, rtol=case.float_rtol, atol=case.float_atol)
-        return f"{where}: {problem}" if problem else None
+        return check_rows(self.oracle, case, check, got)
 
     def _not_taken(self, case: Case, decisions: dict[str, dict]) -> tuple[list[str], list[str]]:
         """With an NCA under test, the operations of kinds it claims that it did not take: `lost`
@@ -172,3 +156,27 @@ def _reasons(error: dict) -> str:
     if not isinstance(reasons, dict):
         return ""
     return " [" + "; ".join(f"{n}: {r.get('reason')}" for n, r in reasons.items() if isinstance(r, dict)) + "]"
+
+
+def check_rows(oracle: Oracle, case: Case, check: Check, got: dict[str, pa.Table]) -> str | None:
+    """What differs between the rows the sends of `check` received (`got`, per send) and DuckDB's
+    answer to its SQL over the case's tables; None when they agree. For suites that receive the
+    rows themselves (e.g. over several hosts) as well as for the runner."""
+    oracle.load(case.tables)
+    con = oracle.con
+    tables = [got[s] for s in check.sends]
+    rows = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+    where = "+".join(check.sends)
+    if check.partition_keys:
+        problem = disjoint_keys(con, dict(zip(check.sends, tables)), list(check.partition_keys))
+        if problem:
+            return f"{where}: {problem}"
+    if check.got_sql:
+        con.register("got", rows)
+        try:
+            rows = con.sql(check.got_sql).to_arrow_table()
+        finally:
+            con.unregister("got")
+    want = con.sql(check.sql).to_arrow_table()
+    problem = compare_tables(con, rows, want, ordered=case.ordered, rtol=case.float_rtol, atol=case.float_atol)
+    return f"{where}: {problem}" if problem else None

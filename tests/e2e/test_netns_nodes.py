@@ -42,12 +42,10 @@ from jumpgate.conformance import (
     PASSED,
     UNSUPPORTED,
     Case,
-    Check,
     Oracle,
     Runner,
-    compare_tables,
+    check_rows,
     default_data_dir,
-    disjoint_keys,
     ensure_data,
     load_cases,
 )
@@ -344,7 +342,7 @@ def test_conformance_case_over_nodes(hosts, server, oracle, name, placements):
     case = CONFORMANCE[name]
     run = run_held(server.url, hosts, case.runnable_request(host=hosts.client_address))
     assert_ran_where_placed(run, hosts)
-    problems = [p for check in case.checks if (p := check_answer(oracle, case, check, run.tables))]
+    problems = [p for check in case.checks if (p := check_rows(oracle, case, check, run.tables))]
     assert not problems, f"{name}: {'; '.join(problems)}"
     for op in case.operations:
         if op["kind"] == "read":
@@ -363,26 +361,6 @@ def test_some_join_or_aggregate_ran_on_a_node_without_tables(placements):
     if sorted(placements["ran"]) != sorted(CASES):
         pytest.skip(f"not every conformance case ran: {placements['ran']}")
     assert placements["third"], "every join and aggregate NCA ran on a node holding one of its tables"
-
-
-def check_answer(oracle: Oracle, case: Case, check: Check, got: dict[str, pa.Table]) -> str | None:
-    """What the conformance runner checks (jumpgate/conformance/runner.py), on rows received here."""
-    oracle.load(case.tables)
-    con = oracle.con
-    parts = [got[s] for s in check.sends]
-    rows = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
-    if check.partition_keys:
-        problem = disjoint_keys(con, dict(zip(check.sends, parts)), list(check.partition_keys))
-        if problem:
-            return problem
-    if check.got_sql:
-        con.register("got", rows)
-        try:
-            rows = con.sql(check.got_sql).to_arrow_table()
-        finally:
-            con.unregister("got")
-    want = con.sql(check.sql).to_arrow_table()
-    return compare_tables(con, rows, want, ordered=case.ordered, rtol=case.float_rtol, atol=case.float_atol)
 
 
 def run_join_held(url: str, hosts: NetnsHosts, data: Path) -> Run:
@@ -547,7 +525,7 @@ def test_a_table_split_over_two_nodes_is_one_scan_on_each(hosts, server, spread_
     case = spread(next(c for c in ALL_CASES if c.name == "tpch_q06"))
     run = run_held(server.url, hosts, case.runnable_request(host=hosts.client_address))
     assert_ran_where_placed(run, hosts)
-    problems = [p for check in case.checks if (p := check_answer(oracle, case, check, run.tables))]
+    problems = [p for check in case.checks if (p := check_rows(oracle, case, check, run.tables))]
     assert not problems, problems
     scans = [n for n in run.ncas if "li" in n["operations"]]
     assert sorted(n["host"] for n in scans) == list(SPLIT_OVER), run.ncas
