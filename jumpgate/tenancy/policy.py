@@ -129,8 +129,9 @@ def check_sends(sends: Sequence[SendTarget], policy: TenantPolicy, source: str |
     if policy.send.networks is None:
         allowed += LOOPBACK
         allowed += [ipaddress.ip_network(n, strict=False) for n in also]
-        if source:
-            allowed.append(ipaddress.ip_network(source))
+        origin = _source_address(source)
+        if origin is not None:
+            allowed.append(ipaddress.ip_network(origin))
         extra = f", {', '.join(also)}" if also else ""
         rule = (f"the default rule of tenant {tenant!r}: the request's own address ({source or 'unknown'}), "
                 f"loopback{extra}")
@@ -161,6 +162,18 @@ def check_sends(sends: Sequence[SendTarget], policy: TenantPolicy, source: str |
                             path=f"{s.path}.port")
         out[s.name] = str(address)
     return out
+
+
+def _source_address(source: str | None) -> Address | None:
+    """The request's address as the rules compare it: an IPv4 client seen through a dual-stack
+    socket (::ffff:a.b.c.d) is its IPv4 address; anything that is not an address (a Unix socket,
+    a test client's name) allows nothing beyond loopback."""
+    try:
+        address = ipaddress.ip_address(source or "")
+    except ValueError:
+        return None
+    mapped = getattr(address, "ipv4_mapped", None)
+    return mapped or address
 
 
 def check_reads(reads: Iterable[tuple[str, str, Sequence[str]]], policy: TenantPolicy, tenant: str) -> None:
