@@ -1,4 +1,4 @@
-"""Requests built to hurt (found on the old main: 100,000 chained filters kept a core busy for over
+"""Requests built to hurt (before the limits: 100,000 chained filters kept a core busy for over
 8 minutes, 5,000 nested parentheses and 50,000 sends ended in RecursionError, a 10,000-value IN
 list spent 24 s in the C compiler): each is now a clear 4xx within a second, naming the limit,
 while `/v1/health` keeps answering, and the server's memory comes back to where it was."""
