@@ -1,13 +1,13 @@
 """Scaling out over nodes (thesis §3.3.4): TPC-H Q3 and Q6 with lineitem split over two nodes of
 one core each, against the same queries on one node of one core, in the same run.
 
-The two-node server's inventory has nodes `a` and `b` (`cores: 1` each, so they do not share a
-core of this machine), each with its own data root: lineitem's files are dealt between them,
+The two-node server's inventory has nodes `a` and `b` (`cores: 1` each, and `cpus` pinning each to a CPU of its own, so they do not share a core of this
+machine; `--no-pin` leaves the CPUs to the kernel), each with its own data root: lineitem's files are dealt between them,
 balanced by bytes (hard links, so no data is copied), orders and customer are on `a` only
 (`--split lineitem,orders` deals orders' files too, as a warehouse partitions its two large
 tables). Jumpgate then runs one lineitem scan per node, each reading its own files, with what is
 safe to run on a part of the rows beside it (Q6: a partial sum per node and one final sum; Q3:
-the join probing lineitem on both nodes, each receiving the whole build side, one aggregation). The one-node server has one node (`cores: 1`) holding everything. Both
+the join probing lineitem on both nodes, each receiving the whole build side, one aggregation). The one-node server has one node (`cores: 1`, pinned to the first CPU) holding everything. Both
 servers run the same requests (the conformance suite's, with the client's `send`), alternating,
 after one warm-up run each (compile and page cache); the answers are checked against DuckDB over
 the same files. Reported: median wall time from submit to the last row received, and the speedup
@@ -77,16 +77,25 @@ def node_roots(full: Path, a: Path, b: Path, fmt: str, split: tuple[str, ...]) -
 
 
 @contextlib.contextmanager
-def inventories(work: Path, full: Path, fmt: str, ssh: bool, split: tuple[str, ...]):
+def inventories(work: Path, full: Path, fmt: str, ssh: bool, split: tuple[str, ...], pin: bool):
     """(one-node inventory, two-node inventory, the client's address)."""
     one, two = work / f"one-{'ssh' if ssh else 'local'}.yaml", work / f"two-{'ssh' if ssh else 'local'}.yaml"
+    # Each node one core of its own, for real (`cpus`: its NCAs are pinned there): the one node on
+    # the first CPU, the two nodes on the first and the second. Unpinned, the one node's NCAs
+    # would run on every CPU of this machine.
+    first, second = sorted(os.sched_getaffinity(0))[:2]
+    pins = {"one": str(first), "a": str(first), "b": str(second)} if pin else {}
+
+    def cpus(name: str) -> str:
+        return f", cpus: '{pins[name]}'" if name in pins else ""
+
     if not ssh:
         a, b = work / "a", work / "b"
         node_roots(full, a, b, fmt, split)
-        one.write_text(f"nodes:\n  - {{name: one, address: 127.0.0.2, cores: 1, data_root: '{full}'}}\n")
+        one.write_text(f"nodes:\n  - {{name: one, address: 127.0.0.2, cores: 1, data_root: '{full}'{cpus('one')}}}\n")
         two.write_text("nodes:\n"
-                       f"  - {{name: a, address: 127.0.0.2, cores: 1, data_root: '{a}'}}\n"
-                       f"  - {{name: b, address: 127.0.0.3, cores: 1, data_root: '{b}'}}\n")
+                       f"  - {{name: a, address: 127.0.0.2, cores: 1, data_root: '{a}'{cpus('a')}}}\n"
+                       f"  - {{name: b, address: 127.0.0.3, cores: 1, data_root: '{b}'{cpus('b')}}}\n")
         yield one, two, "127.0.0.1", []
         return
     import yaml
@@ -101,6 +110,9 @@ def inventories(work: Path, full: Path, fmt: str, ssh: bool, split: tuple[str, .
         node_roots(full, hosts.host("a").data_root, hosts.host("b").data_root, fmt, split)
         caches = {h.name: {"cache_dir": str(h.home / "cache")} for h in hosts.hosts}
         nodes = yaml.safe_load(hosts.inventory_yaml(work / "all.yaml", cores=1, overrides=caches).read_text())["nodes"]
+        for node in nodes:
+            if node["name"] in pins:
+                node["cpus"] = pins[node["name"]]
         one.write_text(yaml.safe_dump({"nodes": nodes[:1]}))
         two.write_text(yaml.safe_dump({"nodes": nodes[1:]}))
         yield one, two, hosts.client_address, ["--send-allow", str(hosts.subnet)]
@@ -122,6 +134,8 @@ def main() -> int:
     ap.add_argument("--queries", default="q3,q6")
     ap.add_argument("--data-dir", type=Path, default=Path("/tmp/jumpgate-bench"))
     ap.add_argument("--ssh", action="store_true", help="nodes in network namespaces, reached over SSH")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="let the kernel run every node's NCAs on every CPU (default: each node's own CPU)")
     ap.add_argument("--split", default="lineitem",
                     help="tables whose files are dealt over the two nodes (the others are on node a)")
     args = ap.parse_args()
@@ -138,7 +152,7 @@ def main() -> int:
           f"node of one core; {args.runs} runs, alternating; nodes {'over SSH' if args.ssh else 'local'}")
     results = []
     with tempfile.TemporaryDirectory() as tmp, \
-            inventories(work, full, args.format, args.ssh, split) as (one_inv, two_inv, client, allow):
+            inventories(work, full, args.format, args.ssh, split, not args.no_pin) as (one_inv, two_inv, client, allow):
         cache = Path(tmp) / "cache"
         with LocalServer(full, cache, Path(tmp) / "one.log", extra_args=["--nodes", str(one_inv), *allow]) as one_srv, \
                 LocalServer(full, cache, Path(tmp) / "two.log", extra_args=["--nodes", str(two_inv), *allow]) as two_srv, \

@@ -227,7 +227,10 @@ class AgentLink:
         with self._lock:  # registered first: its first event may come before the answer
             self._procs[tag] = proc
         try:
-            answer = self.request({"op": "start", "p": tag, "argv": argv, "work": work, "name": name})
+            head = {"op": "start", "p": tag, "argv": argv, "work": work, "name": name}
+            if host.cpus:  # pinned by the agent (docs/agent.md)
+                head["cpus"] = list(host.cpus)
+            answer = self.request(head)
         except AgentError:
             with self._lock:
                 self._procs.pop(tag, None)

@@ -135,6 +135,23 @@ def health(agent: Agent) -> dict:
             "sessions": agent.session_count(), "version": agent.version, "pid": os.getpid()}
 
 
+def pin(pid: int, cpus: list[int] | tuple[int, ...]) -> None:
+    """Pin every thread of process `pid` to `cpus` (nothing when empty): the node's `cpus` of the
+    inventory. Right after the start, before the NCA is configured and starts its workers, so they
+    inherit the set; threads already there are pinned by name from /proc. A process or thread
+    that ended meanwhile is skipped (its exit is reported the usual way). The server's local
+    deployer uses this same function (jumpgate/deploy/affinity.py): the agent ships alone."""
+    if not cpus:
+        return
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except FileNotFoundError:
+        return
+    for tid in tids:
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(tid, cpus)
+
+
 def activity(pid: int) -> list[int] | None:
     """/proc's rchar, wchar and utime+stime of a process: they change whenever it moves bytes
     through a system call or uses CPU (the server's stall watchdog compares readings)."""
@@ -260,6 +277,13 @@ class Session:
         for what, value in (("work", work), ("name", name)):
             if not isinstance(value, str) or not SAFE_NAME.match(value):
                 raise ValueError(f"{what} {value!r} is not a plain name")
+        cpus = head.get("cpus") or []
+        if not (isinstance(cpus, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in cpus)):
+            raise ValueError("`cpus` must be a list of CPU numbers")
+        missing = set(cpus) - os.sched_getaffinity(0)
+        if missing:
+            raise ValueError(f"this node has no CPU {sorted(missing)[0]} that the agent may use "
+                             f"(it may use {sorted(os.sched_getaffinity(0))}): check the inventory's `cpus`")
         work_dir = self.agent.work / work
         work_dir.mkdir(parents=True, exist_ok=True)
         log_path = work_dir / f"{name}.stderr"
@@ -269,6 +293,7 @@ class Session:
             with open(log_path, "wb") as log:
                 popen = subprocess.Popen(argv, cwd=work_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=log, start_new_session=True, bufsize=0)
+            pin(popen.pid, cpus)
             proc = self.procs[tag] = Proc(tag, popen, log_path)
         threading.Thread(target=self._relay, args=(proc,), name=f"nca-{tag}", daemon=True).start()
         return {"pid": popen.pid}

@@ -4,7 +4,8 @@ one storage over the nodes' data roots, which says which nodes hold each file.
 
 Each call about a started instance goes to the deployer of the node it runs on. Nodes reached
 `local` are processes of this machine bound to the node's address and counted against the node's
-cores: several such nodes partition one machine (its addresses and its cores) as separate hosts.
+cores: several such nodes partition one machine (its addresses and its cores) as separate hosts,
+and with `cpus` each node's NCAs run on its own CPUs only (deploy/affinity.py).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from ..dataflow.storage import FileFacts, LocalStorage, Storage
 from ..nca.deployment import ControlChannel, Deployer, Host
+from .affinity import format_cpulist
 from .inventory import Inventory
 from .local import LocalDeployer
 from .ssh import AgentStorage, SshDeployer
@@ -38,7 +40,8 @@ class FleetDeployer(Deployer):
                 x = node.ssh
                 # as the inventory spells it: the node resolves paths itself (AgentStorage), so the
                 # real paths it returns are under this root only when it names no symlink
-                self._nodes[node.name] = SshDeployer(Host(node.name, node.address, node.cores, data_root=root),
+                self._nodes[node.name] = SshDeployer(Host(node.name, node.address, node.core_count, data_root=root,
+                                                          cpus=node.cpu_set),
                                                      x.host, x.port,
                                                      x.user, x.key_file, x.known_hosts,
                                                      x.accept_unknown_host_key, x.connect_timeout,
@@ -46,8 +49,8 @@ class FleetDeployer(Deployer):
                                                      cache_dir=x.cache_dir, warm=warm)
             else:
                 spares = spare_root / node.name if spare_root is not None else None
-                self._nodes[node.name] = LocalDeployer(node.address, warm, spares, node.cores, name=node.name,
-                                                       data_root=root)
+                self._nodes[node.name] = LocalDeployer(node.address, warm, spares, node.core_count, name=node.name,
+                                                       data_root=root, cpus=node.cpu_set)
 
     def node_states(self) -> list[tuple[Host, str, str]]:
         out = []
@@ -61,6 +64,8 @@ class FleetDeployer(Deployer):
         for node in self.inventory.nodes:
             d = self._nodes[node.name]
             info: dict = {"reach": node.reach}
+            if node.cpus is not None:
+                info["cpus"] = format_cpulist(node.cpu_set)
             if isinstance(d, SshDeployer):
                 assert node.ssh is not None
                 info["ssh"] = f"{node.ssh.user}@{node.ssh.host}:{node.ssh.port}"

@@ -6,6 +6,7 @@ nodes:
   - name: a            # how jobs, the API and the pages name it
     address: 127.0.0.2 # where its NCAs listen and are reached by their senders
     cores: 1           # what the resource view counts there
+    cpus: "0"          # optional: the CPUs its NCAs are pinned to (Linux cpulist); cores default to their count
     reach: local       # how the server starts NCAs there: `local` (processes of this machine) or `ssh`
     data_root: /data/a # where it sees the files of reads; default: the server's --data-root
   - name: b
@@ -23,11 +24,14 @@ it always was.
 from __future__ import annotations
 
 import ipaddress
+import os
 from pathlib import Path
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .affinity import parse_cpulist
 
 
 class InventoryError(ValueError):
@@ -63,15 +67,37 @@ class NodeSpec(BaseModel):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
     address: str
-    cores: int = Field(ge=1, le=4096)
+    # What the resource view counts there; default: the number of `cpus` (one of the two is needed).
+    cores: int | None = Field(default=None, ge=1, le=4096)
+    # The CPUs the node's NCAs are pinned to, in Linux's cpulist notation ("0-3,6"): how several
+    # local nodes partition one machine for real, or how Jumpgate keeps off other services' CPUs.
+    # Unset: the kernel's choice (every CPU the node's agent or the server may use).
+    cpus: str | None = None
     reach: Literal["local", "ssh"] = "local"
     ssh: SshSpec | None = None
     # The directory under which the node sees the files of `read` operations (possibly only some
     # of them); default: the server's --data-root.
     data_root: str | None = None
 
+    @property
+    def cpu_set(self) -> tuple[int, ...]:
+        return parse_cpulist(self.cpus) if self.cpus is not None else ()
+
+    @property
+    def core_count(self) -> int:
+        return self.cores if self.cores is not None else len(self.cpu_set)
+
     @model_validator(mode="after")
     def _reach_fits(self) -> NodeSpec:
+        if self.cores is None and self.cpus is None:
+            raise ValueError("a node needs `cores` (what the resource view counts there) or `cpus`")
+        # The CPUs of a local node are this machine's: one it may not use is refused now, not at
+        # the first NCA's start. (A remote node's agent checks its own.)
+        if self.reach == "local" and self.cpus is not None:
+            missing = set(self.cpu_set) - os.sched_getaffinity(0)
+            if missing:
+                raise ValueError(f"cpus {self.cpus!r}: this machine has no CPU {sorted(missing)[0]} "
+                                 f"that the server may use (it may use {sorted(os.sched_getaffinity(0))})")
         if self.reach == "ssh" and self.ssh is None:
             raise ValueError("a node with reach: ssh needs an `ssh` section (host, user, key_file, known_hosts)")
         if self.reach == "local" and self.ssh is not None:
@@ -80,6 +106,13 @@ class NodeSpec(BaseModel):
         if self.reach == "local" and self.data_root is not None and not Path(self.data_root).is_dir():
             raise ValueError(f"data_root {self.data_root!r} is not a directory")
         return self
+
+    @field_validator("cpus")
+    @classmethod
+    def _a_cpu_list(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_cpulist(value)
+        return value
 
     @field_validator("address")
     @classmethod

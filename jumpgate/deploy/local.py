@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..nca.deployment import ControlChannel, Deployer, Host
+from .affinity import pin
 from .warm import WarmPool, WarmSettings
 
 
@@ -94,10 +95,10 @@ class LocalDeployer(Deployer):
 
     def __init__(self, bind_host: str = "127.0.0.1", warm: WarmSettings | None = None,
                  spare_dir: Path | None = None, cores: int | None = None, name: str = "local",
-                 data_root: Path | str | None = None) -> None:
+                 data_root: Path | str | None = None, cpus: tuple[int, ...] = ()) -> None:
         # the data root as LocalStorage resolves it, so that the real paths it returns are under it
         root = os.path.realpath(data_root) if data_root is not None else None
-        self.host = Host(name, bind_host, cores or os.cpu_count() or 1, data_root=root)
+        self.host = Host(name, bind_host, cores or len(cpus) or os.cpu_count() or 1, data_root=root, cpus=cpus)
         self._procs: dict[int, LocalProcess] = {}
         self._lock = threading.Lock()
         settings = warm if warm is not None and spare_dir is not None else WarmSettings(per_binary=0)
@@ -126,6 +127,7 @@ class LocalDeployer(Deployer):
             with open(log_path, "wb") as log:
                 popen = subprocess.Popen(argv, cwd=work_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=log, start_new_session=True, bufsize=0)
+            pin(popen.pid, self.host.cpus)
             proc = LocalProcess(popen, self.host, name, log_path, remove_log=spare)
             proc.waiting = spare
             self._procs[popen.pid] = proc

@@ -92,6 +92,7 @@ class NsProcess:
 
     pid: int
     argv: tuple[str, ...]
+    cpus: frozenset[int] = frozenset()  # the CPUs it may run on (its affinity) when looked at
 
     def option(self, name: str) -> str | None:
         """The value of `name VALUE` in the arguments, if there."""
@@ -145,11 +146,12 @@ def processes_in(names: Sequence[str]) -> dict[str, list[NsProcess]]:
                 continue
             with open(f"/proc/{entry.name}/cmdline", "rb") as f:
                 raw = f.read()
+            cpus = frozenset(os.sched_getaffinity(int(entry.name)))
         except OSError:  # it exited meanwhile
             continue
         argv = raw.rstrip(b"\0").split(b"\0")  # (sshd pads the title it sets with NULs)
         if raw:
-            out[name].append(NsProcess(int(entry.name), tuple(a.decode(errors="replace") for a in argv)))
+            out[name].append(NsProcess(int(entry.name), tuple(a.decode(errors="replace") for a in argv), cpus))
     return out
 
 
@@ -385,17 +387,19 @@ class NetnsHosts:
             host.proc = sshd_fixture.launch_sshd(host.sshd, ["ip", "netns", "exec", host.netns])
 
     def inventory_yaml(self, path: Path, *, cores: int = 1, ssh: Mapping[str, object] | None = None,
-                       overrides: Mapping[str, Mapping[str, object]] | None = None) -> Path:
+                       overrides: Mapping[str, Mapping[str, object]] | None = None,
+                       node_fields: Mapping[str, Mapping[str, object]] | None = None) -> Path:
         """Write an inventory (docs/deploy.md) of the hosts as `reach: ssh` nodes: each node's
         address and ssh.host are the host's address, its data_root the host's. `ssh` adds fields
         to every node's ssh section; `overrides` (by node name) replaces fields of one node's ssh
-        section, e.g. a known_hosts holding a wrong key, or a key_file the host does not accept."""
+        section, e.g. a known_hosts holding a wrong key, or a key_file the host does not accept;
+        `node_fields` (by node name) adds fields of the node itself, e.g. its `cpus`."""
         nodes = []
         for h in self.hosts:
             spec = {"host": h.address, "port": h.sshd.port, "user": "root", "key_file": str(self.key_file),
                     "known_hosts": str(h.sshd.known_hosts), **(ssh or {}), **((overrides or {}).get(h.name) or {})}
             nodes.append({"name": h.name, "address": h.address, "cores": cores, "reach": "ssh",
-                          "data_root": str(h.data_root), "ssh": spec})
+                          "data_root": str(h.data_root), "ssh": spec, **((node_fields or {}).get(h.name) or {})})
         path = Path(path)
         path.write_text(yaml.safe_dump({"nodes": nodes}, sort_keys=False))
         return path

@@ -22,8 +22,9 @@ class Host:
     """A machine (or network namespace, or pod) that can run NCA instances.
 
     `address` is where instances on it listen and are reached by their senders; `cores` is what
-    the resource view counts there; `kinds` are the `ResourceRequest.deployment` values it can
-    host (software NCAs ask for "local": a process). `data_root` is where the host sees the files
+    the resource view counts there (`cpus`, when set, the CPUs its NCAs are pinned to); `kinds`
+    are the `ResourceRequest.deployment` values it can host (software NCAs ask for "local": a
+    process). `data_root` is where the host sees the files
     of reads: the directory the storage checked a read's paths in, given as the host knows it.
     Its NCAs open their input files beneath it (docs/nca-process-protocol.md, `root`), so that a
     file replaced since the check by a symlink leading outside is refused. None: the deployer
@@ -34,6 +35,8 @@ class Host:
     cores: int
     kinds: frozenset[str] = field(default_factory=lambda: frozenset({"local"}))
     data_root: str | None = None
+    # The CPUs its NCAs are pinned to (the inventory's `cpus`); empty: the kernel's choice.
+    cpus: tuple[int, ...] = ()
 
     def to_json(self) -> dict:
         return {"name": self.name, "address": self.address, "cores": self.cores, "kinds": sorted(self.kinds)}

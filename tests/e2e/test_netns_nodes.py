@@ -121,13 +121,21 @@ def place_table(source: Path, target: Path) -> None:
             shutil.copy2(f, target / f.name)
 
 
-def inventory(hosts: NetnsHosts, path: Path, **overrides: dict) -> str:
+def inventory(hosts: NetnsHosts, path: Path, *, pinned: bool = False, **overrides: dict) -> str:
     """The hosts as nodes. Each node's agent keeps its files under its own host's directory, as
-    each machine has its own home (the namespaces share a disk)."""
+    each machine has its own home (the namespaces share a disk). `pinned`: each node's NCAs on
+    its CPU of `pins(hosts)`."""
     per_node = {h.name: {"cache_dir": str(h.home / "cache")} for h in hosts.hosts}
     for name, fields in overrides.items():
         per_node[name] = {**per_node[name], **fields}
-    return str(hosts.inventory_yaml(path, cores=1, overrides=per_node))
+    cpus = {name: {"cpus": str(cpu)} for name, cpu in pins(hosts).items()} if pinned else None
+    return str(hosts.inventory_yaml(path, cores=1, overrides=per_node, node_fields=cpus))
+
+
+def pins(hosts: NetnsHosts) -> dict[str, int]:
+    """A CPU per node, in turn over the CPUs the tests may use."""
+    allowed = sorted(os.sched_getaffinity(0))
+    return {h.name: allowed[i % len(allowed)] for i, h in enumerate(hosts.hosts)}
 
 
 RUNNING: list[LocalServer] = []  # this module's servers now running
@@ -166,7 +174,7 @@ def serving(hosts: NetnsHosts, work: Path, nodes_file: str) -> Iterator[LocalSer
 @pytest.fixture(scope="module")
 def server(hosts, data, tmp_path_factory) -> Iterator[LocalServer]:
     work = tmp_path_factory.mktemp("netns-server")
-    with serving(hosts, work, inventory(hosts, work / "nodes.yaml")) as srv:
+    with serving(hosts, work, inventory(hosts, work / "nodes.yaml", pinned=True)) as srv:
         yield srv
 
 
@@ -314,6 +322,10 @@ def test_running_example_over_nodes_matches_duckdb(hosts, server, data):
                                for i, part in enumerate(shuffle)])
     run = run_held(server.url, hosts, request)
     assert_ran_where_placed(run, hosts)
+    # the inventory's `cpus`, applied by each node's agent
+    assert {h: {p.cpus for p in procs} for h, procs in run.seen.items() if procs} == {
+        h: {frozenset({cpu})} for h, cpu in pins(hosts).items() if run.seen[h]}, run.seen
+    assert nodes(server)[SALES]["cpus"] == str(pins(hosts)[SALES])
     assert run.host_of("read_sales") == SALES and run.host_of("read_stores") == STORES, run.ncas
     got = pa.concat_tables([run.tables["shuffle_0"], run.tables["shuffle_1"]])
     con = duckdb.connect()

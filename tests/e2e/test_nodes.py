@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import os
 import random
+import time
 
 import httpx
 import pytest
@@ -27,9 +28,14 @@ from .test_aggregate import assert_same_groups
 NODES = {"a": "127.0.0.2", "b": "127.0.0.3"}
 
 
-def nodes_yaml(roots: dict[str, object] | None = None) -> str:
+# Node a on the first CPU the tests may use, b on the last (the same one on a one-CPU machine).
+CPUS = {"a": min(os.sched_getaffinity(0)), "b": max(os.sched_getaffinity(0))}
+
+
+def nodes_yaml(roots: dict[str, object] | None = None, *, pinned: bool = False) -> str:
     return "nodes:\n" + "".join(
-        f"  - {{name: {n}, address: {a}, cores: 1" + (f", data_root: '{roots[n]}'" if roots else "") + "}\n"
+        f"  - {{name: {n}, address: {a}, cores: 1" + (f", data_root: '{roots[n]}'" if roots else "")
+        + (f", cpus: '{CPUS[n]}'" if pinned else "") + "}\n"
         for n, a in NODES.items())
 
 
@@ -47,7 +53,7 @@ def serve(root, logs, inventory_text: str):
 def two_nodes(tmp_path_factory):
     root = tmp_path_factory.mktemp("nodes-data")
     write_tables(root, root, rows=20_000, keys=500, step=3, seed=5)
-    for srv in serve(root, root.parent, nodes_yaml()):
+    for srv in serve(root, root.parent, nodes_yaml(pinned=True)):
         yield srv, root
 
 
@@ -123,6 +129,23 @@ def test_a_join_spreads_over_the_nodes_and_answers_right(two_nodes):
     placed = job.nodes  # the Python client says which node runs each NCA
     assert set(placed.values()) == set(NODES), placed  # both nodes run NCAs of this job
     assert all(n["ncas_running"] == 0 for n in httpx.get(srv.url + "/v1/nodes").json())
+
+
+def test_each_nodes_ncas_run_on_its_own_cpus(two_nodes):
+    """`cpus` in the inventory: the NCAs a node starts (here the spares each node keeps after a
+    job) run on that node's CPUs only, and GET /v1/nodes says which."""
+    srv, root = two_nodes
+    run_join(srv.url, root, root)
+    assert {n["name"]: n.get("cpus") for n in httpx.get(srv.url + "/v1/nodes").json()} == {
+        n: str(c) for n, c in CPUS.items()}
+    deadline = time.monotonic() + 10
+    while True:  # each node starts its spares in the background once a job's NCAs are destroyed
+        spares = set(srv.children(spares=True)) - set(srv.children())
+        pinned = {frozenset(os.sched_getaffinity(pid)) for pid in spares if os.path.exists(f"/proc/{pid}")}
+        if pinned == {frozenset({c}) for c in CPUS.values()} or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert pinned == {frozenset({c}) for c in CPUS.values()}, (spares, pinned)
 
 
 def test_each_scan_runs_on_the_node_holding_its_table(own_roots):

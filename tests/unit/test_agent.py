@@ -53,9 +53,12 @@ def alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # a zombie is gone for our purpose
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().split(")")[-1].split()[0] != "Z"
+    # a zombie is gone for our purpose (and so is one reaped between the two looks)
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def wait_gone(pid: int, timeout: float) -> bool:
@@ -149,6 +152,23 @@ def test_a_bad_start_is_a_clear_refusal(agent, tmp_path):
         with pytest.raises(AgentError, match="not a plain name"):
             link.start([str(cat_like(tmp_path))], "../up", "nca0", HOST)
         assert link.request({"op": "ping"}) is not None  # the session goes on
+    finally:
+        link.close()
+
+
+def test_a_process_runs_on_the_nodes_cpus(agent, tmp_path):
+    """The inventory's `cpus` travel with each start: the agent pins the process (every thread),
+    and refuses CPUs the node does not let it use, naming them."""
+    _, secret, port, _ = agent
+    link = connect(port, secret)
+    cpu = max(os.sched_getaffinity(0))
+    try:
+        proc = link.start([link.ship(cat_like(tmp_path))], "job1", "nca0", Host("n", "127.0.0.1", 1, cpus=(cpu,)))
+        assert next(proc.events()) == b"ready\n"
+        assert os.sched_getaffinity(proc.pid) == {cpu}
+        link.stop(proc, grace=1.0)
+        with pytest.raises(AgentError, match="this node has no CPU 4095 that the agent may use"):
+            link.start([str(cat_like(tmp_path))], "job1", "nca1", Host("n", "127.0.0.1", 1, cpus=(4095,)))
     finally:
         link.close()
 

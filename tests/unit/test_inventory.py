@@ -3,12 +3,14 @@ deployment's hosts; every problem names the file, the node and the field; `jumpg
 refuses a bad file before it starts."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from jumpgate.deploy.affinity import format_cpulist, parse_cpulist
 from jumpgate.deploy.fleet import FleetDeployer
 from jumpgate.deploy.inventory import InventoryError, load_inventory
 
@@ -48,6 +50,11 @@ def test_a_valid_inventory_becomes_the_deployments_hosts(tmp_path):
     ("nodes: []\n", r"nodes: Tuple should have at least 1 item"),
     ("[1, 2]\n", r"Input should be a valid dictionary"),
     ("nodes:\n  - {name: a, address: [\n", r"line \d+, column \d+\): not valid YAML"),
+    ("nodes:\n  - {name: a, address: 127.0.0.2}\n", r"nodes\[0\]: a node needs `cores` .* or `cpus`"),
+    ("nodes:\n  - {name: a, address: 127.0.0.2, cpus: '3-1'}\n", r"nodes\[0\]\.cpus: '3-1' is not a CPU list"),
+    ("nodes:\n  - {name: a, address: 127.0.0.2, cpus: '0,,1'}\n", r"nodes\[0\]\.cpus: '0,,1' is not a CPU list"),
+    ("nodes:\n  - {name: a, address: 127.0.0.2, cpus: 'x'}\n", r"nodes\[0\]\.cpus: 'x' is not a CPU list"),
+    ("nodes:\n  - {name: a, address: 127.0.0.2, cpus: '4095'}\n", r"nodes\[0\]: cpus '4095': this machine has no CPU 4095"),
 ])
 def test_each_problem_names_the_node_and_the_field(tmp_path, text, message):
     path = write(tmp_path, text)
@@ -76,3 +83,33 @@ def test_ssh_nodes_need_their_ssh_section(tmp_path):
                            "     ssh: {host: 10.0.0.5, user: u, key_file: /k, known_hosts: /kh, port: 70000}}\n")
     with pytest.raises(InventoryError, match=r"nodes\[0\]\.ssh\.port: Input should be less than or equal to 65535"):
         load_inventory(path)
+
+
+def test_cpus_pin_a_nodes_ncas_and_count_as_its_cores(tmp_path):
+    """`cpus` (deploy/affinity.py): the node's cores default to their number, GET /v1/nodes shows
+    them, and a process the node's deployer starts runs on those CPUs only."""
+    allowed = sorted(os.sched_getaffinity(0))
+    first, last = allowed[0], allowed[-1]
+    inv = load_inventory(write(tmp_path, f"nodes:\n  - {{name: a, address: 127.0.0.2, cpus: '{first}'}}\n"
+                                         f"  - {{name: b, address: 127.0.0.3, cores: 4, cpus: '{last}'}}\n"))
+    fleet = FleetDeployer(inv)
+    try:
+        a, b = fleet.hosts()
+        assert (a.cores, a.cpus, b.cores, b.cpus) == (1, (first,), 4, (last,))
+        assert fleet.node_info()["a"]["cpus"] == str(first)
+        for host, cpu in ((a, first), (b, last)):
+            proc = fleet.start(host, ["sleep", "30"], tmp_path, f"sleeper-{host.name}")
+            try:
+                assert os.sched_getaffinity(proc.pid) == {cpu}
+            finally:
+                fleet.stop(proc, grace=0.5)
+    finally:
+        fleet.shutdown()
+
+
+@pytest.mark.parametrize("text, cpus", [("0", (0,)), ("0-3,6", (0, 1, 2, 3, 6)), (" 2 , 0-1 ", (0, 1, 2)),
+                                        ("5-5", (5,))])
+def test_cpu_lists_read_and_write_as_linux_writes_them(text, cpus):
+    assert parse_cpulist(text) == cpus
+    assert parse_cpulist(format_cpulist(cpus)) == cpus
+    assert format_cpulist((0, 1, 2, 3, 6)) == "0-3,6"
