@@ -70,10 +70,12 @@ def node_roots(full: Path, a: Path, b: Path, fmt: str, split: tuple[str, ...]) -
                 on_b.add(f.name)
         link_tree(full / "tpch" / table, a / "tpch" / table, lambda p, on_b=on_b: p.name not in on_b)
         link_tree(full / "tpch" / table, b / "tpch" / table,
-                  lambda p, on_b=on_b: p.name in on_b or p.name == "schema.json")
+                  lambda p, on_b=on_b: p.name in on_b or p.name == "schema.json")  # (datagen's old layout)
     for table in TABLES:
         if table not in split:
             link_tree(full / "tpch" / table, a / "tpch" / table, lambda p: True)
+        for root in (a, b) if table in split else (a,):  # the schema beside the table's folder
+            link_tree(full / "tpch", root / "tpch", lambda p, table=table: p.name == f"{table}.schema.json")
 
 
 @contextlib.contextmanager

@@ -62,6 +62,7 @@ sys.path.insert(0, str(ROOT))
 
 from jumpgate.client import Jumpgate  # noqa: E402
 from jumpgate.client.errors import ClientError, RequestRejected  # noqa: E402
+from jumpgate.datagen.generate import read_schema  # noqa: E402
 from jumpgate.local_server import LocalServer  # noqa: E402
 
 REQUESTS = ROOT / "jumpgate" / "conformance" / "requests"
@@ -97,7 +98,7 @@ def ensure_data(data_dir: Path, sf: float, fmt: str) -> Path:
 
 
 def table_schema(root: Path, table: str) -> list[dict]:
-    return json.loads((root / "tpch" / table / "schema.json").read_text())
+    return read_schema(root / "tpch" / table)
 
 
 def table_files(root: Path, table: str, fmt: str) -> list[str]:
@@ -114,7 +115,7 @@ def duck_type(t: str) -> str:
 
 
 class ArrowReader:
-    """Reads the needed columns of a table with pyarrow, typed as its schema.json says."""
+    """Reads the needed columns of a table with pyarrow, typed as its schema file says."""
 
     def __init__(self, root: Path, fmt: str) -> None:
         self.root, self.fmt = root, fmt

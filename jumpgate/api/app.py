@@ -23,6 +23,17 @@ from ..runtime.jobs import Job
 from ..runtime.service import JumpgateService
 from ..tenancy.tokens import Principal, bearer
 from ..web.pages import router as pages_router
+from .answers import (
+    CompileAnswer,
+    Health,
+    JobLine,
+    JobStateAnswer,
+    JobStatus,
+    NcaImplementation,
+    Node,
+    errors,
+)
+from .docs import REQUEST_BODY, install_docs
 from .guards import refuse_cross_site
 
 log = logging.getLogger(__name__)
@@ -94,8 +105,9 @@ def create_app(service: JumpgateService, metrics: bool = True) -> FastAPI:
     app = FastAPI(title="Jumpgate", version="1",
                   description="In-network processing as a service: submit a dataflow request, "
                               "receive NTF tuples from network-connected accelerators (contract v1).",
-                  lifespan=lifespan)
+                  lifespan=lifespan, docs_url=None, redoc_url=None)  # install_docs serves them offline
     app.state.service = service
+    install_docs(app)
 
 
     @app.middleware("http")
@@ -124,7 +136,12 @@ def create_app(service: JumpgateService, metrics: bool = True) -> FastAPI:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return _error(500, f"internal error: {type(exc).__name__}: {exc}")
 
-    @app.post("/v1/jobs", status_code=201, summary="Compile a dataflow request (contract §1)")
+    # The routes' `responses` document their answers (api/answers.py); the handlers still answer
+    # with the runtime's dicts as they are.
+    @app.post("/v1/jobs", status_code=201, summary="Compile a dataflow request (contract §1)",
+              openapi_extra=REQUEST_BODY,
+              responses={201: {"model": CompileAnswer, "description": "Compiled."},
+                         **errors(400, 401, 403, 413, 415, 422, 500)})
     async def submit(request: Request, who: Who):
         raw = await _body(request, MAX_BODY_BYTES)
         try:
@@ -137,12 +154,17 @@ def create_app(service: JumpgateService, metrics: bool = True) -> FastAPI:
         job = await run_in_threadpool(service.submit, body, who, source)
         return JSONResponse(compile_answer(job), status_code=201)
 
-    @app.post("/v1/jobs/{job_id}/execute", status_code=202, summary="Run a compiled job")
+    @app.post("/v1/jobs/{job_id}/execute", status_code=202, summary="Run a compiled job",
+              responses={202: {"model": JobStateAnswer, "description": "Running (or waiting for cores)."},
+                         **errors(401, 403, 404, 409, 500, s409="The job is not compiled (it ran, or was "
+                                                                "cancelled).")})
     async def execute(job_id: str, who: Who):
         job = await run_in_threadpool(service.execute, job_id, who)
         return JSONResponse({"job_id": job.id, "state": job.state.value}, status_code=202)
 
-    @app.get("/v1/jobs/{job_id}", summary="Job status, error and timeline")
+    @app.get("/v1/jobs/{job_id}", summary="Job status, error and timeline",
+             responses={200: {"model": JobStatus, "description": "The job."},
+                        **errors(401, 404, 422, 500, s422="`wait` is not a number.")})
     async def status(job_id: str, who: Who, wait: float = 0.0):
         """`wait` (seconds, at most 30) holds the answer until the job ends or the time is up, so
         clients learn of the end at once instead of polling."""
@@ -159,12 +181,15 @@ def create_app(service: JumpgateService, metrics: bool = True) -> FastAPI:
         # Plain JSON already: skipping FastAPI's encoder walk saves ~1 ms on every (long) poll.
         return JSONResponse(answer)
 
-    @app.delete("/v1/jobs/{job_id}", summary="Cancel a job and clean up its NCAs")
+    @app.delete("/v1/jobs/{job_id}", summary="Cancel a job and clean up its NCAs",
+                responses={200: {"model": JobStateAnswer, "description": "Cancelled, or the state it ended in."},
+                           **errors(401, 403, 404, 500)})
     async def cancel(job_id: str, who: Who):
         job = await run_in_threadpool(service.cancel, job_id, who)
         return {"job_id": job.id, "state": job.state.value}
 
-    @app.get("/v1/jobs", summary="Jobs known to this server")
+    @app.get("/v1/jobs", summary="Jobs known to this server",
+             responses={200: {"model": list[JobLine], "description": "Oldest first."}, **errors(401, 500)})
     async def jobs(who: Who):
         """The caller's tenant's jobs (every tenant's for an admin), those of earlier servers too,
         oldest first."""
@@ -172,19 +197,22 @@ def create_app(service: JumpgateService, metrics: bool = True) -> FastAPI:
         return JSONResponse([j.to_json() for j in listed])
 
     @app.get("/v1/ncas", summary="Registered NCA implementations and what each can do",
-             dependencies=[Depends(_caller)])
+             dependencies=[Depends(_caller)],
+             responses={200: {"model": list[NcaImplementation], "description": "Every plugin."},
+                        **errors(401, 500)})
     async def ncas():
         return service.registry.describe()
 
     @app.get("/v1/nodes", summary="The nodes NCAs run on: state, cores in use, NCAs running",
-             dependencies=[Depends(_caller)])
+             dependencies=[Depends(_caller)],
+             responses={200: {"model": list[Node], "description": "Every node."}, **errors(401, 500)})
     async def nodes():
         return service.nodes()
 
-    @app.get("/v1/health", summary="Liveness and resources")
+    @app.get("/v1/health", summary="Liveness and resources",
+             responses={200: {"model": Health, "description": "Alive."}, **errors(500)})
     async def health():
-        return {"status": "ok", "cores": service.cores.snapshot(), "nodes": [h.name for h in service.deployer.hosts()],
-                "ncas_running": len(service.deployer.running()), "ncas_warm": service.deployer.spares()}
+        return service.health()
 
     if metrics:
         # No token, as /v1/health: Prometheus scrapes it (docs/operations.md says why, and how to

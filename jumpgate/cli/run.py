@@ -115,43 +115,26 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _execute(args: argparse.Namespace, request: dict, err) -> dict:
-    """Runs the request, with a progress display on stderr when it is a terminal."""
+    """Runs the request, with a progress display on stderr when it is a terminal: compiling, then
+    the stage running and the rows and bytes so far, from the server's live counters."""
     from ..client.errors import ClientError
 
     progress = None
+    if err.is_terminal:
+        from ..client.progress import RichProgress
+
+        progress = RichProgress(console=err, transient=True)
     jg = connect(args)
     try:
-        if err.is_terminal:
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-            progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                                console=err, transient=True)
-            progress.start()
-            task = progress.add_task("compiling the request (the first time, building its NCAs can take "
-                                     "seconds) ...", total=None)
-            submit = jg.submit
-
-            def submit_then_say_running(*a, **kw):  # the client compiles in submit, then executes
-                job = submit(*a, **kw)
-                try:  # only the display: never let it break the run
-                    answer = getattr(job, "answer", None) or {}
-                    ncas = answer.get("ncas") if isinstance(answer, dict) else None
-                    count = f" on {len(ncas)} NCA(s)" if isinstance(ncas, list) else ""
-                    progress.update(task, description=f"running job {job.job_id}{count} ...")
-                except Exception:  # noqa: BLE001
-                    pass
-                return job
-
-            jg.submit = submit_then_say_running
         try:
-            return jg.run(request, timeout=args.timeout)
+            return jg.run(request, timeout=args.timeout, progress=progress)
         except OSError as e:  # a receiver could not listen where a send says
             raise CliError(f"cannot listen where the request's send says: {e.strerror or e}", FAILED) from None
         except ClientError as e:
             raise explain(e, args.url) or CliError(str(e), FAILED) from None
     finally:
         if progress is not None:
-            progress.stop()
+            progress.close()
         jg.close()
 
 

@@ -7,6 +7,7 @@
 
 `builder` turns the fluent calls into contract §1 JSON, `session` speaks the REST API (§4),
 `receiver` accepts the TCP streams (§3), `udp` the UDP ones (docs/udp-transport.md), and `ntf` decodes them (§2) without a Python loop per tuple.
+`progress` turns each status answer's live counters into a progress display (`collect(progress=True)`).
 """
 from .builder import (
     Aggregate,
@@ -34,13 +35,15 @@ from .errors import (
 from .explain import Plan
 from .frames import to_pandas
 from .ntf import HAVE_NATIVE, arrow_schema, decode_stream, decode_streams, decode_tuples, scan_stream
+from .progress import ProgressUpdate, RichProgress
 from .receiver import Receiver
 from .session import Job, Jumpgate, Output
 from .udp import UdpReceiver
 
 __all__ = [
     "Aggregate", "BuilderError", "ClientError", "Dataflow", "Filter", "HAVE_NATIVE", "Job", "JobFailed",
-    "JobTimeout", "Join", "Jumpgate", "MissingDependency", "Op", "Output", "Plan", "Project", "Read", "Receiver", "RequestRejected",
+    "JobTimeout", "Join", "Jumpgate", "MissingDependency", "Op", "Output", "Plan", "ProgressUpdate", "Project", "Read",
+    "Receiver", "RequestRejected", "RichProgress",
     "Send", "Shuffle", "ShufflePartition", "StreamError", "UdpReceiver", "arrow_schema", "build_request", "decode_stream",
     "decode_streams", "decode_tuples", "read", "scan_stream", "to_pandas",
 ]

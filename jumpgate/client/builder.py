@@ -310,19 +310,22 @@ class Dataflow(Op):
         return Send(self, _text(transport, "send transport").lower(), host, port, name=name,
                     session=self.session)
 
-    def collect(self, *, host: str = "127.0.0.1", timeout: float | None = None) -> pa.Table:
-        """Run this dataflow and return its rows (see `Jumpgate.collect`)."""
+    def collect(self, *, host: str = "127.0.0.1", timeout: float | None = None,
+                progress: Any = None) -> pa.Table:
+        """Run this dataflow and return its rows (see `Jumpgate.collect`; `progress=True` shows a
+        progress display, a callable gets each `ProgressUpdate`)."""
         if self.session is None:
             raise BuilderError("this node was built without a Jumpgate session: use Jumpgate.collect(node)")
-        return self.session.collect(self, host=host, timeout=timeout)
+        return self.session.collect(self, host=host, timeout=timeout, progress=progress)
 
-    def to_pandas(self, *, host: str = "127.0.0.1", timeout: float | None = None, **options: Any) -> Any:
+    def to_pandas(self, *, host: str = "127.0.0.1", timeout: float | None = None, progress: Any = None,
+                  **options: Any) -> Any:
         """Run this dataflow and return its rows as a pandas DataFrame (needs pandas:
-        `pip install 'jumpgate[pandas]'`; checked before anything runs)."""
+        `pip install 'jumpgate[pandas]'`; checked before anything runs). `progress` as for `collect`."""
         from .frames import require_pandas, to_pandas
 
         require_pandas()
-        return to_pandas(self.collect(host=host, timeout=timeout), **options)
+        return to_pandas(self.collect(host=host, timeout=timeout, progress=progress), **options)
 
     def explain(self, *, name: str | None = None) -> Any:
         """Compile without running and return the plan (see `Jumpgate.explain`): `print()` it."""
@@ -598,13 +601,14 @@ class Shuffle(Op):
     def _describe(self) -> str:
         return f"shuffle({_short(', '.join(self.keys))}; {self.partitions})"
 
-    def collect(self, *, host: str = "127.0.0.1", timeout: float | None = None) -> list[pa.Table]:
+    def collect(self, *, host: str = "127.0.0.1", timeout: float | None = None,
+                progress: Any = None) -> list[pa.Table]:
         """Run and return one table per output, in order."""
         if self.session is None:
             raise BuilderError("this node was built without a Jumpgate session: use Jumpgate.collect_many")
         base = self.name or "out"
         tables = self.session.collect_many({f"{base}_{i}": p for i, p in enumerate(self)},
-                                           host=host, timeout=timeout)
+                                           host=host, timeout=timeout, progress=progress)
         return list(tables.values())
 
 

@@ -86,6 +86,7 @@ class Receiver:
         self._conns: list[socket.socket] = []
         self._ended = 0
         self._claimed: set[int] = set()
+        self._reading: list[GrowingBuffer] = []  # the streams still being read (bytes_so_far)
 
     # ------------------------------------------------------------------ life cycle
     def start(self, expected_streams: int, layout: NtfLayout | dict) -> None:
@@ -123,6 +124,12 @@ class Receiver:
     @property
     def ended(self) -> int:
         return self._ended
+
+    @property
+    def bytes_so_far(self) -> int:
+        """Bytes read so far, streams still under way included (for a progress display)."""
+        with self._lock:
+            return self.bytes_received + sum(b.size for b in self._reading)
 
     def close(self) -> None:
         """Stop everything: listener, readers. Safe to call more than once, from any thread."""
@@ -200,6 +207,8 @@ class Receiver:
         buf = GrowingBuffer()
         conn.settimeout(POLL_S)
         stream_id = None
+        with self._lock:
+            self._reading.append(buf)
         try:
             while True:
                 if self._stop.is_set():
@@ -222,6 +231,7 @@ class Receiver:
             with self._lock:
                 self.streams[stream_id] = scanned
                 self.bytes_received += len(data)
+                self._reading.remove(buf)
                 self._ended += 1
                 if self._ended == self.expected:
                     self._done.set()
@@ -232,6 +242,9 @@ class Receiver:
                 self._fail(f"stream from {peer[0]}:{peer[1]}: {e}")
         finally:
             conn.close()
+            with self._lock:
+                if any(b is buf for b in self._reading):  # a stream that did not end well
+                    self._reading.remove(buf)
 
     def _claim(self, data: np.ndarray) -> int:
         """Check the header; reserve its stream id (distinct, below expected_streams)."""

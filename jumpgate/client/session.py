@@ -5,7 +5,8 @@
 1. bind one `Receiver` per destination (port 0 on the given host) so the request carries real ports;
 2. `POST /v1/jobs`; read `outputs[send].layout` and `expected_streams` from the answer;
 3. start the receivers accepting, then `POST /v1/jobs/{id}/execute`;
-4. poll `GET /v1/jobs/{id}` until a terminal state while the receivers read;
+4. poll `GET /v1/jobs/{id}` until a terminal state while the receivers read (with `progress`,
+   each answer's live counters feed a progress display or callback: client/progress.py);
 5. decode each destination's streams to one Arrow table.
 
 A failed job raises `JobFailed` with the server's error JSON. A timeout, a broken stream, Ctrl-C
@@ -31,6 +32,7 @@ from .errors import BuilderError, ClientError, JobFailed, JobTimeout, RequestRej
 from .explain import Plan, explain_request
 from .frames import to_pandas
 from .ntf import as_layout
+from .progress import ProgressCallback, Reporter
 from .receiver import Receiver, wait_all
 from .udp import UdpReceiver
 
@@ -266,10 +268,11 @@ class Jumpgate:
         return explain_request(self, request, name=name)
 
     def to_pandas(self, node: Dataflow | pa.Table, *, host: str = "127.0.0.1", timeout: float | None = None,
-                  **options: Any) -> Any:
+                  progress: bool | ProgressCallback | None = None, **options: Any) -> Any:
         """Run a dataflow (or take a table already collected) and return a pandas DataFrame.
         Needs pandas (`pip install 'jumpgate[pandas]'`); `options` go to pyarrow's `to_pandas`."""
-        table = node if isinstance(node, pa.Table) else self.collect(node, host=host, timeout=timeout)
+        table = node if isinstance(node, pa.Table) else self.collect(node, host=host, timeout=timeout,
+                                                                      progress=progress)
         return to_pandas(table, **options)
 
     def ncas(self) -> list:
@@ -288,13 +291,20 @@ class Jumpgate:
 
     # ------------------------------------------------------------------ running
     def collect(self, node: Dataflow, *, host: str = "127.0.0.1", timeout: float | None = None,
-                name: str | None = None) -> pa.Table:
-        """Run one dataflow and return its rows as a pyarrow Table."""
-        return self.collect_many({"out": node}, host=host, timeout=timeout, name=name)["out"]
+                name: str | None = None, progress: bool | ProgressCallback | None = None) -> pa.Table:
+        """Run one dataflow and return its rows as a pyarrow Table.
+
+        `progress=True` shows a progress display on standard error (compiling, then the rows and
+        tuples so far, from the server's live counters); a callable instead gets a
+        `ProgressUpdate` at each step and every status poll (about 4 a second; what it raises
+        cancels the job and comes out of `collect`)."""
+        return self.collect_many({"out": node}, host=host, timeout=timeout, name=name, progress=progress)["out"]
 
     def collect_many(self, nodes: Mapping[str, Dataflow], *, host: str = "127.0.0.1",
-                     timeout: float | None = None, name: str | None = None) -> dict[str, pa.Table]:
-        """Run several dataflows as one job, one `send` each (named by the keys); tables by key."""
+                     timeout: float | None = None, name: str | None = None,
+                     progress: bool | ProgressCallback | None = None) -> dict[str, pa.Table]:
+        """Run several dataflows as one job, one `send` each (named by the keys); tables by key.
+        `progress` as for `collect`."""
         if not nodes:
             raise BuilderError("collect_many needs at least one dataflow")
         for key, node in nodes.items():
@@ -308,14 +318,16 @@ class Jumpgate:
                 receivers[key] = Receiver(host, 0, name=key)
             sends = [node.send(host, receivers[key].port, name=key) for key, node in nodes.items()]
             request = build_request(sends, name)
-            return self._run(request, receivers, timeout)
+            return self._run(request, receivers, timeout, progress)
         finally:
             for r in receivers.values():
                 r.close()
 
-    def run(self, request: dict, *, timeout: float | None = None) -> dict[str, pa.Table]:
+    def run(self, request: dict, *, timeout: float | None = None,
+            progress: bool | ProgressCallback | None = None) -> dict[str, pa.Table]:
         """Run a raw request dict, listening where its `send` operations say (port 0: any free
-        port, written into the request sent). Returns a table per send name."""
+        port, written into the request sent). Returns a table per send name. `progress` as for
+        `collect`."""
         if not isinstance(request, dict) or not isinstance(request.get("operations"), list):
             raise BuilderError("run takes a request dict with an 'operations' list")
         request = copy.deepcopy(request)
@@ -332,13 +344,23 @@ class Jumpgate:
                     op["port"] = r.port
             if not receivers:
                 raise BuilderError("the request has no send operation")
-            return self._run(request, receivers, timeout)
+            return self._run(request, receivers, timeout, progress)
         finally:
             for r in receivers.values():
                 r.close()
 
-    def _run(self, request: dict, receivers: dict[str, Receiver], timeout: float | None) -> dict[str, pa.Table]:
+    def _run(self, request: dict, receivers: dict[str, Receiver], timeout: float | None,
+             progress: bool | ProgressCallback | None = None) -> dict[str, pa.Table]:
+        reporter = Reporter(progress)
+        try:
+            return self._run_reporting(request, receivers, timeout, reporter)
+        finally:
+            reporter.close()
+
+    def _run_reporting(self, request: dict, receivers: dict[str, Receiver], timeout: float | None,
+                       reporter: Reporter) -> dict[str, pa.Table]:
         deadline = None if timeout is None else time.monotonic() + timeout
+        reporter.step("compiling")
         job = self.submit(request, deadline=deadline)
         self.last_job = job
         try:
@@ -347,8 +369,9 @@ class Jumpgate:
                 if out is None:
                     raise ClientError(f"the server's answer has no outputs[{key!r}]", job_id=job.job_id)
                 r.start(out.expected_streams, out.layout)
+            reporter.step("starting", job_id=job.job_id)
             job.execute(deadline=deadline)
-            self._wait(job, receivers, deadline)
+            self._wait(job, receivers, deadline, reporter)
             for r in receivers.values():
                 r.senders_done()  # every END has been sent: a UDP receiver can tell a lost one
             left = STREAM_GRACE_S if deadline is None else max(0.0, deadline - time.monotonic())
@@ -356,6 +379,7 @@ class Jumpgate:
                 missing = {k: f"{r.ended}/{r.expected}" for k, r in receivers.items() if not r.done}
                 raise StreamError(f"job {job.job_id} succeeded but streams did not end: {missing}",
                                   job_id=job.job_id)
+            reporter.done(job.last_status, receivers.values())
             return {key: r.table() for key, r in receivers.items()}
         except BaseException:
             if not job.finished:
@@ -368,12 +392,15 @@ class Jumpgate:
             time.sleep(0.02)
             job.status()
 
-    def _wait(self, job: Job, receivers: Mapping[str, Receiver], deadline: float | None) -> None:
+    def _wait(self, job: Job, receivers: Mapping[str, Receiver], deadline: float | None,
+              reporter: Reporter | None = None) -> None:
         """Poll until the job ends; raise on failure, broken streams or timeout."""
         interval = self.poll_interval
         while True:
             asked = time.monotonic()
             job.status(wait=LONG_POLL_S if deadline is None else max(0.0, min(LONG_POLL_S, deadline - asked)))
+            if reporter is not None:
+                reporter.status(job.last_status, receivers.values())
             if job.state == "succeeded":
                 return
             job.raise_if_failed()

@@ -119,6 +119,11 @@ class UdpReceiver:
         return self._ended
 
     @property
+    def bytes_so_far(self) -> int:
+        """Bytes read so far (for a progress display): every datagram counts as it comes."""
+        return self.bytes_received
+
+    @property
     def duplicates(self) -> int:
         return sum(s.duplicates for s in self._streams.values())
 

@@ -10,6 +10,9 @@ instance gets its host (`placement.py`). When such a read's instance fused a com
 each node's scan would aggregate only its own rows: the plan is rewritten with that aggregation
 split into a partial and a final one and mapped again, so the final one is an NCA of its own that
 receives every scan's partial rows. Without spread reads nothing of this changes the pipeline.
+
+Before any of it, aggregations with DISTINCT aggregates become aggregations without them
+(`distinct.py`), so that no plugin ever sees one.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from ..dataflow.plan import LogicalPlan
 from ..nca.deployment import Host
 from ..nca.interface import NcaImplementation, ResourceRequest, Verdict
 from . import cost as costs
+from .distinct import expand_distinct
 from .mapping import DEFAULT_BUDGET, map_plan
 from .pipeline import StagedPipeline, build_pipeline
 from .placement import place
@@ -45,6 +49,7 @@ def compile_plan(plan: LogicalPlan,
     instances may run (the deployer's); with them, each instance's host is chosen (placement.py)."""
     impls = list(registry_implementations.values()) if isinstance(registry_implementations, Mapping) \
         else list(registry_implementations)
+    plan, op_paths = expand_distinct(plan, op_paths)
 
     def staged(plan: LogicalPlan, op_paths: Mapping[str, str] | None) -> StagedPipeline:
         mapped = map_plan(plan, impls, capacity_check=capacity_check, op_paths=op_paths, cost=cost,

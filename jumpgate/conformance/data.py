@@ -6,17 +6,16 @@ default ROOT is a cache directory keyed by the generator (DuckDB and datagen ver
 scale factor, so data is generated once per machine and regenerated when the generator changes.
 
 Oracle: an in-process DuckDB with each table loaded once from those same files, with the types of
-their `schema.json`, as `tpch.<table>` and `tpcds.<table>`.
+their schema files (`datagen.read_schema`), as `tpch.<table>` and `tpcds.<table>`.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..datagen import generate, generator_key
+from ..datagen import generate, generator_key, read_schema
 from ..runtime.service import default_cache_dir
 
 _DUCK_TYPES = {"boolean": "BOOLEAN", "int32": "INTEGER", "int64": "BIGINT", "float64": "DOUBLE",
@@ -79,7 +78,7 @@ class Oracle:
                 continue
             bench, table = t.split("/", 1)
             directory = self.root / bench / table
-            schema = json.loads((directory / "schema.json").read_text())
+            schema = read_schema(directory)
             cols = ", ".join(f"'{_q(c['name'])}': '{duck_type(c['type'])}'" for c in schema)
             files = _q(str(directory / "*.jsonl"))
             self.con.execute(f'CREATE OR REPLACE TABLE {bench}."{table}" AS SELECT * FROM read_json('

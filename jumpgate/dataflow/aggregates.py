@@ -17,8 +17,17 @@ split aggregation (as the Python client sends it). Its `AggregateCall.expr` is t
 column (`NAME__sum` for avg; a code generator finds `NAME__count` by name in the input schema).
 A `group_by` entry may omit `expr` in final mode: it then means the input column of that name.
 The output equals complete mode's.
+
+DISTINCT (an addition to the contract): in complete mode an aggregate's `expr` may start with
+`DISTINCT` (`count`, `sum`, `avg`, `min`, `max`), as in SQL's `count(DISTINCT x)`: the aggregate then
+takes each distinct non-NULL value once. All the DISTINCT aggregates of one operation take the same
+expression (as Spark plans them without an expand step); the compiler runs it as an aggregation by
+the group keys and that expression, then one by the group keys (compiler/distinct.py). Partial and
+final mode reject it: a partial state of a distinct count would have to carry the values.
 """
 from __future__ import annotations
+
+import re
 
 from ..contract import types as T
 from ..contract.errors import RequestError
@@ -27,7 +36,13 @@ from .expr import Column, Expr
 from .jsonshape import at, check_column_name, check_keys, clip, expect_object, get_list, json_type, show
 from .opbind import RawOp, bind_expr, choice, parse_named
 from .plan import AggFn, AggMode, Aggregate, AggregateCall, InputRef
+from .sqltext import to_sql
 from .typecheck import bind_named
+
+# `DISTINCT x` as an aggregate's expression: the keyword, then the expression.
+_DISTINCT = re.compile(r"\s*distinct\b(.*)", re.IGNORECASE | re.DOTALL)
+DISTINCT_FUNCTIONS = (AggFn.COUNT, AggFn.SUM, AggFn.AVG, AggFn.MIN, AggFn.MAX)
+NUMERIC_ONLY = (AggFn.SUM, AggFn.AVG)  # the aggregates that take numeric expressions only
 
 
 def sum_type(t: DataType) -> DataType:
@@ -67,17 +82,27 @@ def bind_aggregate(op: RawOp, ref: InputRef, schema: Schema) -> tuple[Aggregate,
     out: list[Field] = [Field(g.name, g.expr.type) for g in groups]  # type: ignore[arg-type]
     taken = {g.name: op.at("group_by") + f"[{i}].name" for i, g in enumerate(groups)}
     calls = []
+    distinct_at: str | None = None  # the path of the first DISTINCT aggregate
     for j, item in enumerate(agg_items):
         jpath = op.at("aggregates") + f"[{j}]"
         obj = expect_object(item, jpath, "an aggregate")
         check_keys(obj, jpath, ["name", "fn"], ["expr"], "an aggregate")
         name = check_column_name(obj["name"], at(jpath, "name"))
         fn = choice(obj, "fn", jpath, AggFn)
+        _check_distinct(obj, fn, mode, jpath)
         if final:
             call, fields = _final_call(obj, name, fn, schema, jpath)
         else:
             call, t = _input_call(obj, name, fn, schema, jpath, op)
             fields = partial_fields(name, fn, t) if mode is AggMode.PARTIAL else [Field(name, result_type(fn, t))]
+        if call.distinct:
+            first = next((c for c in calls if c.distinct), None)
+            if first is not None and first.expr != call.expr:
+                raise RequestError(f"{fn.value}(DISTINCT …) over a second expression is not supported: every "
+                                   f"DISTINCT aggregate of one operation takes the same expression ({distinct_at} "
+                                   f"takes {clip(to_sql(first.expr))}); aggregate each in an operation of its own "
+                                   "and join them", at(jpath, "expr"), clip(str(obj.get("expr"))))
+            distinct_at = distinct_at or at(jpath, "expr")
         for f in fields:
             if f.name in taken:
                 raise RequestError(f"duplicate output column {show(f.name)} (also at {taken[f.name]})",
@@ -98,10 +123,24 @@ def _input_call(obj: dict, name: str, fn: AggFn, schema: Schema, path: str,
         return AggregateCall(name, fn, None), None
     if text is None:
         raise RequestError(f"missing field 'expr': {fn.value} needs an expression", at(path, "expr"))
-    expr = bind_expr(text, schema, at(path, "expr"), op.limits)
-    if fn in (AggFn.SUM, AggFn.AVG) and not expr.type.is_numeric:  # type: ignore[union-attr]
+    distinct = _DISTINCT.fullmatch(text) if isinstance(text, str) else None
+    expr = bind_expr(distinct.group(1) if distinct else text, schema, at(path, "expr"), op.limits)
+    if fn in NUMERIC_ONLY and not expr.type.is_numeric:  # type: ignore[union-attr]
         raise RequestError(f"{fn.value} needs a numeric expression, got {expr.type}", at(path, "expr"), clip(text))
-    return AggregateCall(name, fn, expr), expr.type
+    return AggregateCall(name, fn, expr, distinct=distinct is not None), expr.type
+
+
+def _check_distinct(obj: dict, fn: AggFn, mode: AggMode, path: str) -> None:
+    """A DISTINCT aggregate is one of DISTINCT_FUNCTIONS in complete mode (the module docstring)."""
+    text = obj.get("expr")
+    if not (isinstance(text, str) and _DISTINCT.fullmatch(text)):
+        return
+    if fn not in DISTINCT_FUNCTIONS:
+        raise RequestError(f"{fn.value} takes no DISTINCT (it counts rows): use count with DISTINCT and an expression",
+                           at(path, "expr"), clip(text))
+    if mode is not AggMode.COMPLETE:
+        raise RequestError(f"{fn.value}(DISTINCT …) is not supported in {mode.value} mode: a partial state would "
+                           "have to carry every distinct value; use mode 'complete'", at(path, "expr"), clip(text))
 
 
 def _final_call(obj: dict, name: str, fn: AggFn, schema: Schema, path: str) -> tuple[AggregateCall, list[Field]]:

@@ -1,7 +1,10 @@
-"""Reading raw request JSON field by field, with errors that name the JSON path.
+"""The checks of a request's JSON values, with errors that name the JSON path.
 
-Plain checks rather than a schema library: every message says which field, what was expected
-and what was found, in the request's own vocabulary (`operations[2].schema[3].type`).
+Every message says which field, what was expected and what was found, in the request's own
+vocabulary (`operations[2].schema[3].type`). They are the one copy of those messages: the request
+models (dataflow/models.py) call these checks as pydantic validators and build the messages of
+pydantic's own errors (an unknown or missing field, not an object) with the functions below, and
+the binders (opbind.py, aggregates.py) call them on plan fragments they are given directly.
 """
 from __future__ import annotations
 
@@ -35,9 +38,21 @@ def at(base: str | None, key: str | int) -> str:
     return f"{base}.{key}" if base else key
 
 
+def not_an_object(value: object, what: str) -> str:
+    return f"{what} must be a JSON object, got {json_type(value)}"
+
+
+def unknown_field(key: object, what: str, allowed: Sequence[str]) -> str:
+    return f"unknown field {show(key)} in {what}; allowed fields: {', '.join(allowed)}"
+
+
+def missing_field(key: str, what: str) -> str:
+    return f"missing field {key!r} in {what}"
+
+
 def expect_object(value: object, path: str | None, what: str) -> dict:
     if not isinstance(value, dict):
-        raise RequestError(f"{what} must be a JSON object, got {json_type(value)}", path)
+        raise RequestError(not_an_object(value, what), path)
     return value
 
 
@@ -49,11 +64,10 @@ def check_keys(obj: dict, path: str | None, required: Sequence[str], optional: S
     allowed = [*required, *optional]
     for key in obj:
         if key not in allowed:
-            raise RequestError(f"unknown field {show(key)} in {what}; allowed fields: "
-                               f"{', '.join(allowed)}", at(path, str(key)))
+            raise RequestError(unknown_field(key, what, allowed), at(path, str(key)))
     for key in required:
         if key not in obj:
-            raise RequestError(f"missing field {key!r} in {what}", at(path, key))
+            raise RequestError(missing_field(key, what), at(path, key))
 
 
 def get_string(obj: dict, key: str, path: str, *, required: bool = True, nonempty: bool = True) -> str | None:
@@ -88,7 +102,27 @@ def get_list(obj: dict, key: str, path: str, *, required: bool = True, nonempty:
     return value
 
 
-def check_column_name(name: object, path: str) -> str:
+def choice(obj: dict, key: str, path: str, choices: type, default: str | None = None):
+    """One of an enum's values (`choices`); null means `default` where there is one."""
+    value = obj.get(key, None)
+    if value is None and default is not None:
+        value = default
+    options = [c.value for c in choices]  # type: ignore[attr-defined]
+    if not isinstance(value, str) or value not in options:
+        raise RequestError(f"{key!r} must be one of {', '.join(options)}; got {show(value)}", at(path, key))
+    return choices(value)
+
+
+def expression_text(value: object, path: str | None, *, python_type: bool = False) -> str:
+    """An expression's text. `python_type` names a wrong value's type as Python does (`int`, not
+    `an integer`): what a named expression's `expr` has always been told."""
+    if not isinstance(value, str):
+        found = type(value).__name__ if python_type else json_type(value)
+        raise RequestError(f"an expression must be a string, got {found}", path)
+    return value
+
+
+def check_column_name(name: object, path: str | None) -> str:
     """Output column names: any non-empty string without NUL (they are data, never code)."""
     if not isinstance(name, str):
         raise RequestError(f"a column name must be a string, got {json_type(name)}", path)

@@ -1,13 +1,17 @@
-"""One binder per operation kind: raw JSON fields + input schemas → plan node + output schema.
+"""One binder per operation kind: an operation + input schemas → plan node + output schema.
 
-`request.parse_request` has already checked the operation's field names, its name and its input
-references; these functions check the fields' values, parse and bind every expression and compute
-the output schema (contract §1). Aggregates live in `aggregates.py`.
+`request.parse_request` has already validated the operation with its model (models.py: fields,
+their values' types, ranges and syntax) and resolved its input references; these functions parse
+and bind every expression, check what needs more than one field and compute the output schema
+(contract §1). Read, filter, project, shuffle and send take the validated model (`RawOp.model`).
+The join binder, `parse_named` and `bind_expr` also take raw JSON fields as they are given to
+them by other callers (aggregates.py, the code generators' golden files), so they keep their own
+checks of it, with the same messages (jsonshape.py). Aggregates live in `aggregates.py`.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from typing import Any
 
 from ..contract import types as T
 from ..contract.errors import RequestError
@@ -17,18 +21,18 @@ from .jsonshape import (
     at,
     check_column_name,
     check_keys,
+    choice,  # also imported from here by aggregates.py
     clip,
     expect_object,
-    get_int,
+    expression_text,
     get_list,
-    get_string,
-    json_type,
     show,
 )
 from .limits import DEFAULT_LIMITS, RequestLimits
+from .models import FilterOperation, ReadOperation, SendOperation, ShuffleOperation
 from .parse import parse_expression
 from .paths import resolve_read_paths
-from .plan import FileFormat, Filter, InputRef, Join, JoinType, NamedExpr, Project, Read, Send, Shuffle
+from .plan import Filter, InputRef, Join, JoinType, NamedExpr, Project, Read, Send, Shuffle
 from .sqltext import quote_name
 from .storage import Storage
 from .typecheck import bind, bind_named, cast_to, common_type, named_schema
@@ -43,6 +47,7 @@ class RawOp:
     name: str
     obj: dict
     limits: RequestLimits = DEFAULT_LIMITS  # what its expressions may be (dataflow/limits.py)
+    model: Any = None  # its validated model (models.py); None when a caller binds a fragment by hand
 
     @property
     def path(self) -> str:
@@ -54,9 +59,7 @@ class RawOp:
 
 def bind_expr(text: object, schema: Schema | tuple[Field, ...], path: str,
               limits: RequestLimits = DEFAULT_LIMITS) -> Expr:
-    if not isinstance(text, str):
-        raise RequestError(f"an expression must be a string, got {json_type(text)}", path)
-    return bind(parse_expression(text, path, limits), schema, path)
+    return bind(parse_expression(expression_text(text, path), path, limits), schema, path)
 
 
 def bind_condition(text: object, schema: Schema | tuple[Field, ...], path: str,
@@ -89,75 +92,46 @@ def parse_named(items: list, path: str, *, expr_required: bool = True,
     return out
 
 
-def choice(obj: dict, key: str, path: str, choices: type, default: str | None = None):
-    value = obj.get(key, None)
-    if value is None and default is not None:
-        value = default
-    options = [c.value for c in choices]  # type: ignore[attr-defined]
-    if not isinstance(value, str) or value not in options:
-        raise RequestError(f"{key!r} must be one of {', '.join(options)}; got {show(value)}", at(path, key))
-    return choices(value)
-
-
 # --- read --------------------------------------------------------------------------------------
 
 def bind_read(op: RawOp, storage: Storage) -> tuple[Read, Schema]:
-    fmt = choice(op.obj, "format", op.path, FileFormat)
-    items = get_list(op.obj, "schema", op.path)
+    m: ReadOperation = op.model
     fields: list[Field] = []
     seen: set[str] = set()
-    for j, item in enumerate(items):
-        jpath = op.at("schema") + f"[{j}]"
-        obj = expect_object(item, jpath, "a schema entry")
-        check_keys(obj, jpath, ["name", "type"], [], "a schema entry")
-        name = check_column_name(obj["name"], at(jpath, "name"))
-        if name in seen:
-            raise RequestError(f"duplicate column name {show(name)} in the schema", at(jpath, "name"), name)
-        seen.add(name)
-        type_text = obj["type"]
-        try:
-            dtype = T.parse_type(type_text)
-        except ValueError as e:
-            raise RequestError(str(e), at(jpath, "type"), type_text if isinstance(type_text, str) else None) from None
-        fields.append(Field(name, dtype))
+    for j, column in enumerate(m.columns):
+        if column.name in seen:
+            raise RequestError(f"duplicate column name {show(column.name)} in the schema",
+                               op.at("schema") + f"[{j}].name", column.name)
+        seen.add(column.name)
+        fields.append(Field(column.name, T.parse_type(column.type)))  # a type name the model checked
     schema = Schema(tuple(fields))
-    files = resolve_read_paths(op.obj["path"], storage, op.at("path"))
-    return Read(op.name, files.paths, fmt, schema, files.sizes, files.holders), schema
+    files = resolve_read_paths(m.path, storage, op.at("path"))
+    return Read(op.name, files.paths, m.format, schema, files.sizes, files.holders), schema
 
 
 # --- filter, project, shuffle, send -------------------------------------------------------------
 
 def bind_filter(op: RawOp, ref: InputRef, schema: Schema) -> tuple[Filter, Schema]:
-    cond = bind_condition(op.obj["condition"], schema, op.at("condition"), op.limits)
+    m: FilterOperation = op.model
+    cond = bind_condition(m.condition, schema, op.at("condition"), op.limits)
     return Filter(op.name, ref, cond), schema
 
 
 def bind_project(op: RawOp, ref: InputRef, schema: Schema) -> tuple[Project, Schema]:
-    items = get_list(op.obj, "columns", op.path)
+    items = op.obj["columns"]  # a non-empty list of named expressions (the model's check)
     columns = bind_named(parse_named(items, op.at("columns"), limits=op.limits), schema, op.at("columns"))
     return Project(op.name, ref, columns), named_schema(columns)
 
 
 def bind_shuffle(op: RawOp, ref: InputRef, schema: Schema) -> tuple[Shuffle, Schema]:
-    keys = get_list(op.obj, "keys", op.path)
-    bound = tuple(bind_expr(k, schema, op.at("keys") + f"[{j}]", op.limits) for j, k in enumerate(keys))
-    partitions = get_int(op.obj, "partitions", op.path, 1)
-    return Shuffle(op.name, ref, bound, partitions), schema
-
-
-_TRANSPORT = re.compile(r"[a-z][a-z0-9_]*")
+    m: ShuffleOperation = op.model
+    bound = tuple(bind_expr(k, schema, op.at("keys") + f"[{j}]", op.limits) for j, k in enumerate(m.keys))
+    return Shuffle(op.name, ref, bound, m.partitions), schema
 
 
 def bind_send(op: RawOp, ref: InputRef) -> Send:
-    transport = get_string(op.obj, "transport", op.path)
-    if not _TRANSPORT.fullmatch(transport):  # type: ignore[arg-type]
-        raise RequestError(f"'transport' must be a lower-case name such as 'tcp', got {show(transport)}",
-                           op.at("transport"), transport)
-    host = get_string(op.obj, "host", op.path)
-    if any(c.isspace() or c == "\x00" for c in host):  # type: ignore[union-attr]
-        raise RequestError(f"'host' must be a host name or address, got {show(host)}", op.at("host"), host)
-    port = get_int(op.obj, "port", op.path, 1, 65535)
-    return Send(op.name, ref, transport, host, port)  # type: ignore[arg-type]
+    m: SendOperation = op.model  # transport, host and port: all the model's checks
+    return Send(op.name, ref, m.transport, m.host, m.port)
 
 
 # --- join --------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from sqlglot.tokens import Token, TokenType
 from ..contract import types as T
 from ..contract.errors import RequestError
 from .expr import Binary, Case, Cast, Column, Expr, Func, InList, IsNull, Like, Literal, Unary
-from .jsonshape import clip
+from .jsonshape import clip, expression_text
 from .limits import DEFAULT_LIMITS, RequestLimits, ensure_stack_for, too_deep, too_large
 from .literals import negate_literal, number_literal, parse_date
 
@@ -67,8 +67,7 @@ def parse_expression(text: str, path: str, limits: RequestLimits = DEFAULT_LIMIT
 
     Raises `RequestError` (400) at `path` for what the contract does not allow, and
     `RequestTooLarge` (413) for an expression beyond `limits`."""
-    if not isinstance(text, str):
-        raise RequestError(f"an expression must be a string, got {type(text).__name__}", path)
+    text = expression_text(text, path, python_type=True)
     if not text.strip():
         raise RequestError("empty expression", path, text)
     if len(text) > limits.max_expression_chars:

@@ -27,21 +27,26 @@ class ResolvedFiles:
     holders: tuple[tuple[str, ...], ...]  # per file, the nodes that hold it (FileFacts.holders)
 
 
+def read_path_entries(spec: object, path: str) -> list[tuple[str, str]]:
+    """The entries of a read's `path` (a string or a non-empty list of strings), each with its
+    JSON path. The request model (dataflow/models.py) checks the field with this too."""
+    if isinstance(spec, str):
+        return [(spec, path)]
+    if not isinstance(spec, list):
+        raise RequestError(f"'path' must be a string or a list of strings, got {json_type(spec)}", path)
+    if not spec:
+        raise RequestError("'path' must not be an empty list", path)
+    entries = []
+    for i, item in enumerate(spec):
+        if not isinstance(item, str):
+            raise RequestError(f"a path must be a string, got {json_type(item)}", at(path, i))
+        entries.append((item, at(path, i)))
+    return entries
+
+
 def resolve_read_paths(spec: object, storage: Storage, path: str) -> ResolvedFiles:
     """Check and resolve `path` of a read (a string or a list of strings) in `storage`."""
-    if isinstance(spec, str):
-        entries = [(spec, path)]
-    elif isinstance(spec, list):
-        if not spec:
-            raise RequestError("'path' must not be an empty list", path)
-        entries = []
-        for i, item in enumerate(spec):
-            if not isinstance(item, str):
-                raise RequestError(f"a path must be a string, got {json_type(item)}", at(path, i))
-            entries.append((item, at(path, i)))
-    else:
-        raise RequestError(f"'path' must be a string or a list of strings, got {json_type(spec)}", path)
-
+    entries = read_path_entries(spec, path)
     resolved: list[str] = []
     sizes: list[int] = []
     holders: list[tuple[str, ...]] = []

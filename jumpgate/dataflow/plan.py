@@ -106,6 +106,10 @@ class AggregateCall:
     name: str
     fn: AggFn
     expr: Expr | None  # None for count_star
+    # `count(DISTINCT x)` and the like: over each distinct non-NULL value once (complete mode only).
+    # The compiler rewrites it into aggregations without it before any NCA sees the plan
+    # (compiler/distinct.py), so no plugin has to know it.
+    distinct: bool = False
 
 
 @dataclass(frozen=True, slots=True)

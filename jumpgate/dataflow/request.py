@@ -1,19 +1,21 @@
 """Dataflow request JSON → `LogicalPlan` (contract §1).
 
 Checks run in this order, each failing with a `RequestError` whose `path` names the JSON field:
-1. shape: the body, `operations`, each operation's `kind`, `name` and fields (unknown fields are
-   rejected: they are usually typos; optional fields may be null);
+1. shape, by the request's pydantic models (models.py, validation.py): the body, `operations`
+   (counted against `RequestLimits.max_operations` first: beyond it is a `RequestTooLarge`, 413),
+   each operation's `kind`, `name` and fields (unknown fields are rejected: they are usually typos;
+   optional fields may be null), every value one field decides (types, ranges, enums, names,
+   reference syntax, send addresses, type names);
 2. names: unique; references: `input`/`build`/`probe` name an existing, non-send operation, with
    `NAME[i]` for shuffle outputs (and only for them), 0 <= i < partitions;
 3. the graph: no cycle; at least one send; every operation feeds some send, and every output of
    a shuffle is read (rows routed to an unread output would be lost silently);
-4. per operation, in topological order: field values, expressions parsed and bound against the
-   input schemas, output schemas (`opbind.py`, `aggregates.py`), read paths (`paths.py`).
+4. per operation, in topological order: expressions parsed and bound against the input schemas,
+   output schemas and what else needs more than one field (`opbind.py`, `aggregates.py`), read
+   paths (`paths.py`).
 
-Before any of it, the number of operations is checked against `RequestLimits.max_operations`, and
-every expression against the other limits before it is parsed (dataflow/limits.py): a size
-beyond a limit is a `RequestTooLarge` (413). Every step is linear in the size of the request and
-none recurses on it.
+Every expression is checked against the other limits before it is parsed (dataflow/limits.py).
+Every step is linear in the size of the request and none recurses on it.
 
 Operations may appear in any order; the plan lists them in a topological order that keeps the
 request's order where the dataflow allows. An input may be read by several operations.
@@ -22,32 +24,22 @@ from __future__ import annotations
 
 import difflib
 import heapq
-import re
 from pathlib import Path
 
 from ..contract.errors import RequestError
 from ..contract.types import Schema
 from .aggregates import bind_aggregate
-from .jsonshape import at, check_keys, expect_object, get_int, get_list, json_type, show
-from .limits import DEFAULT_LIMITS, RequestLimits, too_large
+from .limits import DEFAULT_LIMITS, RequestLimits
+from .models import OPERATIONS, REFERENCE_RE, operation_fields, reference_fields
 from .opbind import RawOp, bind_filter, bind_join, bind_project, bind_read, bind_send, bind_shuffle
 from .plan import InputRef, LogicalPlan, Operation
 from .storage import LocalStorage, Storage
+from .validation import validate_request
 
-# kind -> (required fields, optional fields), besides "kind" and "name".
-FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "read": (("path", "format", "schema"), ()),
-    "filter": (("input", "condition"), ()),
-    "project": (("input", "columns"), ()),
-    "join": (("build", "probe", "build_keys", "probe_keys"), ("type", "condition", "columns")),
-    "aggregate": (("input",), ("group_by", "aggregates", "mode")),
-    "shuffle": (("input", "keys", "partitions"), ()),
-    "send": (("input", "transport", "host", "port"), ()),
-}
-INPUT_FIELDS = {"read": (), "join": ("build", "probe")}  # every other kind: ("input",)
-
-NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_REF_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?")
+# kind -> (required fields, optional fields), besides "kind" and "name": from the models.
+FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = operation_fields()
+# kind -> the fields naming its inputs, in the order of its input edges (a join's: build, probe).
+INPUT_FIELDS: dict[str, tuple[str, ...]] = {kind: reference_fields(kind) for kind in OPERATIONS}
 
 
 def parse_request(body: object, storage: Storage | Path | str,
@@ -57,51 +49,17 @@ def parse_request(body: object, storage: Storage | Path | str,
     bound the request's size (dataflow/limits.py; a service passes its settings')."""
     if isinstance(storage, (str, Path)):
         storage = LocalStorage(storage)
-    body = expect_object(body, None, "the request")
-    check_keys(body, None, ["operations"], ["name"], "the request")
-    label = body.get("name")
-    if label is None:
-        label = ""
-    if not isinstance(label, str):
-        raise RequestError(f"'name' must be a string, got {json_type(label)}", "name")
-    items = get_list(body, "operations", "")
-    if len(items) > limits.max_operations:  # before reading any of them
-        raise too_large("the request", len(items), "operations", "max_operations", limits.max_operations,
-                        "operations")
-    ops = _shape(items, limits)
+    request = validate_request(body, limits)  # 1. shape
+    items = body["operations"]  # type: ignore[index]  # a dict now; the binders read its raw fields
+    ops = [RawOp(i, m.kind, m.name, items[i], limits, m) for i, m in enumerate(request.operations)]
     by_name = _unique_names(ops)
     refs = {op.name: _references(op, by_name) for op in ops}
     order = _topological(ops, refs, by_name)
     _check_usage(ops, refs, by_name)
-    return _bind(label, order, refs, storage)
+    return _bind(request.name or "", order, refs, storage)
 
 
-# --- 1. shape ----------------------------------------------------------------------------------
-
-def _shape(items: list, limits: RequestLimits) -> list[RawOp]:
-    ops = []
-    for i, item in enumerate(items):
-        path = f"operations[{i}]"
-        obj = expect_object(item, path, "an operation")
-        kind = obj.get("kind")
-        if not isinstance(kind, str):
-            if "kind" not in obj:
-                raise RequestError("missing field 'kind' in an operation", at(path, "kind"))
-            raise RequestError(f"'kind' must be a string, got {json_type(kind)}", at(path, "kind"))
-        if kind not in FIELDS:
-            raise RequestError(f"unknown operation kind {show(kind)}; expected one of {', '.join(FIELDS)}",
-                               at(path, "kind"), kind)
-        required, optional = FIELDS[kind]
-        check_keys(obj, path, ["kind", "name", *required], optional, f"a {kind} operation")
-        name = obj["name"]
-        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
-            raise RequestError(f"an operation name must match [A-Za-z_][A-Za-z0-9_]*, got {show(name)}",
-                               at(path, "name"), name if isinstance(name, str) else None)
-        if kind == "shuffle":  # needed to check NAME[i] references
-            get_int(obj, "partitions", path, 1)
-        ops.append(RawOp(i, kind, name, obj, limits))
-    return ops
-
+# --- 2. names and references -------------------------------------------------------------------
 
 def _unique_names(ops: list[RawOp]) -> dict[str, RawOp]:
     by_name: dict[str, RawOp] = {}
@@ -113,19 +71,14 @@ def _unique_names(ops: list[RawOp]) -> dict[str, RawOp]:
     return by_name
 
 
-# --- 2. references -----------------------------------------------------------------------------
-
 def _references(op: RawOp, by_name: dict[str, RawOp]) -> dict[str, InputRef]:
-    """The input edges of `op`, by field name."""
+    """The input edges of `op`, by field name (their syntax is the models')."""
     out = {}
-    for field in INPUT_FIELDS.get(op.kind, ("input",)):
+    for field in INPUT_FIELDS[op.kind]:
         path = op.at(field)
         text = op.obj[field]
-        if not isinstance(text, str):
-            raise RequestError(f"{field!r} must be an operation name, got {json_type(text)}", path)
-        m = _REF_RE.fullmatch(text)
-        if not m:
-            raise RequestError(f"{field!r} must be an operation name or NAME[i], got {show(text)}", path, text)
+        m = REFERENCE_RE.fullmatch(text)
+        assert m is not None, text  # the model's check
         target = by_name.get(m.group(1))
         if target is None:
             hint = difflib.get_close_matches(m.group(1), list(by_name), n=1)

@@ -3,11 +3,19 @@ JSON Lines, Parquet or ORC, one directory per table:
 
     OUT/manifest.json             what was generated (benchmark, scale factor, format, versions)
     OUT/lineitem/part-0.jsonl     rows 0 .. rows_per_file-1, part-1.jsonl the next ones, ...
-    OUT/lineitem/schema.json      [{"name": "l_orderkey", "type": "int64"}, ...] (contract types)
+    OUT/lineitem.schema.json      [{"name": "l_orderkey", "type": "int64"}, ...] (contract types)
+
+A table's folder holds its data files and nothing else, so any engine reads the folder or a glob
+over it as the table: `spark.read.parquet("OUT/lineitem")`, DuckDB's
+`read_parquet('OUT/lineitem/*')`, `pyarrow.dataset.dataset("OUT/lineitem")`, a Jumpgate `read` of
+`lineitem/*`. (Earlier versions wrote `schema.json` inside the folder, which Spark and DuckDB then
+tried to read as data; a `_schema.json` would do for Spark, Trino and pyarrow, which skip names
+starting with `_`, but not for DuckDB or a plain glob.) `read_schema` reads either layout.
 
 Idempotent: a table is written into a hidden temporary directory and renamed into place when
-complete, so an existing `OUT/<table>` is always whole and is skipped; when every wanted table is
-there, DuckDB is not even asked to generate. A lock file serialises concurrent generators.
+complete, its schema file written just before, so an existing `OUT/<table>` is always whole and is
+skipped; when every wanted table is there, DuckDB is not even asked to generate. A lock file
+serialises concurrent generators.
 """
 from __future__ import annotations
 
@@ -25,8 +33,12 @@ from pathlib import Path
 from .types import UnsupportedType, contract_type, quote_ident, select_expr
 
 # Bump when what this module writes changes (file layout, type mapping, text of values): caches
-# keyed by it are then regenerated instead of being silently reused.
+# keyed by it are then regenerated instead of being silently reused. (Not bumped when the schema
+# file moved beside the table's folder: the data is the same and `read_schema` reads both layouts,
+# so existing outputs stay valid instead of failing the manifest check.)
 DATAGEN_VERSION = 2
+SCHEMA_SUFFIX = ".schema.json"  # OUT/<table>.schema.json, beside the table's folder
+LEGACY_SCHEMA = "schema.json"  # OUT/<table>/schema.json, as written before
 FORMATS = {"json": "jsonl", "parquet": "parquet", "orc": "orc"}
 # ORC as Spark writes it (Snappy, spark.sql.orc.compression.codec's default; strings dictionary-
 # encoded where their distinct values are under 80% of a stripe's rows, ORC's own default key
@@ -169,6 +181,26 @@ def _locked(out: Path) -> Iterator[None]:
 # ------------------------------------------------------------------ writing one table
 
 
+def schema_path(table_dir: Path | str) -> Path:
+    """Where the contract schema of the table in folder `table_dir` is: `<table>.schema.json`
+    beside the folder, or `schema.json` inside it when only that (the earlier layout) exists."""
+    table_dir = Path(table_dir)
+    beside = table_dir.with_name(table_dir.name + SCHEMA_SUFFIX)
+    legacy = table_dir / LEGACY_SCHEMA
+    return legacy if not beside.exists() and legacy.exists() else beside
+
+
+def read_schema(table_dir: Path | str) -> list[dict]:
+    """The contract schema (`[{"name", "type"}, ...]`) of the table in folder `table_dir`, in
+    either layout (`schema_path`)."""
+    path = schema_path(table_dir)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise DatagenError(f"no schema for the table in {table_dir}: neither {path.name} beside it nor "
+                           f"{LEGACY_SCHEMA} in it") from None
+
+
 def _write_table(con, table: str, columns: list[tuple[str, str]], fmt: str, rows_per_file: int,
                  out: Path, advance) -> TableResult:
     rows = con.execute(f"SELECT count(*) FROM {quote_ident(table)}").fetchone()[0]
@@ -186,7 +218,11 @@ def _write_table(con, table: str, columns: list[tuple[str, str]], fmt: str, rows
             _write_part(con, sql, fmt, tmp / f"part-{i}.{FORMATS[fmt]}")
             advance(table, done=1)
         fields = [json.dumps(f) for f in contract_schema(columns, table)]
-        (tmp / "schema.json").write_text("[\n  " + ",\n  ".join(fields) + "\n]\n")
+        # Beside the folder, not in it (the module docstring says why), and before the folder is
+        # renamed into place: a whole folder always has its schema.
+        schema_tmp = out / f".{table}{SCHEMA_SUFFIX}.tmp-{os.getpid()}"
+        schema_tmp.write_text("[\n  " + ",\n  ".join(fields) + "\n]\n")
+        os.replace(schema_tmp, out / f"{table}{SCHEMA_SUFFIX}")
         try:
             os.rename(tmp, out / table)
         except OSError:

@@ -4,8 +4,8 @@ An NCA implementation is a subclass of `NcaImplementation`, registered under the
 `jumpgate.ncas`. The compiler talks to it only through the *operator interface*
 (`match_operations`, `match_input`, `match_output`, `resources`); the executor only through the
 *life-cycle interface* of the `NcaInstance` it creates (`compile`, `allocate`, `configure`,
-`execute`, `destroy`, and the optional `activity` and `senders_finished`). Built-in NCAs get no
-other way in.
+`execute`, `destroy`, and the optional `activity`, `progress` and `senders_finished`). Built-in NCAs
+get no other way in.
 
 Every answer of the operator interface is a verdict with a reason, so that users can see why an
 operation was or was not given to an NCA (design principle 1).
@@ -20,6 +20,7 @@ from typing import ClassVar, Generic, TypeVar
 from ..contract.ntf import NtfLayout
 from ..dataflow.plan import InputRef, LogicalPlan, Operation
 from .deployment import Deployer, Host
+from .support import Support
 
 # ------------------------------------------------------------------ formats on edges
 
@@ -259,6 +260,14 @@ class NcaInstance(ABC):
         an instance is never taken for stalled."""
         return None
 
+    def progress(self) -> PhaseStats | None:
+        """Optional: the running phase's counters so far (`tuples_in`, `bytes_in`, `tuples_out`,
+        `bytes_out`, `wall_ns`; the rest may stay 0), for the live progress of `GET /v1/jobs/{id}`.
+        Called from an executor thread every fraction of a second while `execute` runs; it must not
+        block, so an answer may be a reading from the call before. None (the default): the instance
+        cannot tell, and its counters show as unknown until its phase's `execute` returns."""
+        return None
+
     def senders_finished(self, port: int) -> None:
         """Optional: every NCA that sends to input port `port` (an index into `spec.inputs`) has
         finished its last phase successfully, so everything it will ever send there, its ends of
@@ -348,6 +357,12 @@ class NcaImplementation(ABC):
         units is mapped to other NCAs. The instances lease and release their units themselves
         (in `allocate` and `destroy`)."""
         return {}
+
+    def support(self) -> Support | None:
+        """Optional: what it takes, item by item (types, expressions, functions, aggregates), for
+        the support matrix (jumpgate/nca/support.py, docs/support-matrix.md); None (the default)
+        shows as not declared. The operator interface still decides per request."""
+        return None
 
     def capabilities(self) -> dict:
         """What `GET /v1/ncas` shows for this implementation."""

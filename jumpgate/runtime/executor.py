@@ -16,6 +16,10 @@ once, started or not, and no allocate starts after it.
 The first failure is the one reported: when one NCA fails, its neighbours usually fail soon after
 (a stream ends early), and those are consequences, not causes.
 
+While a stage runs, the executor reads every running NCA's counters so far (`progress`) every
+PROGRESS_INTERVAL_S, for the live progress of `GET /v1/jobs/{id}` (runtime/progress.py); the stall
+watchdog's activity readings keep their own pace.
+
 When an NCA's last phase succeeds, the executor tells each NCA it sends to, once all of that input
 port's senders are through, with `senders_finished` (NcaInstance): everything they will send there
 has been sent, so a UDP receiver still missing an end of stream can fail at once instead of
@@ -36,7 +40,7 @@ from pathlib import Path
 from ..compiler.pipeline import StagedPipeline
 from ..contract.errors import NcaFailure
 from ..nca.deployment import Deployer, Host
-from ..nca.interface import FILE, Destination, Endpoint, InstanceContext, NcaError, NcaInstance
+from ..nca.interface import FILE, Destination, Endpoint, InstanceContext, NcaError, NcaInstance, PhaseStats
 from ..nca.registry import Registry
 from .jobs import Job, JobState, JobStore
 from .logs import JOB_ID
@@ -78,6 +82,11 @@ def stream_keys(pipeline: StagedPipeline) -> dict[tuple[str, int], int]:
 # hold the job's cores until the stall watchdog. A slow NCA downstream is backpressure, never this.
 CLIENT_STALL_S = 10.0
 
+# How often a running stage's NCAs are asked for their counters (NcaInstance.progress), and how soon
+# after a stage starts the first time: a status poll should see live numbers within a second.
+PROGRESS_INTERVAL_S = 0.5
+FIRST_PROGRESS_S = 0.05
+
 
 class StallWatchdog:
     """Notices a stage that has stopped making progress: every NCA still running reports the same
@@ -104,7 +113,8 @@ class StallWatchdog:
 class JobRunner:
     def __init__(self, job: Job, store: JobStore, registry: Registry, deployer: Deployer | None, cache_dir: Path,
                  work_root: Path, on_finish: Callable[[Job], None], stall_timeout: float | None = None,
-                 client_stall: float | None = CLIENT_STALL_S) -> None:
+                 client_stall: float | None = CLIENT_STALL_S,
+                 progress_interval: float | None = PROGRESS_INTERVAL_S) -> None:
         self.job = job
         self.store = store
         self.registry = registry
@@ -114,6 +124,7 @@ class JobRunner:
         self.on_finish = on_finish
         self.stall_timeout = stall_timeout  # seconds without progress in a stage; None = never
         self.client_stall = client_stall  # seconds a client may take no data; None or 0 = never
+        self.progress_interval = progress_interval or None  # seconds between counter readings; None = never
         self.instances: dict[str, NcaInstance] = {}
         self._keys: dict[tuple[str, int], int] = {}
         self._steps: dict[str, str] = {}  # the life-cycle step each NCA is in (for its failure)
@@ -167,8 +178,10 @@ class JobRunner:
             run = tl.begin("execute")
             for stage, nca_ids in enumerate(job.pipeline.stages):
                 span = tl.begin(f"stage:{stage}")
+                job.live.stage_started(stage)
                 self._run_stage(stage, nca_ids)
                 tl.end(span)
+            job.live.stage_started(None)
             tl.end(run)
         except Cancelled:
             state = JobState.CANCELLED if self._failure is None else JobState.FAILED
@@ -252,11 +265,17 @@ class JobRunner:
         futures = {}
         for nid in nca_ids:
             phase = self.job.pipeline.node(nid).stages.index(stage)
+            self.job.live.started(nid, stage)
             futures[self._pool.submit(self._execute_one, stage, phase, nid)] = nid
         pending = set(futures)
         watchdog = StallWatchdog(self.stall_timeout)
+        now = time.monotonic()
+        next_watch = None if watchdog.interval is None else now + watchdog.interval
+        next_reading = None if self.progress_interval is None else now + min(FIRST_PROGRESS_S, self.progress_interval)
         while pending:
-            done, pending = wait(pending, timeout=watchdog.interval, return_when=FIRST_COMPLETED)
+            due = [t for t in (next_watch, next_reading) if t is not None]
+            timeout = max(0.0, min(due) - time.monotonic()) if due else None
+            done, pending = wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
             for fut in done:
                 try:
                     fut.result()
@@ -266,6 +285,14 @@ class JobRunner:
                     # client's receivers) are released at once instead of waiting for timeouts.
                     self._destroy_all()
             running = sorted(futures[f] for f in pending)
+            now = time.monotonic()
+            if next_reading is not None and now >= next_reading:
+                next_reading = now + self.progress_interval
+                if running and not self._destroyed:
+                    self._read_progress(stage, running)
+            if next_watch is None or now < next_watch:
+                continue
+            next_watch = now + watchdog.interval
             if running and not self._destroyed and watchdog.stalled(
                     {nid: self.instances[nid].activity() for nid in running}):
                 names = ", ".join(f"{nid} ({self.job.pipeline.node(nid).implementation})" for nid in running)
@@ -276,6 +303,17 @@ class JobRunner:
                 self._destroy_all()
         if self._failure is not None or self._cancel.is_set():
             raise Cancelled()
+
+    def _read_progress(self, stage: int, running: list[str]) -> None:
+        """Take each running NCA's counters so far (NcaInstance.progress: never blocks). One that
+        cannot tell, or fails to, is unknown: progress is for people, it never fails a job."""
+        for nid in running:
+            try:
+                reading = self.instances[nid].progress()
+            except Exception:  # noqa: BLE001 - a plugin's bug here costs only its progress
+                log.debug("reading the progress of %s in job %s failed", nid, self.job.id, exc_info=True)
+                reading = None
+            self.job.live.read(nid, stage, reading if isinstance(reading, PhaseStats) else None)
 
     def _execute_one(self, stage: int, phase: int, nid: str) -> None:
         tl = self.job.timeline

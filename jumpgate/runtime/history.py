@@ -104,6 +104,11 @@ class JobHistory:
         merged.update((j.id, JobSummary.of(j)) for j in live if who.may_see(j.tenant))
         return sorted(merged.values(), key=lambda s: (s.created, s.id))
 
+    def never_ran(self, who: Principal) -> set[str]:
+        """Recorded jobs `who` may see that were cancelled before they ran (JobDB.never_ran): the
+        pages hide these dry runs unless asked."""
+        return self.db.never_ran(None if who.admin else who.tenant)
+
     def _alive(self, server: ServerRow) -> bool:
         if server.host != self.host:
             return True  # another machine's (a shared file system): it cannot be checked from here

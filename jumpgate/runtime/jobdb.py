@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .jobs import Job, JobState
+from .progress import progress_json
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,8 @@ class StoredJob:
 
     def status_json(self) -> dict:  # the same keys as Job.status_json
         return {"job_id": self.id, "name": self.name, "state": self.state.value, "tenant": self.tenant,
-                "error": self.error, "timeline": self.timeline}
+                "error": self.error, "timeline": self.timeline,
+                "progress": progress_json(self.pipeline, self.timeline, None, final=self.state.terminal)}
 
     def pipeline_json(self) -> dict:
         return self.pipeline
@@ -285,6 +287,18 @@ class JobDB:
         with self._locked() as db:
             rows = db.execute(query + " ORDER BY created, id", args).fetchall()
         return [(JobSummary(r[0], r[1], r[2], JobState(r[3]), r[4], r[5], r[6], r[7]), r[8]) for r in rows]
+
+    def never_ran(self, tenant: str | None) -> set[str]:
+        """Ids of the cancelled jobs (of `tenant` only, unless None) whose timeline has no `setup`:
+        cancelled before any NCA was set up, as dry runs are (compiled to see the plan, then
+        deleted). Reads the timelines of cancelled jobs only: a dry run's is a few hundred bytes."""
+        query = ("SELECT j.id FROM jobs j JOIN timelines t ON t.id = j.id "
+                 "WHERE j.state = ? AND instr(t.json, '\"setup\":') = 0")
+        args: tuple = (JobState.CANCELLED.value,)
+        if tenant is not None:
+            query, args = query + " AND j.tenant = ?", (*args, tenant)
+        with self._locked() as db:
+            return {r[0] for r in db.execute(query, args).fetchall()}
 
     # ---------------------------------------------------------------- pruning
 

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from ..contract.errors import JobStateError, UnknownJob
 from ..dataflow.plan import LogicalPlan
+from .progress import LiveReadings, progress_json
 from .timeline import Timeline
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ class Job:
     _on_done: list[Callable[[], None]] = field(default_factory=list, repr=False)
     _done_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _pipeline_json: dict | None = field(default=None, repr=False)
+    # the running phases' counters, which the executor reads from the NCAs (runtime/progress.py)
+    live: LiveReadings = field(default_factory=LiveReadings, repr=False)
 
     def on_done(self, callback: Callable[[], None]) -> None:
         """Call `callback` when the job ends: at once if it has."""
@@ -74,8 +77,12 @@ class Job:
                 log.exception("a callback at the end of job %s failed", self.id)
 
     def status_json(self) -> dict:
+        timeline = self.timeline.to_json()
+        final = self.state.terminal
+        progress = progress_json(self.pipeline_json(), timeline, None if final else self.live, final=final,
+                                 t0_ns=self.timeline.t0)
         return {"job_id": self.id, "name": self.name, "state": self.state.value, "tenant": self.tenant,
-                "error": self.error, "timeline": self.timeline.to_json()}
+                "error": self.error, "timeline": timeline, "progress": progress}
 
     def pipeline_json(self) -> dict:
         """The compile answer's pipeline (ncas, stages, decisions, ...). Made once: the pipeline

@@ -275,17 +275,41 @@ class JumpgateService:
         return Verdict.yes()
 
     def nodes(self) -> list[dict]:
-        """Each host of the deployment with its state, its cores in use and the NCAs running on
-        it (GET /v1/nodes)."""
+        """Each host of the deployment with its state, its cores in use, the NCAs running on it
+        and its data root as the node sees it (GET /v1/nodes)."""
         cores = self.cores.snapshot()
         running: dict[str, int] = {}
         for channel in self.deployer.running():
             running[channel.host.name] = running.get(channel.host.name, 0) + 1
         info = self.deployer.node_info()
+        roots = self.node_data_roots()
         return [{**h.to_json(), "state": state, "reason": reason,
                  "cores_in_use": sum(cores[h.name]["used"].values()) if h.name in cores else 0,
-                 "ncas_running": running.get(h.name, 0), **info.get(h.name, {})}
+                 "ncas_running": running.get(h.name, 0), "data_root": roots.get(h.name), **info.get(h.name, {})}
                 for h, state, reason in self.deployer.node_states()]
+
+    def node_data_roots(self) -> dict[str, str]:
+        """Each node's data root as that node sees it: the inventory's (or this server's
+        --data-root where it names none); without an inventory, this machine's."""
+        if isinstance(self.storage, FleetStorage):
+            return {name: str(r.root) for name, r in self.storage.roots.items() if hasattr(r, "root")}
+        return {h.name: str(self.data_root) for h, _, _ in self.deployer.node_states()}
+
+    def client_data_root(self) -> str | None:
+        """The directory a client names its files under (GET /v1/nodes `data_root`; the Spark
+        plugin's `spark.jumpgate.dataRoot` when that is unset): a read's relative path is resolved
+        under every node's data root, so this is the data root when all nodes have the same one
+        (one machine, or nodes sharing a path); None when the nodes' roots differ, and a client
+        must then say which of them it sees (docs/spark.md)."""
+        roots = set(self.node_data_roots().values())
+        return roots.pop() if len(roots) == 1 else None
+
+    def health(self) -> dict:
+        """GET /v1/health: liveness, cores in use per node and job, NCA processes running and
+        kept warm. No data root: anyone may ask this (Prometheus does, without a token), and
+        where the files are is for the callers GET /v1/nodes admits."""
+        return {"status": "ok", "cores": self.cores.snapshot(), "nodes": [h.name for h in self.deployer.hosts()],
+                "ncas_running": len(self.deployer.running()), "ncas_warm": self.deployer.spares()}
 
     def status(self, job_id: str, who: Principal = LOCAL) -> Job:
         job = self.store.get(job_id)

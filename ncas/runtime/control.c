@@ -4,9 +4,10 @@
  * keeps polling stdin (so that end of input, i.e. a cancelled or crashed control plane, ends the
  * process at once) and a pipe on which workers signal that they finished. Commands that arrive
  * during a phase wait until it is done, except `exit`, which like end of input ends the process
- * immediately, and `senders_done`, a notice the phase's UDP inputs need while they run. After a
- * failed phase the process reports and exits without joining the other workers: they may be
- * blocked on a peer, and exiting closes every socket anyway.
+ * immediately, `senders_done`, a notice the phase's UDP inputs need while they run, and `stats`,
+ * answered at once with the running phase's counters so far (the control plane's live progress).
+ * After a failed phase the process reports and exits without joining the other workers: they may
+ * be blocked on a peer, and exiting closes every socket anyway.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -158,11 +159,13 @@ static void bind_inputs(jgr_proc *p, const char *host) {
     p->inputs[i].port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                        : ((struct sockaddr_in *)&ss)->sin_port);
   }
-  char line[64 + 8 * 64] = "{\"event\":\"ready\",\"ports\":[";
+  char line[96 + 8 * 64] = "{\"event\":\"ready\",\"ports\":[";
   size_t o = strlen(line);
   for (int i = 0; i < p->ninputs && o + 16 < sizeof line; i++)
     o += (size_t)snprintf(line + o, sizeof line - o, "%s%d", i ? "," : "", p->inputs[i].port);
-  snprintf(line + o, sizeof line - o, "]}");
+  /* "stats": this process answers the `stats` command (docs/nca-process-protocol.md, "Live
+   * counters"); the control plane sends it to no process that does not say so */
+  snprintf(line + o, sizeof line - o, "],\"stats\":true}");
   jgr_event(line);
 }
 
@@ -183,7 +186,10 @@ static struct {
   worker_t *workers;
   int done_pipe[2];
   pthread_mutex_t mu;
-} ph = {.mu = PTHREAD_MUTEX_INITIALIZER, .failed_worker = -1};
+  /* the latest finished phase's totals, for a `stats` between phases; last_phase -1: none yet */
+  int last_phase;
+  jgr_stats last;
+} ph = {.mu = PTHREAD_MUTEX_INITIALIZER, .failed_worker = -1, .last_phase = -1};
 
 static uint64_t cpu_now_ns(void) {
   struct timespec ts;
@@ -276,6 +282,42 @@ static void check_phase(jgr_proc *p) {
            (unsigned long long)s.bytes_in, (unsigned long long)s.tuples_out,
            (unsigned long long)s.bytes_out, p->threads, (unsigned long long)cpu_ns, extra);
   ph.running = 0;
+  ph.last_phase = ph.phase;
+  ph.last = s;
+  jgr_event(line);
+}
+
+/* `stats` (docs/nca-process-protocol.md, "Live counters"): while a phase runs, its counters so far,
+ * summed over the workers as they work; between phases, the latest finished phase's totals. The
+ * workers keep counting while the main thread reads: each counter is an aligned 64-bit word that
+ * only grows, read whole (relaxed atomic loads), so a sum may lag a worker by a few tuples but is
+ * never torn. Tuples out are the ports' emit counts, which grow with every row (a worker's
+ * stats.tuples_out is only added when its outputs finish). */
+static void stats_event(void) {
+  jgr_stats s = {0};
+  int phase = ph.running ? ph.phase : ph.last_phase;
+  if (ph.running) {
+    for (int w = 0; w < ph.proc->threads; w++) {
+      const jg_ctx *c = ph.workers[w].ctx;
+      const jgr_stats *x = &c->stats;
+      s.tuples_in += __atomic_load_n(&x->tuples_in, __ATOMIC_RELAXED);
+      s.bytes_in += __atomic_load_n(&x->bytes_in, __ATOMIC_RELAXED);
+      s.bytes_out += __atomic_load_n(&x->bytes_out, __ATOMIC_RELAXED);
+      for (uint32_t port = 0; port < c->nouts; port++)
+        s.tuples_out += __atomic_load_n(&c->outs[port]->count, __ATOMIC_RELAXED);
+    }
+    s.wall_ns = jgr_now_ns() - ph.t0;
+  } else if (phase >= 0) {
+    s = ph.last;
+  }
+  char line[512], num[16] = "null";
+  if (phase >= 0) snprintf(num, sizeof num, "%d", phase);
+  snprintf(line, sizeof line,
+           "{\"event\":\"stats\",\"phase\":%s,\"running\":%s,\"stats\":{\"wall_ns\":%llu,"
+           "\"tuples_in\":%llu,\"bytes_in\":%llu,\"tuples_out\":%llu,\"bytes_out\":%llu,\"threads\":%d}}",
+           num, ph.running ? "true" : "false", (unsigned long long)s.wall_ns,
+           (unsigned long long)s.tuples_in, (unsigned long long)s.bytes_in, (unsigned long long)s.tuples_out,
+           (unsigned long long)s.bytes_out, ph.proc->threads);
   jgr_event(line);
 }
 
@@ -293,10 +335,20 @@ static void senders_done(jgr_proc *p, uint32_t port) {
                                 __ATOMIC_RELAXED);
 }
 
-/* During a phase: the commands that cannot wait for its end, among the complete lines of buf. */
-static void immediate_commands(jgr_proc *p, const char *buf, size_t len) {
-  for (const char *s = buf, *e; (e = memchr(s, '\n', len - (size_t)(s - buf))); s = e + 1) {
+static int is_stats(const char *s, size_t n) { return n == 5 && memcmp(s, "stats", 5) == 0; }
+
+/* During a phase: the commands that cannot wait for its end, among the complete lines of buf.
+ * `stats` lines are answered and taken out of buf (each is answered once); the others stay, to be
+ * handled (again, harmlessly) after the phase. Returns buf's new length. */
+static size_t immediate_commands(jgr_proc *p, char *buf, size_t len) {
+  size_t pos = 0, kept = 0; /* reading at pos; buf[0..kept) holds the lines kept so far (kept <= pos) */
+  for (char *e; (e = memchr(buf + pos, '\n', len - pos)); pos = (size_t)(e - buf) + 1) {
+    const char *s = buf + pos;
     size_t n = (size_t)(e - s) - (e > s && e[-1] == '\r');
+    if (is_stats(s, n)) {
+      stats_event();
+      continue;
+    }
     if (n == 4 && memcmp(s, "exit", 4) == 0) _exit(0);
     uint32_t port;
     char num[16];
@@ -305,7 +357,12 @@ static void immediate_commands(jgr_proc *p, const char *buf, size_t len) {
       num[n - 13] = 0;
       if (parse_u32(num, 1u << 30, &port) == 0 && (int)port < p->ninputs) senders_done(p, port);
     }
+    size_t line = (size_t)(e - s) + 1;
+    memmove(buf + kept, s, line); /* no-op until a `stats` line was taken out */
+    kept += line;
   }
+  memmove(buf + kept, buf + pos, len - pos); /* an incomplete last line */
+  return kept + (len - pos);
 }
 
 static void handle_command(jgr_proc *p, char *line) {
@@ -382,6 +439,8 @@ static void handle_command(jgr_proc *p, char *line) {
   } else if (strcmp(cmd, "senders_done") == 0 && nt == 2) {
     if (parse_u32(tok[1], 1u << 30, &a) || (int)a >= p->ninputs) bad_command("senders_done: no input port %s", tok[1]);
     senders_done(p, a);
+  } else if (strcmp(cmd, "stats") == 0 && nt == 1) {
+    stats_event(); /* between phases: the latest finished phase's totals */
   } else if (strcmp(cmd, "execute") == 0 && nt == 2) {
     if (parse_u32(tok[1], 1000, &a)) bad_command("execute: bad phase %s", tok[1]);
     start_phase(p, (int)a);
@@ -444,7 +503,7 @@ int jgr_main(int argc, char **argv, const jgr_driver *drv) {
       free(line);
     }
     /* lines that came with or after `execute` and cannot wait for the phase's end */
-    if (ph.running) immediate_commands(p, buf, len);
+    if (ph.running) len = immediate_commands(p, buf, len);
     struct pollfd pfd[2] = {{0, POLLIN, 0}, {ph.done_pipe[0], POLLIN, 0}};
     int r = poll(pfd, ph.running ? 2 : 1, -1);
     if (r < 0) {

@@ -287,6 +287,7 @@ class Worker {
   std::vector<jg_val> row_;
   std::vector<KeyMemo> memo_ = std::vector<KeyMemo>(kMemoFields);
   const char *data_ = nullptr;  // what process() parses
+  uint64_t bytes_before_ = 0;  // stats.bytes_in before the window process() parses
   int fd_ = -1;  // the segment's file (ScanState::fds: not this worker's to close)
   const Segment *seg_ = nullptr;
 };
@@ -338,13 +339,14 @@ int Worker::scan(const Segment &seg) {
       }
       n = (size_t)(nl - p) + 1;
     }
+    bytes_before_ = ctx_->stats.bytes_in;
     if (process(p, n, pos) != 0) {
       shrank();  // if the file shrank, that is the error to report
       return -1;
     }
     if (shrank()) return -1;
     pos += n;
-    ctx_->stats.bytes_in += n;
+    ctx_->stats.bytes_in = bytes_before_ + n;
   }
   return 0;
 }
@@ -380,6 +382,9 @@ int Worker::process(const char *data, size_t n, uint64_t base) {
         break;
       }
       if (doc.error()) return json_error(n, base, at, doc.error());
+      // the window's bytes count as they are parsed, not when it is done (a window is up to
+      // scan.chunk_bytes, 16 MiB): `stats` reads them while the scan runs
+      ctx_->stats.bytes_in = bytes_before_ + at;
       if (document(doc.value_unsafe(), base + at) != 0) return -1;
     }
     if (retry) continue;

@@ -307,7 +307,8 @@ def test_every_option_with_a_default_says_it():
 
 
 def test_progress_on_a_terminal_only(env, tmp_path):
-    """With stderr a terminal, a progress display says it compiles, then runs; stdout keeps the rows."""
+    """With stderr a terminal, a progress display says it compiles, then runs, with the rows the
+    server's live progress counts; stdout keeps the rows."""
     import pty
 
     srv, environ = env
@@ -334,6 +335,7 @@ def test_progress_on_a_terminal_only(env, tmp_path):
     assert len(json.loads(p.stdout)) == 24
     text = seen.decode("utf-8", "replace")
     assert "compiling the request" in text and "Traceback" not in text
+    assert "24 rows sent" in text, text  # the last look before the display goes: the server's count
 
 
 def test_serve_says_where_it_listens_once_it_is_ready(tmp_path):

@@ -4,7 +4,6 @@ tpch extension from its pip package) and registered in Spark as one database per
 (`tpch_json`, `tpch_parquet`, `tpch_orc`), so the queries' plain table names resolve there."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from jumpgate import datagen
@@ -14,7 +13,7 @@ FORMATS = ["json", "parquet", "orc"]
 EXTENSIONS = {"json": "jsonl", "parquet": "parquet", "orc": "orc"}
 # Several files for the big tables, so a job reads them in parallel and Spark gets several partitions.
 ROWS_PER_FILE = 200_000
-# Contract types (datagen's schema.json) -> Spark SQL types.
+# Contract types (datagen's schema files) -> Spark SQL types.
 SPARK_TYPES = {"boolean": "BOOLEAN", "int32": "INT", "int64": "BIGINT", "float64": "DOUBLE", "string": "STRING",
                "date": "DATE"}
 
@@ -41,14 +40,14 @@ def spark_type(contract: str) -> str:
 
 
 def register(spark, tpch: Path) -> None:
-    """One database per format, each with the eight tables over that format's files (only them:
-    schema.json sits beside the data files)."""
+    """One database per format, each with the eight tables over that format's files (the glob
+    filter keeps out the schema.json that data written before datagen moved it sits beside)."""
     for fmt in FORMATS:
         db = f"tpch_{fmt}"
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {db}")
         for table in TABLES:
             d = tpch / fmt / table
-            cols = json.loads((d / "schema.json").read_text())
+            cols = datagen.read_schema(d)
             ddl = ", ".join(f"`{c['name']}` {spark_type(c['type'])}" for c in cols)
             spark.sql(f"DROP TABLE IF EXISTS {db}.{table}")
             spark.sql(f"CREATE TABLE {db}.{table} ({ddl}) USING {fmt} "

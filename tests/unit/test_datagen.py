@@ -13,7 +13,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.dataset as ds  # noqa: E402
 
 from jumpgate.cli import main as cli  # noqa: E402
-from jumpgate.datagen import DatagenError, UnsupportedType, contract_type, generate  # noqa: E402
+from jumpgate.datagen import DatagenError, UnsupportedType, contract_type, generate, read_schema  # noqa: E402
 from jumpgate.datagen.types import select_expr  # noqa: E402
 
 
@@ -45,8 +45,9 @@ def test_json_tables_schema_manifest_and_idempotence(tmp_path):
     first = generate("tpch", 0.01, "json", out, tables=["nation", "orders"], rows_per_file=4000, progress=False)
     assert sorted(first.written) == ["nation", "orders"]
     assert sorted(p.name for p in (out / "orders").iterdir()) == ["part-0.jsonl", "part-1.jsonl", "part-2.jsonl",
-                                                                  "part-3.jsonl", "schema.json"]
-    schema = json.loads((out / "orders" / "schema.json").read_text())
+                                                                  "part-3.jsonl"]
+    schema = json.loads((out / "orders.schema.json").read_text())
+    assert read_schema(out / "orders") == schema
     assert schema[:4] == [{"name": "o_orderkey", "type": "int64"}, {"name": "o_custkey", "type": "int64"},
                           {"name": "o_orderstatus", "type": "string"}, {"name": "o_totalprice", "type": "decimal(15,2)"}]
     lines = [json.loads(line) for p in sorted((out / "orders").glob("*.jsonl")) for line in p.read_text().splitlines()]
@@ -124,7 +125,41 @@ def dictionary_encoded(path, column: str) -> bool:
 def test_command_line(tmp_path, capsys):
     assert cli(["datagen", "tpcds", "--sf", "0.01", "--format", "json", "--out", str(tmp_path / "ds"),
                 "--tables", "store,reason", "--quiet"]) == 0
-    assert json.loads((tmp_path / "ds" / "reason" / "schema.json").read_text())[0] == {"name": "r_reason_sk",
-                                                                                        "type": "int64"}
+    assert read_schema(tmp_path / "ds" / "reason")[0] == {"name": "r_reason_sk", "type": "int64"}
     assert cli(["datagen", "tpch", "--sf", "0.01", "--out", str(tmp_path / "ds"), "--quiet"]) == 2
     assert "holds different data" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "json"])
+def test_a_table_folder_holds_only_data_so_any_engine_reads_it_whole(tmp_path, fmt):
+    """`spark.read.parquet("OUT/lineitem")`, DuckDB over `OUT/lineitem/*` and pyarrow.dataset over
+    the folder all take every file of the folder as data: the schema file sits beside it."""
+    import duckdb
+
+    out = tmp_path / "tpch"
+    generate("tpch", 0.01, fmt, out, tables=["nation"], rows_per_file=10, progress=False)
+    folder = out / "nation"
+    assert (out / "nation.schema.json").is_file()
+    reader = "read_parquet" if fmt == "parquet" else "read_json_auto"
+    con = duckdb.connect()
+    assert con.sql(f"SELECT count(*) FROM {reader}('{folder}/*')").fetchone()[0] == 25
+    assert con.sql(f"SELECT count(*) FROM {reader}('{folder}/**')").fetchone()[0] == 25
+    dataset_format = "parquet" if fmt == "parquet" else "json"
+    table = ds.dataset(str(folder), format=dataset_format).to_table()
+    assert table.num_rows == 25 and "n_nationkey" in table.column_names
+    assert [c["name"] for c in read_schema(folder)] == ["n_nationkey", "n_name", "n_regionkey", "n_comment"]
+
+
+def test_a_folder_of_the_earlier_layout_is_still_read_and_skipped(tmp_path):
+    """Data written before the schema moved out of the folder (`OUT/<table>/schema.json`) keeps
+    working: its schema is read from inside, and a new run skips the table."""
+    out = tmp_path / "tpch"
+    generate("tpch", 0.01, "json", out, tables=["region"], progress=False)
+    schema_text = (out / "region.schema.json").read_text()
+    (out / "region.schema.json").rename(out / "region" / "schema.json")  # the earlier layout
+    assert read_schema(out / "region")[0] == {"name": "r_regionkey", "type": "int32"}
+    again = generate("tpch", 0.01, "json", out, tables=["region"], progress=False)
+    assert again.written == [] and not (out / "region.schema.json").exists()
+    assert json.loads(schema_text) == read_schema(out / "region")
+    with pytest.raises(DatagenError, match="no schema"):
+        read_schema(out / "nowhere")

@@ -12,7 +12,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "jumpgate"
 
 # What each layer may import of Jumpgate, besides itself. Layers not listed (the command line, the
-# conformance suite, the data generator, examples) are tools on top of everything.
+# conformance suite, the data generator, the support matrix's generator, examples) are tools on top of
+# everything.
 ALLOWED = {
     "contract": set(),
     "dataflow": {"contract"},

@@ -25,6 +25,7 @@ from ...nca.interface import (
     ResourceRequest,
     Verdict,
 )
+from ...nca.support import Support
 from .codegen.aggregate import generate_aggregate_query
 from .common import (
     DEFAULT_TABLE_BYTES,
@@ -34,6 +35,7 @@ from .common import (
     tcp_outputs,
 )
 from .process import ProcessNca
+from .support import codegen_support
 
 MAX_THREADS = 4  # workers take whole input streams; more help only with as many streams
 TRANSPORTS = ("tcp", "udp")  # udp: docs/udp-transport.md (e.g. a final aggregation after a switch)
@@ -45,6 +47,11 @@ class AggregateNca(NcaImplementation):
     description = ("Hash aggregation, complete, partial (bounded table, evicting when full) or final, over NTF "
                    "input, with filters and projections of its groups fused in (generated C)")
     operation_kinds = ("aggregate", "filter", "project")
+
+    def support(self) -> Support:
+        return codegen_support({"aggregate": "over NTF from another NCA (TCP or UDP)",
+                                "filter": "fused after the aggregate", "project": "fused after the aggregate"},
+                               aggregates=True)
 
     def match_operations(self, plan: LogicalPlan, anchor: str) -> Verdict[tuple[str, ...]]:
         if not anchor:

@@ -26,11 +26,13 @@ from ...nca.interface import (
     StreamSpec,
     Verdict,
 )
+from ...nca.support import Support
 from .codegen import generate_scan_query
 from .codegen.aggregate import generate_aggregate_query
 from .codegen.shuffle import generate_scan_shuffle_query
 from .common import aggregation_params, filter_project_chain, fuse_trailing_aggregate, fuse_trailing_shuffle
 from .process import ProcessNca
+from .support import codegen_support
 
 TRANSPORTS = ("tcp", "udp")  # udp: docs/udp-transport.md (towards a switch, one tuple per datagram)
 MAX_THREADS = 64
@@ -79,6 +81,12 @@ class FileScanNca(NcaImplementation):
     def max_workers(self, paths: Sequence[str]) -> int:
         """The most worker threads the files' structure can keep busy."""
         return MAX_THREADS
+
+    def support(self) -> Support:
+        fused = "fused after the read"
+        return codegen_support({"read": self.reads_files, "filter": fused, "project": fused,
+                                "aggregate": "fused after the read's filters and projections, as their single consumer",
+                                "shuffle": "fused at the end of the read's filters and projections"}, aggregates=True)
 
     def match_operations(self, plan: LogicalPlan, anchor: str) -> Verdict[tuple[str, ...]]:
         if not anchor:

@@ -11,7 +11,7 @@ output) comes from `codegen.join`.
 from __future__ import annotations
 
 from ...contract.ntf import NtfLayout, generate_ntf
-from ...dataflow.plan import Join, LogicalPlan
+from ...dataflow.plan import Join, JoinType, LogicalPlan
 from ...nca.interface import (
     NTF,
     InstanceContext,
@@ -23,10 +23,12 @@ from ...nca.interface import (
     StreamSpec,
     Verdict,
 )
+from ...nca.support import Support
 from .codegen import CodegenError
 from .codegen.join import generate_join_query
 from .common import filter_project_chain
 from .process import ProcessNca
+from .support import codegen_support
 
 TRANSPORTS = ("tcp",)
 MAX_THREADS = 8  # internal scaling: build and probe workers per instance (the control plane decides)
@@ -48,6 +50,12 @@ class HashJoinNca(NcaImplementation):
     operation_kinds = ("join", "filter", "project")
 
     # -- operator interface ----------------------------------------------------------------
+
+    def support(self) -> Support:
+        types = ", ".join(t.value for t in JoinType)
+        return codegen_support({"join": f"{types}; keys of any type; an extra condition; output columns",
+                                "filter": "fused after the join", "project": "fused after the join"},
+                               aggregates=False)
 
     def match_operations(self, plan: LogicalPlan, anchor: str) -> Verdict[tuple[str, ...]]:
         if not anchor:

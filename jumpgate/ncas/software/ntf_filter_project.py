@@ -20,6 +20,7 @@ from ...nca.interface import (
     ResourceRequest,
     Verdict,
 )
+from ...nca.support import Support
 from .common import (
     RelayInstance,
     filter_project_chain,
@@ -28,6 +29,7 @@ from .common import (
     relay_resources,
     tcp_outputs,
 )
+from .support import codegen_support
 
 
 class NtfFilterProjectNca(NcaImplementation):
@@ -36,6 +38,11 @@ class NtfFilterProjectNca(NcaImplementation):
     description = ("Filters and projections over NTF input from another NCA (after a fan-out, an aggregate, "
                    "a join), optionally ending in a shuffle (generated C on the NTF relay)")
     operation_kinds = ("filter", "project", "shuffle")
+
+    def support(self) -> Support:
+        ntf = "over NTF from another NCA"
+        return codegen_support({"filter": ntf, "project": ntf, "shuffle": "fused at the end of its chain"},
+                               aggregates=False)
 
     def match_operations(self, plan: LogicalPlan, anchor: str) -> Verdict[tuple[str, ...]]:
         if not anchor:

@@ -52,6 +52,17 @@ def relative_to_root(path: str, root: str, host: str) -> str:
     return rel
 
 
+STATS_KEYS = ("wall_ns", "wait_in_ns", "wait_out_ns", "tuples_in", "bytes_in", "tuples_out", "bytes_out")
+
+
+def _phase_stats(stats: dict) -> PhaseStats:
+    """The `stats` object of a `done` (or `stats`) event: the known counters, `threads`, `cpu_ns`,
+    and the NCA's own keys as `extra`."""
+    return PhaseStats(**{k: int(stats.get(k, 0)) for k in STATS_KEYS}, threads=int(stats.get("threads", 1)),
+                      cpu_ns=int(stats["cpu_ns"]) if "cpu_ns" in stats else None,
+                      extra={k: v for k, v in stats.items() if k not in (*STATS_KEYS, "threads", "cpu_ns")})
+
+
 class ProcessNca(NcaInstance):
     """Base class of every software NCA instance."""
 
@@ -70,6 +81,12 @@ class ProcessNca(NcaInstance):
         self._last_proc: ControlChannel | None = None  # for the log tail of a process that is gone
         self._file_paths: dict[str, str] = {}  # `file` argument -> the plan's path, for errors
         self._warm_argv: list[str] | None = None
+        # Live counters (docs/nca-process-protocol.md, "Live counters"): whether the process said
+        # in `ready` that it answers `stats`, the phase being executed, and its latest reading.
+        self._reports_stats = False
+        self._phase: int | None = None
+        self._reading: PhaseStats | None = None
+        self._reading_lock = threading.Lock()
 
     # -- what subclasses provide ----------------------------------------------------------
 
@@ -115,6 +132,7 @@ class ProcessNca(NcaInstance):
         threading.Thread(target=self._read_events, args=(proc.events(),), name=f"{self.spec.id}-events",
                          daemon=True).start()
         ready = self._next_event(READY_TIMEOUT_S, "ready")
+        self._reports_stats = ready.get("stats") is True
         if reuse:
             self._warm_argv = argv  # a spare for the next job is started when this one ends
         ports = ready.get("ports", [])
@@ -163,13 +181,39 @@ class ProcessNca(NcaInstance):
         return [f"root {_token(host.data_root)}", *(f"file {_token(n)}" for n in names)]
 
     def execute(self, phase: int) -> PhaseStats:
+        with self._reading_lock:
+            self._phase, self._reading = phase, PhaseStats(threads=self.threads())
         self._send([f"execute {phase}"])
         event = self._next_event(None, "done")
-        stats = event.get("stats", {})
-        known = ("wall_ns", "wait_in_ns", "wait_out_ns", "tuples_in", "bytes_in", "tuples_out", "bytes_out")
-        return PhaseStats(**{k: int(stats.get(k, 0)) for k in known}, threads=int(stats.get("threads", 1)),
-                          cpu_ns=int(stats["cpu_ns"]) if "cpu_ns" in stats else None,
-                          extra={k: v for k, v in stats.items() if k not in (*known, "threads", "cpu_ns")})
+        return _phase_stats(event.get("stats", {}))
+
+    def progress(self) -> PhaseStats | None:
+        """Ask the process for its counters (`stats`, docs/nca-process-protocol.md) and return the
+        latest answer for the phase being executed: the answer comes on the event stream a moment
+        later, so each call returns what the call before asked for (zeros at first). None when the
+        process does not answer `stats` or no phase was executed yet."""
+        with self._reading_lock:
+            reading = self._reading if self._reports_stats else None
+        if reading is None:
+            return None
+        try:
+            self._send(["stats"])
+        except NcaError:
+            return None  # destroyed or gone: execute reports what happened
+        return reading
+
+    def _take_stats(self, event: dict) -> None:
+        """A `stats` answer (events thread): kept when it is about the phase being executed."""
+        stats, phase = event.get("stats"), event.get("phase")
+        if not isinstance(stats, dict) or isinstance(phase, bool) or not isinstance(phase, int):
+            return
+        try:
+            reading = _phase_stats(stats)
+        except (TypeError, ValueError):
+            return
+        with self._reading_lock:
+            if phase == self._phase:
+                self._reading = reading
 
     def senders_finished(self, port: int) -> None:
         """Tell the process (`senders_done`, docs/nca-process-protocol.md) so that a UDP input
@@ -184,8 +228,17 @@ class ProcessNca(NcaInstance):
             pass  # destroyed or gone: its own failure, if any, is reported by execute
 
     def activity(self) -> object | None:
+        """For the stall watchdog: the counters the process reports (`stats`) when it does, else
+        the deployer's reading of its bytes moved and CPU used. Not the deployer's reading for a
+        process asked for its counters: the `stats` exchange itself moves bytes through its
+        control pipes, so an NCA blocked on a client that stopped reading would seem busy."""
         proc = self.proc
-        return self.context.deployer.activity(proc) if proc is not None else None
+        if proc is None:
+            return None
+        reading = self.progress()  # asks anew: the watchdog may run without the progress poll
+        if reading is not None:
+            return ("counters", reading.tuples_in, reading.bytes_in, reading.tuples_out, reading.bytes_out)
+        return self.context.deployer.activity(proc)
 
     def destroy(self) -> None:
         with self._lock:
@@ -222,7 +275,9 @@ class ProcessNca(NcaInstance):
                     event = json.loads(raw)
                 except ValueError:
                     event = {"event": "log", "message": raw.decode(errors="replace").rstrip()}
-                if isinstance(event, dict):
+                if isinstance(event, dict) and event.get("event") == "stats":
+                    self._take_stats(event)  # an answer to `progress`, not for execute's wait
+                elif isinstance(event, dict):
                     self._events.put(event)
         except (OSError, ValueError):
             pass

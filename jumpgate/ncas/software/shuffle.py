@@ -22,7 +22,9 @@ from ...nca.interface import (
     ResourceRequest,
     Verdict,
 )
+from ...nca.support import Support
 from .common import RelayInstance, ntf_input_verdict, relay_resources, tcp_outputs
+from .support import codegen_support
 
 
 class ShuffleNca(NcaImplementation):
@@ -31,6 +33,10 @@ class ShuffleNca(NcaImplementation):
     description = ("Hash partitioning of NTF tuples to P outputs by jg_hash v1 of the key expressions "
                    "(docs/hashing.md); tuples are forwarded unchanged")
     operation_kinds = ("shuffle",)
+
+    def support(self) -> Support:
+        return codegen_support({"shuffle": "over NTF from another NCA; P outputs by jg_hash v1 of the keys"},
+                               aggregates=False)
 
     def match_operations(self, plan: LogicalPlan, anchor: str) -> Verdict[tuple[str, ...]]:
         if not anchor:

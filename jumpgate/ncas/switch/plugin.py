@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 from ...contract.ntf import NtfLayout
+from ...contract.types import Kind
 from ...contract.udp import (
     END_PAYLOAD,
     F_DISCARD,
@@ -51,7 +52,8 @@ from ...contract.udp import (
     pack_header,
     parse_header,
 )
-from ...dataflow.plan import Aggregate, LogicalPlan
+from ...dataflow import language
+from ...dataflow.plan import AggFn, AggMode, Aggregate, LogicalPlan
 from ...deploy.resources import BlockLease, BlockPool
 from ...nca.interface import (
     NTF,
@@ -69,10 +71,23 @@ from ...nca.interface import (
     StreamSpec,
     Verdict,
 )
+from ...nca.support import Support
 from . import defs
 from .backends import ModelBackend, SwitchBackend, backend_from_url, resolve_ipv4
 from .controller import JobConfig, JobSlots, Output, StreamCounters, TableEntry
-from .query import SwitchQuery, compile_query, input_reason, operation_reason
+from .query import (
+    COLUMNS_ONLY,
+    FIXED_SIZE_ONLY,
+    FUNCTIONS,
+    KEY_KINDS,
+    PARTIAL_ONLY,
+    SUM_AND_COUNT_ONLY,
+    SUM_KINDS,
+    SwitchQuery,
+    compile_query,
+    input_reason,
+    operation_reason,
+)
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +137,29 @@ class SwitchAggregatorNca(NcaImplementation):
         return next(self._tags) % ((1 << 32) - 1) + 1  # never 0: an empty slot's tag
 
     # -- operator interface --------------------------------------------------------------
+    def support(self) -> Support:
+        """From query.py's tables: key and sum types, the functions its registers compute."""
+        keys = ", ".join(k.value for k in KEY_KINDS)
+        sums = ", ".join(k.value for k in SUM_KINDS)
+        types = {}
+        for kind in Kind:
+            roles = (["group key"] if kind in KEY_KINDS else []) + (["summed"] if kind in SUM_KINDS else [])
+            if kind is not Kind.STRING:
+                types[kind.value] = ", ".join(roles + ["counted"])
+        aggregates = {AggFn.SUM.value: f"of an input column of type {sums}; at most {defs.MAX_SUMS}",
+                      AggFn.COUNT.value: "of an input column; one count in all",
+                      AggFn.COUNT_STAR.value: "one count in all",
+                      AggMode.PARTIAL.value: f"one group key, an input column of type {keys}"}
+        why_not = {Kind.STRING.value: FIXED_SIZE_ONLY, AggMode.COMPLETE.value: PARTIAL_ONLY,
+                   AggMode.FINAL.value: PARTIAL_ONLY,
+                   **{fn.value: SUM_AND_COUNT_ONLY for fn in AggFn if fn not in FUNCTIONS}}
+        why_not.update({c.id: COLUMNS_ONLY for c in language.CONSTRUCTS if c.id != "column"})
+        why_not.update({f.name: COLUMNS_ONLY for f in language.FUNCTION_LIST})
+        return Support(operations={"aggregate": f"{PARTIAL_ONLY}; NTF over UDP in, one tuple per datagram, "
+                                                f"at most {defs.MAX_IN_FIELDS} fields"},
+                       types=types, expressions={"column": "group key, summed and counted values"},
+                       aggregates=aggregates, why_not=why_not)
+
     def match_operations(self, plan: LogicalPlan, anchor: str) -> Verdict[tuple[str, ...]]:
         if not anchor:
             return Verdict.no("not a format converter")

@@ -18,6 +18,12 @@ from . import defs
 
 KEY_KINDS = (Kind.BOOLEAN, Kind.INT32, Kind.INT64, Kind.DATE, Kind.DECIMAL)  # at most 64 bits, exact
 SUM_KINDS = (Kind.INT32, Kind.INT64, Kind.DECIMAL)  # sums as 64-bit integers (decimals unscaled)
+FUNCTIONS = (AggFn.SUM, AggFn.COUNT, AggFn.COUNT_STAR)  # what its registers compute
+# Reasons the operator interface gives, also shown by the support matrix (plugin.py `support`).
+PARTIAL_ONLY = "partial aggregation only (the switch's table may emit a group more than once)"
+COLUMNS_ONLY = "groups by and sums input columns only, not computed expressions (project them first)"
+FIXED_SIZE_ONLY = "reads fixed-size tuples only (no strings): project the strings away before the aggregation"
+SUM_AND_COUNT_ONLY = "sum and count only"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +61,7 @@ def wire_null_mask(bit: int | None) -> int:
 def operation_reason(plan: LogicalPlan, op: Aggregate) -> str | None:
     """Why the switch cannot run `op` (from the plan alone), or None."""
     if op.mode is not AggMode.PARTIAL:
-        return f"partial aggregation only (the switch's table may emit a group more than once), not {op.mode.value}"
+        return f"{PARTIAL_ONLY}, not {op.mode.value}"
     if len(op.group_by) != 1:
         return f"groups by exactly one key of at most 64 bits, not {len(op.group_by)} keys"
     key = op.group_by[0].expr
@@ -75,8 +81,8 @@ def operation_reason(plan: LogicalPlan, op: Aggregate) -> str | None:
             counts += 1
             if a.fn is AggFn.COUNT and not isinstance(a.expr, Column):
                 return f"counts input columns only, not an expression ('{a.name}')"
-        else:
-            return f"sum and count only, not {a.fn.value} ('{a.name}')"
+        elif a.fn not in FUNCTIONS:
+            return f"{SUM_AND_COUNT_ONLY}, not {a.fn.value} ('{a.name}')"
     if sums > defs.MAX_SUMS or counts > 1:
         return f"at most {defs.MAX_SUMS} sums and one count, not {sums} sums and {counts} counts"
     return None
@@ -85,7 +91,7 @@ def operation_reason(plan: LogicalPlan, op: Aggregate) -> str | None:
 def input_reason(layout: NtfLayout, schema) -> str | None:
     """Why the switch's parser cannot read tuples of `layout`, or None."""
     if layout.variable:
-        return "reads fixed-size tuples only (no strings): project the strings away before the aggregation"
+        return FIXED_SIZE_ONLY
     if layout.fixed_size > defs.MAX_TUPLE_BYTES or len(layout.fields) > defs.MAX_IN_FIELDS:
         return (f"parses at most {defs.MAX_IN_FIELDS} fields ({defs.MAX_TUPLE_BYTES}-byte tuples), not "
                 f"{len(layout.fields)} fields of {layout.fixed_size} bytes: project the columns it needs first")

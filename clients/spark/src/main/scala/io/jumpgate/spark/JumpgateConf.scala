@@ -3,6 +3,8 @@ package io.jumpgate.spark
 import java.util.Locale
 
 import org.apache.spark.network.util.JavaUtils
+
+import io.jumpgate.spark.client.JumpgateClient
 import org.apache.spark.sql.internal.SQLConf
 
 /**
@@ -25,8 +27,15 @@ final case class JumpgateConf(get: String => Option[String]) {
   def url: String = str(URL, "http://127.0.0.1:8470").stripSuffix("/")
   /** The bearer token of a server with tenants (docs/security.md); else the environment's JUMPGATE_TOKEN. */
   def token: Option[String] = get(TOKEN).orElse(sys.env.get("JUMPGATE_TOKEN")).map(_.trim).filter(_.nonEmpty)
-  /** The local path of the server's --data-root: files under it are offloadable. */
-  def dataRoot: Option[String] = get(DATA_ROOT).map(_.trim).filter(_.nonEmpty)
+  /** The local path of the server's data root: files under it are offloadable. Unset, the server
+   *  says it (GET /v1/nodes `data_root`, fetched once per server: [[JumpgateClient.serverDataRoot]]). */
+  def dataRoot: Option[String] = dataRootOrWhy.toOption
+  /** [[dataRoot]], or why there is none (unset, and the server did not say). */
+  def dataRootOrWhy: Either[String, String] = get(DATA_ROOT).map(_.trim).filter(_.nonEmpty) match {
+    case Some(root) => Right(root)
+    case None => JumpgateClient.serverDataRoot(url, httpTimeoutMs, token).left
+      .map(why => s"$DATA_ROOT is not set and the server's data root is unknown: $why")
+  }
   /** Where executors listen for NTF streams (the address NCAs connect to). */
   def listenAddress: String = str(LISTEN_ADDRESS, "127.0.0.1")
 

@@ -30,6 +30,7 @@ object JumpgateStats {
   private val scansConvertedC = new AtomicLong()
   private val samplesReadC = new AtomicLong()
   private val capabilityLookupsC = new AtomicLong()
+  private val dataRootLookupsC = new AtomicLong()
 
   def planned(n: Int): Unit = plannedC.addAndGet(n)
   def job(rows: Long, bytes: Long): Unit = { jobsC.incrementAndGet(); rowsC.addAndGet(rows); bytesC.addAndGet(bytes) }
@@ -56,6 +57,7 @@ object JumpgateStats {
   def scanConverted(): Unit = scansConvertedC.incrementAndGet()
   def sampleRead(): Unit = samplesReadC.incrementAndGet()
   def capabilityLookup(): Unit = capabilityLookupsC.incrementAndGet()
+  def dataRootLookup(): Unit = dataRootLookupsC.incrementAndGet()
 
   def plannedCandidates(): Long = plannedC.get
   /** Planner runs (one per physical planning and adaptive re-plan of a query with offloading on). */
@@ -72,6 +74,8 @@ object JumpgateStats {
   def samplesRead(): Long = samplesReadC.get
   /** GET /v1/ncas requests made while planning (the capability cache missed). */
   def capabilityLookups(): Long = capabilityLookupsC.get
+  /** Requests that asked a server for its data root (spark.jumpgate.dataRoot unset; once per server). */
+  def dataRootLookups(): Long = dataRootLookupsC.get
   def jobs(): Long = jobsC.get
   def fallbacks(): Long = fallbacksC.get
   /** Jobs run again because a partition of their output was read after its buffer was gone. */
@@ -89,5 +93,5 @@ object JumpgateStats {
   def receiverThreads(): Int = Thread.getAllStackTraces.keySet.asScala.count(_.getName.startsWith("jumpgate-"))
 
   def reset(): Unit = Seq(plannedC, jobsC, fallbacksC, rerunsC, rereadsC, rowsC, bytesC, planRunsC, planSkippedC, planNanosC,
-    planCpuNanosC, scansConvertedC, samplesReadC, capabilityLookupsC).foreach(_.set(0))
+    planCpuNanosC, scansConvertedC, samplesReadC, capabilityLookupsC, dataRootLookupsC).foreach(_.set(0))
 }

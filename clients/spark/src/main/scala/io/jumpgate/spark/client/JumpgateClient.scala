@@ -11,6 +11,8 @@ import scala.util.control.NonFatal
 
 import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
 
+import io.jumpgate.spark.JumpgateStats
+
 /** The server could not be reached at all (connection refused, timeout). */
 final class ServerUnreachable(message: String, cause: Throwable) extends IOException(message, cause)
 
@@ -78,6 +80,20 @@ final class JumpgateClient(val url: String, timeoutMs: Long, token: Option[Strin
 
   def cancelQuietly(jobId: String): Unit = try request("DELETE", s"/v1/jobs/$jobId", None) catch { case NonFatal(_) => }
 
+  /** The directory the server's nodes resolve a read's relative paths in, as the server tells its
+   *  clients: the `data_root` GET /v1/nodes gives each node, when all nodes have the same one (an
+   *  authenticated call: a data root is not for anonymous callers, so GET /v1/health does not say
+   *  it). Left: why the server does not say (its nodes' data roots differ). */
+  def dataRoot(): Either[String, String] = {
+    val roots = request("GET", "/v1/nodes", None).elements().asScala
+      .map(n => Option(n.get("data_root")).filter(_.isTextual).map(_.asText)).toSeq
+    roots.distinct match {
+      case Seq(Some(root)) => Right(root)
+      case Seq() => Left(s"the server at $url lists no nodes")
+      case _ => Left(s"the server at $url has nodes with different data roots (GET /v1/nodes: ${roots.map(_.getOrElse("?")).distinct.mkString(", ")})")
+    }
+  }
+
   /** GET /v1/ncas: the operation kinds some registered NCA can run. */
   def operations(): Set[String] = {
     val a = request("GET", "/v1/ncas", None)
@@ -93,4 +109,34 @@ object JumpgateClient {
   private val clients = new ConcurrentHashMap[(String, Long, Option[String]), JumpgateClient]()
   def apply(url: String, timeoutMs: Long, token: Option[String] = None): JumpgateClient =
     clients.computeIfAbsent((url, timeoutMs, token), k => new JumpgateClient(k._1, k._2, k._3))
+
+  private val RetryMs = 5000L
+  private val dataRoots = new ConcurrentHashMap[String, Either[String, String]]()
+  private val dataRootFailures = new ConcurrentHashMap[String, (Long, String)]()
+
+  /** The data root of the server at `url` ([[JumpgateClient.dataRoot]]), asked once per server and
+   *  kept for the life of the JVM (when spark.jumpgate.dataRoot is unset). A server that cannot be
+   *  reached is asked again after a few seconds, not on every scan of every plan. */
+  def serverDataRoot(url: String, timeoutMs: Long, token: Option[String]): Either[String, String] = {
+    val known = dataRoots.get(url)
+    if (known != null) return known
+    val now = System.currentTimeMillis()
+    val failed = dataRootFailures.get(url)
+    if (failed != null && now - failed._1 < RetryMs) return Left(failed._2)
+    JumpgateStats.dataRootLookup()
+    try {
+      val answer = apply(url, timeoutMs, token).dataRoot()
+      dataRoots.put(url, answer)
+      dataRootFailures.remove(url)
+      answer
+    } catch {
+      case NonFatal(e) =>
+        val why = s"cannot ask the server at $url: ${e.getMessage}"
+        dataRootFailures.put(url, (now, why))
+        Left(why)
+    }
+  }
+
+  /** Forget the servers' data roots (tests). */
+  def forgetDataRoots(): Unit = { dataRoots.clear(); dataRootFailures.clear() }
 }

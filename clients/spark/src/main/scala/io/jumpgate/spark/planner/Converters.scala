@@ -30,7 +30,7 @@ final class ConvertContext(val conf: JumpgateConf, val capabilities: Capabilitie
 /**
  * One small converter per Spark operator (the DataFusion Comet habit): given the node and its
  * already-converted children, it answers with a [[Frag]] (supported) or a [[Why]] (unsupported or
- * incompatible, with the reason EXPLAIN shows). See docs/spark.md, "Adding a new operator".
+ * incompatible, with the reason EXPLAIN shows). See docs/spark-design.md, "Adding a new operator".
  */
 trait OperatorConverter {
   /** The per-operator switch: spark.jumpgate.<key>.enabled */
@@ -65,7 +65,8 @@ object Converters {
 
 import Converters._
 
-/** File scans over JSON Lines, ORC and Parquet files under spark.jumpgate.dataRoot. */
+/** File scans over JSON Lines, ORC and Parquet files under the server's data root (spark.jumpgate.dataRoot,
+ *  or what the server says when that is unset). */
 object FileScanConverter extends OperatorConverter {
   val key = "scan"
   val operation = "read"
@@ -110,9 +111,9 @@ object FileScanConverter extends OperatorConverter {
       val opts = scan.relation.options.keySet.map(_.toLowerCase) -- FileSelectionOptions
       if (opts.nonEmpty) return Left(Why(s"JSON reader options ${opts.toSeq.sorted.mkString(", ")}"))
     }
-    val root = ctx.conf.dataRoot match {
-      case Some(r) => Paths.get(r).toAbsolutePath.normalize()
-      case None => return Left(Why(s"${JumpgateConf.DATA_ROOT} is not set"))
+    val root = ctx.conf.dataRootOrWhy match {
+      case Right(r) => Paths.get(r).toAbsolutePath.normalize()
+      case Left(why) => return Left(Why(why))
     }
     JumpgateStats.scanConverted()
     val files = try {
