@@ -57,4 +57,16 @@ apt_install openjdk-17-jdk-headless maven
 bash clients/spark/build.sh   # skips when the jar is newer than its sources
 # --- end of the Spark client's block -------------------------------------------------------------
 
+# --- Kubernetes test cluster (jumpgate/deploy/kube_fixture.py, tests/e2e/test_kube_cluster.py) ------
+# A real kube-apiserver and kube-controller-manager (v1.36.3), built from the Go module proxy by
+# scripts/kube-build.sh into ${JUMPGATE_KUBE_CACHE:-/var/cache/jumpgate/kube/v1.36.3}/bin (several
+# minutes on 2 cores the first time, nothing when built), over Debian's etcd. JUMPGATE_WITH_KUBE=0
+# leaves it out; when the build fails, setup goes on and the Kubernetes tests say they were skipped.
+if [ "${JUMPGATE_WITH_KUBE:-1}" != "0" ]; then
+  apt_install etcd-server openssl
+  bash scripts/kube-build.sh \
+    || echo "setup: no Kubernetes test cluster: building kube-apiserver failed (see above); its tests will be skipped"
+fi
+# --- end of the Kubernetes block -----------------------------------------------------------------
+
 echo "setup: ready (.venv)"

@@ -50,7 +50,7 @@ NETNS_DIR = Path("/run/netns")
 _sequence = itertools.count()
 
 
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+def run_ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     done = subprocess.run(["ip", *args], capture_output=True, text=True)
     if check and done.returncode != 0:
         raise RuntimeError(f"`ip {' '.join(args)}` failed: {done.stderr.strip() or done.returncode}")
@@ -73,14 +73,14 @@ def why_not() -> str | None:
              ("link", "add", f"{tag}v", "type", "veth", "peer", "name", f"{tag}p")]
     try:
         for step in steps:
-            done = _ip(*step, check=False)
+            done = run_ip(*step, check=False)
             if done.returncode != 0:
                 return f"`ip {' '.join(step)}` fails here: {done.stderr.strip()}"
         return None
     finally:
-        _ip("link", "del", f"{tag}v", check=False)
-        _ip("link", "del", f"{tag}b", check=False)
-        _ip("netns", "del", f"{tag}n", check=False)
+        run_ip("link", "del", f"{tag}v", check=False)
+        run_ip("link", "del", f"{tag}b", check=False)
+        run_ip("netns", "del", f"{tag}n", check=False)
 
 
 # ---------------------------------------------------------------------------- processes
@@ -155,7 +155,7 @@ def processes_in(names: Sequence[str]) -> dict[str, list[NsProcess]]:
     return out
 
 
-def _kill_all_in(netns: str, grace: float = 2.0) -> None:
+def kill_all_in(netns: str, grace: float = 2.0) -> None:
     """TERM every process of the namespace, then KILL what is left after `grace` seconds."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         procs = processes_in([netns])[netns]
@@ -189,31 +189,31 @@ def _leftover(name: str) -> bool:
     return m is not None and not _alive(int(m.group(1), 16))
 
 
-def _netns_names() -> list[str]:
-    return [line.split()[0] for line in _ip("netns", "list").stdout.splitlines() if line.strip()]
+def netns_names() -> list[str]:
+    return [line.split()[0] for line in run_ip("netns", "list").stdout.splitlines() if line.strip()]
 
 
-def _link_names() -> list[str]:
+def link_names() -> list[str]:
     # `ip -o link show` lines: "7: NAME@PEER: <...> ..." (the @PEER only for some kinds)
-    return [line.split(":")[1].strip().split("@")[0] for line in _ip("-o", "link", "show").stdout.splitlines()]
+    return [line.split(":")[1].strip().split("@")[0] for line in run_ip("-o", "link", "show").stdout.splitlines()]
 
 
 def sweep_leftovers() -> list[str]:
     """Remove the namespaces, links and bridges of earlier runs whose process is gone (a crash, a
     SIGKILL): each is named after its owner's pid. Returns what was removed."""
     removed = []
-    for ns in _netns_names():
+    for ns in netns_names():
         if _leftover(ns):
-            _kill_all_in(ns, grace=0.5)
-            _ip("netns", "del", ns, check=False)
+            kill_all_in(ns, grace=0.5)
+            run_ip("netns", "del", ns, check=False)
             removed.append(ns)
-    for link in _link_names():  # veth ends first (they hang on the bridge), then bridges
+    for link in link_names():  # veth ends first (they hang on the bridge), then bridges
         if _leftover(link) and not link.endswith("br"):
-            _ip("link", "del", link, check=False)
+            run_ip("link", "del", link, check=False)
             removed.append(link)
-    for link in _link_names():
+    for link in link_names():
         if _leftover(link):
-            _ip("link", "del", link, check=False)
+            run_ip("link", "del", link, check=False)
             removed.append(link)
     return removed
 
@@ -221,9 +221,9 @@ def sweep_leftovers() -> list[str]:
 # ---------------------------------------------------------------------------- the hosts
 
 
-def _used_subnets() -> set[ipaddress.IPv4Network]:
+def used_subnets() -> set[ipaddress.IPv4Network]:
     """The /24s of 10.213.0.0/16 that an address or route of this machine touches."""
-    text = _ip("-o", "-4", "addr", "show").stdout + _ip("-4", "route", "show", "table", "all").stdout
+    text = run_ip("-o", "-4", "addr", "show").stdout + run_ip("-4", "route", "show", "table", "all").stdout
     used = set()
     for word in re.findall(r"\b10\.213\.\d+\.\d+(?:/\d+)?", text):
         net = ipaddress.ip_network(word, strict=False)
@@ -231,10 +231,10 @@ def _used_subnets() -> set[ipaddress.IPv4Network]:
     return used
 
 
-def _owners_of(subnet: ipaddress.IPv4Network) -> set[str]:
+def owners_of(subnet: ipaddress.IPv4Network) -> set[str]:
     """Interfaces with an address in `subnet`."""
     out = set()
-    for line in _ip("-o", "-4", "addr", "show").stdout.splitlines():
+    for line in run_ip("-o", "-4", "addr", "show").stdout.splitlines():
         parts = line.split()
         addr = ipaddress.ip_interface(parts[3]).ip
         if addr in subnet:
@@ -311,23 +311,23 @@ class NetnsHosts:
     def _make_bridge(self) -> None:
         """The bridge and its address on the first free /24."""
         self._ip_made("link", self.bridge, "link", "add", self.bridge, "type", "bridge")
-        _ip("link", "set", self.bridge, "up")
+        run_ip("link", "set", self.bridge, "up")
         candidates = list(SUBNETS.subnets(new_prefix=24))[1:-1]
         start = os.getpid() % len(candidates)
         for subnet in candidates[start:] + candidates[:start]:
-            if subnet in _used_subnets():
+            if subnet in used_subnets():
                 continue
             address = f"{subnet.network_address + 1}/24"
-            _ip("addr", "add", address, "dev", self.bridge)
-            if _owners_of(subnet) == {self.bridge}:
+            run_ip("addr", "add", address, "dev", self.bridge)
+            if owners_of(subnet) == {self.bridge}:
                 self.subnet, self.client_address = subnet, str(subnet.network_address + 1)
                 return
-            _ip("addr", "del", address, "dev", self.bridge)  # a concurrent run took it meanwhile
+            run_ip("addr", "del", address, "dev", self.bridge)  # a concurrent run took it meanwhile
         raise RuntimeError(f"no free /24 in {SUBNETS}")
 
     def _ip_made(self, kind: str, name: str, *args: str) -> None:
         """Run `ip ARGS` that makes `name` and remember it for `close`."""
-        _ip(*args)
+        run_ip(*args)
         (self._made_netns if kind == "netns" else self._made_links).append(name)
 
     def _make_host(self, i: int, name: str, client_public: str) -> NetnsHost:
@@ -336,12 +336,12 @@ class NetnsHosts:
         address = str(self.subnet.network_address + 2 + i)
         self._ip_made("netns", netns, "netns", "add", netns)
         self._ip_made("link", outer, "link", "add", outer, "type", "veth", "peer", "name", inner)
-        _ip("link", "set", inner, "netns", netns)
-        _ip("link", "set", outer, "master", self.bridge)
-        _ip("link", "set", outer, "up")
-        _ip("-n", netns, "link", "set", "lo", "up")  # NCAs of one host talk to each other here too
-        _ip("-n", netns, "addr", "add", f"{address}/24", "dev", inner)
-        _ip("-n", netns, "link", "set", inner, "up")
+        run_ip("link", "set", inner, "netns", netns)
+        run_ip("link", "set", outer, "master", self.bridge)
+        run_ip("link", "set", outer, "up")
+        run_ip("-n", netns, "link", "set", "lo", "up")  # NCAs of one host talk to each other here too
+        run_ip("-n", netns, "addr", "add", f"{address}/24", "dev", inner)
+        run_ip("-n", netns, "link", "set", inner, "up")
         home = self.work / name
         data_root = home / "data"
         data_root.mkdir(parents=True, exist_ok=True)
@@ -356,13 +356,13 @@ class NetnsHosts:
             if host.proc is not None:
                 sshd_fixture.stop_process(host.proc)
         for ns in self._made_netns:
-            _kill_all_in(ns)
-            _ip("netns", "del", ns, check=False)
+            kill_all_in(ns)
+            run_ip("netns", "del", ns, check=False)
         for link in reversed(self._made_links):  # veths, then the bridge
-            if link in _link_names():
-                _ip("link", "del", link, check=False)
-        left = [n for n in _netns_names() if n in self._made_netns] + \
-               [n for n in _link_names() if n in self._made_links]
+            if link in link_names():
+                run_ip("link", "del", link, check=False)
+        left = [n for n in netns_names() if n in self._made_netns] + \
+               [n for n in link_names() if n in self._made_links]
         self._made_netns, self._made_links = [], []
         if left:
             raise RuntimeError(f"could not remove {', '.join(left)}")
