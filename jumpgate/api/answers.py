@@ -195,6 +195,12 @@ class Node(Answer):
     ncas_running: int
     data_root: str | None = Field(None, description="Where the node sees the files of reads (the Spark plugin "
                                                     "takes it when not configured).")
+    reach: str | None = Field(None, description="How the server reaches it: local, ssh or kubernetes.")
+    pod: str | None = Field(None, description="A kubernetes node's pod (its name is the node's).")
+    namespace: str | None = Field(None, description="A kubernetes node's namespace.")
+    source: dict[str, Any] | None = Field(None, description="A kubernetes node's source of nodes: its watch's "
+                                                             "state (watching, unreachable, unauthorized, "
+                                                             "forbidden, error) and reason.")
 
 
 class Health(Answer):
@@ -205,6 +211,9 @@ class Health(Answer):
     nodes: list[str]
     ncas_running: int
     ncas_warm: list[int] = Field(description="Process ids of the warm spares.")
+    node_sources: list[dict[str, Any]] | None = Field(
+        None, description="The inventory's Kubernetes sources of nodes: namespace, label selector, API server, "
+                          "state, reason and pods (docs/deploy.md, \"Kubernetes\").")
 
 
 # --- what each route documents -------------------------------------------------------------------

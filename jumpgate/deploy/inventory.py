@@ -15,6 +15,11 @@ nodes:
     reach: ssh
     ssh: {host: 10.0.0.12, port: 22, user: jumpgate, key_file: /etc/jumpgate/id_ed25519,
           known_hosts: /etc/jumpgate/known_hosts}
+kubernetes:            # optional, beside or instead of `nodes`: agent pods found through the API server
+  - namespace: jumpgate
+    label_selector: app.kubernetes.io/name=jumpgate-agent
+    agent_port: 7070
+    secret_file: /etc/jumpgate/agent/secret
 ```
 
 The file is validated as a whole before the server starts, with pydantic; every problem names the
@@ -23,6 +28,7 @@ it always was.
 """
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import os
 from pathlib import Path
@@ -124,16 +130,62 @@ class NodeSpec(BaseModel):
         return value
 
 
+class KubernetesSource(BaseModel):
+    """Nodes found through a Kubernetes API server: each Ready pod that `label_selector` selects in
+    `namespace` is a node whose agent listens at podIP:agent_port (deploy/kube_source.py,
+    docs/deploy.md "Kubernetes")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    namespace: str = Field(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    label_selector: str = Field(min_length=1)
+    # An admin's or a service account's kubeconfig; absent: the pod's own service account
+    # (in-cluster config), as the server runs in the cluster.
+    kubeconfig: str | None = None
+    agent_port: int = Field(default=7070, ge=1, le=65535)
+    # The agents' shared secret (the Secret the DaemonSet mounts): the server proves it knows it.
+    secret_file: str
+    lease_s: float = Field(default=10.0, ge=1, le=600)
+    connect_timeout: float = Field(default=5.0, gt=0, le=120)
+    # The data root of a pod that has no `jumpgate.io/data-root` annotation; default: the server's.
+    data_root: str | None = None
+
+    @model_validator(mode="after")
+    def _client_installed(self) -> KubernetesSource:
+        if importlib.util.find_spec("kubernetes") is None:
+            raise ValueError("a `kubernetes` source needs the kubernetes client: pip install 'jumpgate[kubernetes]'")
+        return self
+
+    @field_validator("secret_file", "kubeconfig")
+    @classmethod
+    def _readable(cls, value: str | None) -> str | None:
+        # Read at start, so that a typo stops the server now rather than every pod's handshake later.
+        if value is not None and not os.access(value, os.R_OK):
+            raise ValueError(f"{value!r} is not a readable file")
+        return value
+
+
 class Inventory(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    nodes: tuple[NodeSpec, ...] = Field(min_length=1)
+    nodes: tuple[NodeSpec, ...] | None = Field(default=None, min_length=1)
+    kubernetes: tuple[KubernetesSource, ...] | None = Field(default=None, min_length=1)
+
+    @property
+    def static_nodes(self) -> tuple[NodeSpec, ...]:
+        return self.nodes or ()
+
+    @property
+    def sources(self) -> tuple[KubernetesSource, ...]:
+        return self.kubernetes or ()
 
     @model_validator(mode="after")
     def _unique(self) -> Inventory:
+        if self.nodes is None and self.kubernetes is None:
+            raise ValueError("an inventory needs `nodes`, `kubernetes` (sources of nodes), or both")
         for what in ("name", "address"):
             seen: set[str] = set()
-            for i, node in enumerate(self.nodes):
+            for i, node in enumerate(self.static_nodes):
                 value = getattr(node, what)
                 if value in seen:
                     raise ValueError(f"nodes[{i}].{what}: {value!r} is used by another node")

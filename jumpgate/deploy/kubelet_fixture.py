@@ -440,8 +440,8 @@ class _Node:
     def remove_pod_netns(self, netns: str) -> None:
         self.harness.remove_pod_netns(netns)
 
-    def claim_path(self, path: Path, is_dir: bool) -> None:
-        self.harness.claim_path(path, is_dir)
+    def claim_path(self, path: Path, is_dir: bool) -> bool:
+        return self.harness.claim_path(path, is_dir)
 
     def release_paths(self, paths: list[Path]) -> None:
         self.harness.release_paths(paths)
@@ -896,16 +896,21 @@ class KubeletHarness:
         with self._paths_lock:
             self._slots.append(slot)  # last in line: an address is not reused at once
 
-    def claim_path(self, path: Path, is_dir: bool) -> None:
-        """Make a mountPath that does not exist on this machine, for as long as a Pod uses it."""
+    def claim_path(self, path: Path, is_dir: bool) -> bool:
+        """Make a mountPath that does not exist on this machine, for as long as a Pod uses it; one
+        made for other Pods is counted as this Pod's too. False: the path is the machine's own
+        (nothing to release)."""
         with self._paths_lock:
             if path not in self._paths:
+                if path.exists():
+                    return False
                 made = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.mkdir() if is_dir else path.touch()
                 self._paths[path] = (0, made)
             users, made = self._paths[path]
             self._paths[path] = (users + 1, made)
+            return True
 
     def release_paths(self, paths: list[Path]) -> None:
         """A Pod is done with these mountPaths: remove what was made for them once no Pod uses them."""

@@ -110,7 +110,7 @@ class PodHost(Protocol):
 
     def make_pod_netns(self, key: str) -> tuple[str, str]: ...  # (netns, address)
     def remove_pod_netns(self, netns: str) -> None: ...
-    def claim_path(self, path: Path, is_dir: bool) -> None: ...  # create a missing mountPath
+    def claim_path(self, path: Path, is_dir: bool) -> bool: ...  # a missing mountPath (True: made for Pods)
     def release_paths(self, paths: list[Path]) -> None: ...
     def probe_timing(self, seconds: float) -> float: ...
     def log(self, text: str) -> None: ...
@@ -525,8 +525,10 @@ class PodRun:
                 lines.append(f"mount --bind {shlex.quote(str(self.dir / name))} /etc/{name}")
         for src, dst, ro in mounts:
             is_dir = src.is_dir()
-            if not dst.exists():
-                self.host.claim_path(dst, is_dir)
+            # Claimed once per Pod (not per container start), and also when another Pod's claim made
+            # it: the last Pod using a made path removes it, which would lazily unmount it in the
+            # mount namespaces of the Pods still bound there.
+            if dst not in self._claimed and self.host.claim_path(dst, is_dir):
                 self._claimed.append(dst)
             lines.append(f"mount --bind {shlex.quote(str(src))} {shlex.quote(str(dst))}")
             if ro:

@@ -60,12 +60,30 @@ class HostCores:
     """The resource view of a deployment: a `CoreManager` per host. A job's demand is per host
     (its placed instances, stage by stage); it is granted on every host or on none."""
 
-    def __init__(self, hosts: Sequence[Host], capacity: int | None = None) -> None:
-        if not hosts:
+    def __init__(self, hosts: Sequence[Host], capacity: int | None = None, *, dynamic: bool = False) -> None:
+        """`dynamic`: hosts come and go (`sync`), so there may be none for a while."""
+        if not hosts and not dynamic:
             raise ValueError("a deployment needs at least one host")
         self.hosts = list(hosts)
+        self.capacity = capacity
         self._cores = {h.name: CoreManager(capacity or h.cores) for h in hosts}
         self._lock = threading.Lock()
+
+    def sync(self, hosts: Sequence[Host]) -> None:
+        """The deployment's hosts now (nodes that came and went, deploy/kube_source.py): a new one
+        is counted from now on; one that is gone is forgotten once no job holds its cores (a job
+        that ran there releases them when it ends, failed)."""
+        with self._lock:
+            names = {h.name for h in hosts}
+            for h in hosts:
+                manager = self._cores.get(h.name)
+                if manager is None or manager.capacity != (self.capacity or h.cores) and not manager.snapshot()["used"]:
+                    self._cores[h.name] = CoreManager(self.capacity or h.cores)
+            for name in [n for n in self._cores if n not in names]:
+                if not self._cores[name].snapshot()["used"]:
+                    del self._cores[name]
+            known = {h.name for h in self.hosts}
+            self.hosts = [h for h in self.hosts if h.name in names] + [h for h in hosts if h.name not in known]
 
     def acquire(self, job_id: str, demand: dict[str, list[int]]) -> None:
         """Lease each host's demand (its stages' cores) for `job_id`; NoResources naming the
@@ -90,21 +108,27 @@ class HostCores:
                 raise
 
     def release(self, job_id: str) -> None:
-        for manager in self._cores.values():
+        for manager in self._managers():
             manager.release(job_id)
+
+    def _managers(self) -> list[CoreManager]:
+        with self._lock:
+            return list(self._cores.values())
 
     @property
     def free(self) -> int:
         """Cores free on all hosts together."""
-        return sum(m.free for m in self._cores.values())
+        return sum(m.free for m in self._managers())
 
     @property
     def most_free(self) -> int:
         """The most cores free on any one host (the budget of a stage's thread assignment)."""
-        return max(m.free for m in self._cores.values())
+        return max((m.free for m in self._managers()), default=0)
 
     def snapshot(self) -> dict:
-        return {name: m.snapshot() for name, m in self._cores.items()}
+        with self._lock:
+            cores = dict(self._cores)
+        return {name: m.snapshot() for name, m in cores.items()}
 
 
 # ------------------------------------------------------------------ named pools (ResourceRequest.pools)

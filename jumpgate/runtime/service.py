@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..compiler.compile import compile_plan
-from ..contract.errors import JobStateError, RequestError, UnknownJob
+from ..contract.errors import JobStateError, NoResources, RequestError, UnknownJob
 from ..dataflow.limits import RequestLimits
 from ..dataflow.request import parse_request
 from ..dataflow.storage import LocalStorage, Storage
@@ -144,12 +144,15 @@ class JumpgateService:
         # where reads' paths are resolved: the nodes' data roots, or this machine's
         self.storage: Storage = (self.deployer.storage(self.data_root) if isinstance(self.deployer, FleetDeployer)
                                  else LocalStorage(self.data_root))
-        if not self.deployer.hosts():
+        # Nodes of Kubernetes sources come and go while the server runs (deploy/kube_source.py):
+        # then no node may be up yet, and the resource view follows the nodes at each compile.
+        self.dynamic = isinstance(self.deployer, FleetDeployer) and self.deployer.dynamic
+        if not self.deployer.hosts() and not self.dynamic:
             raise NoNodeUp("no node is up: " + "; ".join(f"{h.name}: {why}" for h, _, why in
                                                              self.deployer.node_states()))
         # Every node the deployer knows, up or not: a down node that comes back is counted at once.
         self.all_hosts = [h for h, _, _ in self.deployer.node_states()]
-        self.cores = HostCores(self.all_hosts, settings.cores)
+        self.cores = HostCores(self.all_hosts, settings.cores, dynamic=self.dynamic)
         self.access = Access(TokenFile(settings.tokens) if settings.tokens else None, self._reserved,
                              self._data_roots, settings.send_allow)
         self.queue = RunQueue(self.cores, self._limits, settings.queue_max_wait_s)
@@ -176,13 +179,15 @@ class JumpgateService:
         first (Forbidden, 403), sends from `source` (the request's address) allowed by default."""
         timeline = Timeline()
         t = time.monotonic_ns()
+        self._current_nodes()  # first: without nodes, every file would seem missing
         plan = self.access.admit(parse_request(body, self.storage, self.settings.limits), who, source)
         t_parse = time.monotonic_ns()
         # Thread counts follow the cores free now; the job's demand is checked again at execute.
-        states = self.deployer.node_states()
+        states = self._current_nodes()
+        up = [h for h, state, _ in states if state == "up"]
         pipeline = compile_plan(plan, self.registry.all(), capacity_check=self.capacity_check,
                                 op_paths=plan.op_paths, thread_budget=max(1, self.cores.most_free),
-                                hosts=[h for h, state, _ in states if state == "up"])
+                                hosts=up)
         processes = sum(1 for n in pipeline.ncas if n.host is not None)
         if processes > self.settings.max_ncas_per_job:
             raise RequestError(f"the request needs {processes} NCA processes; this server runs at most "
@@ -222,6 +227,12 @@ class JumpgateService:
         if not isinstance(job, Job) or job.state is not JobState.COMPILED:  # a stored job never runs
             raise JobStateError(f"job {job_id} is {job.state.value}; only a compiled job can execute",
                                 state=job.state.value)
+        if self.dynamic:  # a node may have gone since the compile (deploy/kube_source.py)
+            up = {h.name for h, state, _ in self.deployer.node_states() if state == "up"}
+            gone = sorted({n.host for n in job.pipeline.ncas if n.host is not None} - up)
+            if gone:
+                raise NoResources(f"no resources: the job was placed on {', '.join(gone)}, no longer up; "
+                                  "submit it again")
         self.store.transition(job, JobState.RUNNING, (JobState.COMPILED,))
         runner = JobRunner(job, self.store, self.registry, self.deployer, self.cache_dir, self.work_root,
                            on_finish=self._finished, stall_timeout=self.settings.stall_timeout_s,
@@ -229,9 +240,34 @@ class JumpgateService:
         job.runner = runner
         # Runs now if its cores are free and its tenant under its limits, else waits its turn
         # (runtime/queue.py): `running` to the client either way, the status says which.
-        self.queue.enter(Waiting(job.id, job.tenant, cores_by_host(job.pipeline, self.all_hosts[0].name),
+        self.queue.enter(Waiting(job.id, job.tenant, cores_by_host(job.pipeline, self.default_host()),
                                  start=runner.start, fail=lambda message: self._fail_waiting(job, message)))
         return job
+
+    def _current_nodes(self) -> list[tuple]:
+        """The nodes now, the resource view following them; with nodes that come and go, a 503
+        saying why when none is up."""
+        states = self.deployer.node_states()
+        if self.dynamic:
+            self.all_hosts = [h for h, _, _ in states]
+            self.cores.sync(self.all_hosts)
+            if not any(state == "up" for _, state, _ in states):
+                raise NoResources("no resources: no node is up" + "".join(
+                    f"; {h.name}: {why}" for h, _, why in states) + self._sources_said())
+        return states
+
+    def default_host(self) -> str:
+        """Where instances placed on no host (a switch's driver) are counted: the first node."""
+        hosts = self.all_hosts or [h for h, _, _ in self.deployer.node_states()]
+        return hosts[0].name if hosts else "-"
+
+    def node_sources(self) -> list[dict]:
+        """The inventory's Kubernetes sources: each one's API server, state and reason."""
+        return self.deployer.source_states() if isinstance(self.deployer, FleetDeployer) else []
+
+    def _sources_said(self) -> str:
+        troubled = [s for s in self.node_sources() if s["state"] != "watching"]
+        return "".join(f"; node source {s['namespace']} is {s['state']}: {s['reason']}" for s in troubled)
 
     def _fail_waiting(self, job: Job, message: str) -> None:
         job.error = {"message": message, "queued": True}
@@ -277,6 +313,8 @@ class JumpgateService:
     def nodes(self) -> list[dict]:
         """Each host of the deployment with its state, its cores in use, the NCAs running on it
         and its data root as the node sees it (GET /v1/nodes)."""
+        if self.dynamic:  # a node that came since the last compile is counted at once
+            self.cores.sync([h for h, _, _ in self.deployer.node_states()])
         cores = self.cores.snapshot()
         running: dict[str, int] = {}
         for channel in self.deployer.running():
@@ -308,8 +346,12 @@ class JumpgateService:
         """GET /v1/health: liveness, cores in use per node and job, NCA processes running and
         kept warm. No data root: anyone may ask this (Prometheus does, without a token), and
         where the files are is for the callers GET /v1/nodes admits."""
-        return {"status": "ok", "cores": self.cores.snapshot(), "nodes": [h.name for h in self.deployer.hosts()],
-                "ncas_running": len(self.deployer.running()), "ncas_warm": self.deployer.spares()}
+        out = {"status": "ok", "cores": self.cores.snapshot(), "nodes": [h.name for h in self.deployer.hosts()],
+               "ncas_running": len(self.deployer.running()), "ncas_warm": self.deployer.spares()}
+        sources = self.node_sources()
+        if sources:  # a watch lost or refused shows here and on GET /v1/nodes' pods
+            out["node_sources"] = sources
+        return out
 
     def status(self, job_id: str, who: Principal = LOCAL) -> Job:
         job = self.store.get(job_id)

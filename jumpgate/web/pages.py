@@ -165,7 +165,8 @@ def router(service: JumpgateService) -> APIRouter:
         listed = await run_in_threadpool(listing, who, _number(q.get("page"), 1, 1, 1 << 30),
                                          _number(q.get("per"), PAGE_JOBS, 1, MAX_PER_PAGE),
                                          q.get("dry", "") in ("1", "true", "yes", "on"))
-        return page("jobs.html", who, **listed, ncas=service.registry.describe(), nodes=service.nodes())
+        return page("jobs.html", who, **listed, ncas=service.registry.describe(), nodes=service.nodes(),
+                    node_sources=service.node_sources())
 
     def live_values(j: Job | StoredJob, status: dict) -> dict:
         """What the live part of a job's page shows (templates/live.html), refreshed while the

@@ -244,3 +244,32 @@ def test_old_job_directories_are_swept_and_busy_ones_kept(tmp_path):
     os.utime(old, (time.time() - 7200, time.time() - 7200))
     assert agent.sweep_work() == ["job-old"]
     assert not old.exists() and fresh.exists()
+
+
+def test_a_pod_deployer_reaches_the_agent_directly_and_is_retired_with_a_reason(agent, tmp_path):
+    """The Kubernetes pod deployer (deploy/kube_pod.py): a TCP connection to the agent's address
+    and the secret's handshake, then the shared agent-facing code (deploy/agent_deployer.py); a
+    wrong secret is a down node with the reason; retiring the pod ends its NCAs, and what a job
+    then reads of them names the node and why."""
+    from jumpgate.deploy.kube_pod import KubePodDeployer
+
+    _, secret, port, _ = agent
+    host = Host("agent-x", "127.0.0.1", 2)
+    wrong = KubePodDeployer(host, "agent-x", "jg", port, b"not-the-secret", connect_timeout=2)
+    try:
+        assert wrong.state == "down" and wrong.reason.startswith("pod jg/agent-x: node agent-x"), wrong.reason
+        assert wrong.hosts() == [host] and wrong.running() == []
+    finally:
+        wrong.shutdown()
+    pod = KubePodDeployer(host, "agent-x", "jg", port, secret, connect_timeout=2)
+    try:
+        assert (pod.state, pod.reason, pod.control_ports()) == ("up", "", [port])
+        proc = pod.start(host, [pod.ship(host, cat_like(tmp_path))], tmp_path / "job9", "nca0")
+        events = proc.events()
+        assert next(events) == b"ready\n" and pod.running() == [proc]
+        pod.retire("was removed: pod jg/agent-x was deleted")
+        assert list(events) == [] and wait_gone(proc.pid, 5)
+        assert pod.log_tail(proc) == "node agent-x was removed: pod jg/agent-x was deleted"
+        assert pod.state == "down" and not pod.connect()  # retired for good
+    finally:
+        pod.shutdown()

@@ -113,3 +113,50 @@ def test_cpu_lists_read_and_write_as_linux_writes_them(text, cpus):
     assert parse_cpulist(text) == cpus
     assert parse_cpulist(format_cpulist(cpus)) == cpus
     assert format_cpulist((0, 1, 2, 3, 6)) == "0-3,6"
+
+
+# ---------------------------------------------------------------------------- kubernetes sources
+
+
+def kube_inventory(tmp_path: Path, source: str, nodes: str = "") -> Path:
+    (tmp_path / "secret").write_text("s3cret\n")
+    return write(tmp_path, nodes + "kubernetes:\n  - " + source.replace("SECRET", str(tmp_path / "secret")) + "\n")
+
+
+def test_a_kubernetes_source_beside_or_instead_of_nodes(tmp_path):
+    inv = load_inventory(kube_inventory(tmp_path, "{namespace: jumpgate, label_selector: app=agent, "
+                                                  "secret_file: SECRET}"))
+    assert inv.static_nodes == () and inv.nodes is None
+    (source,) = inv.sources
+    assert (source.namespace, source.label_selector, source.agent_port, source.kubeconfig, source.lease_s) == \
+        ("jumpgate", "app=agent", 7070, None, 10.0)
+    both = load_inventory(kube_inventory(tmp_path, "{namespace: a, label_selector: x=y, secret_file: SECRET, "
+                                                   "agent_port: 7100}",
+                                         nodes="nodes:\n  - {name: a, address: 127.0.0.2, cores: 1}\n"))
+    assert [n.name for n in both.static_nodes] == ["a"] and both.sources[0].agent_port == 7100
+
+
+@pytest.mark.parametrize("source, message", [
+    ("{namespace: Jumpgate, label_selector: a=b, secret_file: SECRET}", r"kubernetes\[0\]\.namespace: String should match"),
+    ("{namespace: j, label_selector: '', secret_file: SECRET}", r"kubernetes\[0\]\.label_selector: String should have at least"),
+    ("{namespace: j, label_selector: a=b}", r"kubernetes\[0\]\.secret_file: Field required"),
+    ("{namespace: j, label_selector: a=b, secret_file: /nonexistent/secret}",
+     r"kubernetes\[0\]\.secret_file: '/nonexistent/secret' is not a readable file"),
+    ("{namespace: j, label_selector: a=b, secret_file: SECRET, kubeconfig: /nonexistent/kc}",
+     r"kubernetes\[0\]\.kubeconfig: '/nonexistent/kc' is not a readable file"),
+    ("{namespace: j, label_selector: a=b, secret_file: SECRET, agent_port: 70000}",
+     r"kubernetes\[0\]\.agent_port: Input should be less than or equal to 65535"),
+    ("{namespace: j, label_selector: a=b, secret_file: SECRET, watch: true}", r"kubernetes\[0\]\.watch: Extra inputs"),
+])
+def test_each_problem_of_a_kubernetes_source_names_its_field(tmp_path, source, message):
+    path = kube_inventory(tmp_path, source)
+    with pytest.raises(InventoryError, match=message) as e:
+        load_inventory(path)
+    assert str(path) in str(e.value)
+
+
+def test_an_inventory_needs_nodes_or_a_source(tmp_path):
+    with pytest.raises(InventoryError, match="an inventory needs `nodes`, `kubernetes`"):
+        load_inventory(write(tmp_path, "{}\n"))
+    with pytest.raises(InventoryError, match=r"kubernetes: Tuple should have at least 1 item"):
+        load_inventory(write(tmp_path, "kubernetes: []\n"))
