@@ -6,7 +6,6 @@ raise past these handlers (a bug answers 500 with a message, and the service kee
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from contextlib import asynccontextmanager
@@ -19,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..contract.errors import JumpgateError, PayloadTooLarge, RequestError
-from ..runtime.jobs import Job
+from ..runtime.jobs import Job, until_done
 from ..runtime.service import JumpgateService
 from ..tenancy.tokens import Principal, bearer
 from ..web.pages import router as pages_router
@@ -72,23 +71,6 @@ def _caller(request: Request) -> Principal:
 
 
 Who = Annotated[Principal, Depends(_caller)]
-
-
-async def _until_done(job: Job, timeout: float) -> None:
-    """Wait for the job's end without a thread: a long poll is a future the job's end resolves,
-    so any number of idle waits cost the server nothing (threads are for work)."""
-    loop = asyncio.get_running_loop()
-    ended = loop.create_future()
-
-    def wake() -> None:
-        loop.call_soon_threadsafe(lambda: ended.done() or ended.set_result(None))
-    job.on_done(wake)
-    try:
-        await asyncio.wait_for(ended, timeout)
-    except TimeoutError:
-        pass
-    finally:
-        job.forget(wake)
 
 
 def compile_answer(job: Job) -> dict:
@@ -170,7 +152,7 @@ def create_app(service: JumpgateService, metrics: bool = True) -> FastAPI:
         clients learn of the end at once instead of polling."""
         job = service.view(job_id, who)  # a live job, or a recorded one (never waited for: it cannot change)
         if isinstance(job, Job) and wait > 0 and not job.state.terminal:
-            await _until_done(job, min(wait, 30.0))
+            await until_done(job, min(wait, 30.0))
         answer = job.status_json()
         queued = service.queue.position(job.id)
         if queued is not None:  # running, but still waiting for cores (runtime/queue.py)

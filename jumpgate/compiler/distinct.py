@@ -32,6 +32,7 @@ from ..dataflow.plan import (
     LogicalPlan,
     NamedExpr,
     Project,
+    fresh_name,
 )
 from ..dataflow.typecheck import bind
 
@@ -65,21 +66,12 @@ def expand_distinct(plan: LogicalPlan, op_paths: Mapping[str, str] | None = None
     return out, (None if op_paths is None else given_paths)
 
 
-def _fresh(name: str, taken: set[str]) -> str:
-    out, n = name, 1
-    while out in taken:
-        n += 1
-        out = f"{name}{n}"
-    taken.add(out)
-    return out
-
-
 def _rewrite(op: Aggregate, out_schema: Schema, taken_ops: set[str]) -> list[tuple[object, Schema]]:
     assert op.mode is AggMode.COMPLETE
     value = next(c.expr for c in op.aggregates if c.distinct)
     assert value is not None and all(c.expr == value for c in op.aggregates if c.distinct)
     columns = {g.name for g in op.group_by} | {c.name for c in op.aggregates}
-    value_name = _fresh("distinct_value", columns)
+    value_name = fresh_name("distinct_value", columns)
 
     # 1. by the keys and the value, with the others' partial states
     inner_calls: list[AggregateCall] = []
@@ -89,7 +81,7 @@ def _rewrite(op: Aggregate, out_schema: Schema, taken_ops: set[str]) -> list[tup
         if c.distinct:
             continue
         if c.fn is AggFn.AVG:
-            parts = (_fresh(c.name + "__sum", columns), _fresh(c.name + "__count", columns))
+            parts = (fresh_name(c.name + "__sum", columns), fresh_name(c.name + "__count", columns))
             inner_calls += [AggregateCall(parts[0], AggFn.SUM, c.expr), AggregateCall(parts[1], AggFn.COUNT, c.expr)]
         else:
             parts = (c.name,)
@@ -98,7 +90,7 @@ def _rewrite(op: Aggregate, out_schema: Schema, taken_ops: set[str]) -> list[tup
     inner_fields += [Field(c.name, result_type(c.fn, c.expr.type if c.expr is not None else None))
                      for c in inner_calls]
     inner_schema = Schema(tuple(inner_fields))
-    inner_name = _fresh(f"{op.name}__distinct", taken_ops)
+    inner_name = fresh_name(f"{op.name}__distinct", taken_ops)
     inner = Aggregate(inner_name, op.input, (*op.group_by, NamedExpr(value_name, value)), tuple(inner_calls))
 
     # 2. by the keys: the DISTINCT aggregates over the value, the others merged
@@ -134,7 +126,7 @@ def _rewrite(op: Aggregate, out_schema: Schema, taken_ops: set[str]) -> list[tup
             exprs[i] = Func("coalesce", (Column(c.name), Literal(0)))
     if outer_schema == out_schema and all(isinstance(e, Column) for e in exprs):
         return [(inner, inner_schema), (Aggregate(op.name, InputRef(inner_name), groups, tuple(outer_calls)), out_schema)]
-    outer_name = _fresh(f"{op.name}__merge", taken_ops)
+    outer_name = fresh_name(f"{op.name}__merge", taken_ops)
     outer = Aggregate(outer_name, InputRef(inner_name), groups, tuple(outer_calls))
     columns_out = tuple(NamedExpr(n, _bound(e, outer_schema, f, op.name))
                         for n, e, f in zip(finish, exprs, out_schema.fields, strict=True))

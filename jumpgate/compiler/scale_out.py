@@ -68,6 +68,7 @@ from ..dataflow.plan import (
     NamedExpr,
     Project,
     Shuffle,
+    fresh_name,
     inputs_of,
 )
 from ..nca.deployment import Host
@@ -191,7 +192,7 @@ def split_aggregates(plan: LogicalPlan, names: Sequence[str]) -> tuple[LogicalPl
             ops.append(op)
             continue
         assert isinstance(op, Aggregate) and op.mode is AggMode.COMPLETE
-        partial_name = _fresh(f"{op.name}_partial", taken)
+        partial_name = fresh_name(f"{op.name}_partial", taken)
         state = _partial_schema(op, plan.op_paths.get(op.name))
         ops += [replace(op, name=partial_name, mode=AggMode.PARTIAL), _final(op, partial_name, state)]
         schemas[partial_name] = state
@@ -199,15 +200,6 @@ def split_aggregates(plan: LogicalPlan, names: Sequence[str]) -> tuple[LogicalPl
         if op.name in paths:
             paths[partial_name] = paths[op.name]
     return LogicalPlan(plan.name, tuple(ops), schemas, paths), halves
-
-
-def _fresh(name: str, taken: set[str]) -> str:
-    out, n = name, 1
-    while out in taken:
-        n += 1
-        out = f"{name}{n}"
-    taken.add(out)
-    return out
 
 
 def _partial_schema(op: Aggregate, path: str | None) -> Schema:

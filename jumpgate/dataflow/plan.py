@@ -202,3 +202,14 @@ class LogicalPlan:
 
     def input_schema(self, ref: InputRef) -> Schema:
         return self.schemas[ref.op]
+
+
+def fresh_name(name: str, taken: set[str]) -> str:
+    """`name`, or `name2`, `name3`, ... : the first not in `taken`, which it joins (the names of
+    operations and columns the compiler adds when it rewrites a plan)."""
+    out, n = name, 1
+    while out in taken:
+        n += 1
+        out = f"{name}{n}"
+    taken.add(out)
+    return out

@@ -1,6 +1,7 @@
 """Jobs and the job store (contract §4 states: compiled, running, succeeded, failed, cancelled)."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -176,3 +177,21 @@ class JobStore:
         finished = [j for j in self._jobs.values() if j.state.terminal]
         for job in finished[: max(0, len(finished) - self.keep)]:
             self._jobs.pop(job.id, None)
+
+
+async def until_done(job: Job, timeout: float) -> None:
+    """Wait for the job's end, or `timeout` seconds, without holding a thread: a future the job's
+    end resolves, so any number of idle waits (the REST API's long polls, the pages' live part)
+    cost the server nothing (threads are for work)."""
+    loop = asyncio.get_running_loop()
+    ended = loop.create_future()
+
+    def wake() -> None:
+        loop.call_soon_threadsafe(lambda: ended.done() or ended.set_result(None))
+    job.on_done(wake)
+    try:
+        await asyncio.wait_for(ended, timeout)
+    except TimeoutError:
+        pass
+    finally:
+        job.forget(wake)

@@ -9,7 +9,6 @@ REST API takes only a bearer token, never the pages' cookie, so the page cannot 
 """
 from __future__ import annotations
 
-import asyncio
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ..contract.errors import Unauthorized, UnknownJob
 from ..runtime.jobdb import JobSummary, StoredJob
-from ..runtime.jobs import Job, JobState
+from ..runtime.jobs import Job, JobState, until_done
 from ..runtime.service import JumpgateService
 from ..tenancy.tokens import Principal
 from . import jobview
@@ -71,22 +70,6 @@ def _number(value: str | None, default: int, low: int, high: int) -> int:
         return min(high, max(low, int(value))) if value is not None else default
     except ValueError:
         return default
-
-
-async def _until_done(job: Job, timeout: float) -> None:
-    """Wait for the job's end, or `timeout`, without holding a thread (as the REST API's long poll)."""
-    loop = asyncio.get_running_loop()
-    ended = loop.create_future()
-
-    def wake() -> None:
-        loop.call_soon_threadsafe(lambda: ended.done() or ended.set_result(None))
-    job.on_done(wake)
-    try:
-        await asyncio.wait_for(ended, timeout)
-    except TimeoutError:
-        pass
-    finally:
-        job.forget(wake)
 
 
 def router(service: JumpgateService) -> APIRouter:
@@ -225,7 +208,7 @@ def router(service: JumpgateService) -> APIRouter:
         except ValueError:
             wait = LIVE_WAIT_S
         if isinstance(j, Job) and wait > 0 and not j.state.terminal:
-            await _until_done(j, wait)
+            await until_done(j, wait)
         status = j.status_json()
         html = _env.get_template("live.html").render(job=status, **live_values(j, status))
         return HTMLResponse(html, headers={"Cache-Control": "no-store"})
