@@ -22,9 +22,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 class LocalServer:
     def __init__(self, data_root: Path, cache_dir: Path | None = None, log_path: Path | None = None,
                  cores: int | None = None, extra_args: list[str] | None = None, ready_timeout: float = 60,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, wrapper: list[str] | None = None) -> None:
         """`env` adds to (or overrides) the environment the server inherits, e.g. a setting
-        that offers an NCA (JUMPGATE_SWITCH_MODEL=1)."""
+        that offers an NCA (JUMPGATE_SWITCH_MODEL=1); `wrapper` is a command line the server's
+        runs under (it ends by exec-ing its arguments), e.g. one entering a mount namespace."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         exe = Path(sys.executable).with_name("jumpgate")
@@ -34,7 +35,7 @@ class LocalServer:
             argv += ["--cache-dir", str(cache_dir)]
         if cores is not None:
             argv += ["--cores", str(cores)]
-        argv += extra_args or []
+        argv = [*(wrapper or []), *argv, *(extra_args or [])]
         self.log_path = log_path
         self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,

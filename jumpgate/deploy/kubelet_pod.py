@@ -165,6 +165,7 @@ class PodRun:
         spec = pod["spec"]
         self.host_network = bool(spec.get("hostNetwork"))
         self.netns = ""
+        self._netns_removed = False
         self.ip = ""
         self.init_containers = [Container(c, init=True) for c in spec.get("initContainers") or []]
         self.containers = [Container(c) for c in spec.get("containers") or []]
@@ -256,6 +257,9 @@ class PodRun:
             self.changed.wait(TICK)
             self.changed.clear()
         self._terminate()
+        # As a kubelet: the Pod's sandbox (its network namespace) and volumes go before the Pod
+        # leaves the API, so whoever sees it gone finds nothing of it left on the node.
+        self._teardown()
         if not self.gone:
             self._delete_from_api()
 
@@ -621,11 +625,13 @@ class PodRun:
             self.changed.wait(0.5)
 
     def _teardown(self) -> None:
+        """Kill what is left, remove the network namespace, release the paths: once."""
         self._signal_all(signal.SIGKILL)
         for c in self.init_containers + self.containers:
             if c.proc is not None:
                 c.proc.wait(10)
-        if self.netns and not self.host_network:
+        if self.netns and not self.host_network and not self._netns_removed:
+            self._netns_removed = True
             self.host.remove_pod_netns(self.netns)
         self.host.release_paths(self._claimed)
         self._claimed = []

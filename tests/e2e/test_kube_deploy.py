@@ -6,7 +6,8 @@ manifests (docs/deploy.md, "Kubernetes").
 
 - every manifest passes the API server's validation (strict: an unknown field is an error);
 - the server's Role is enough for the watch and no more (TokenRequest of its own account);
-- the thesis' running example runs over the two agent pods, DuckDB's answer;
+- the thesis' running example runs over the two agent pods, DuckDB's answer, and so do the
+  conformance suite's TPC-H requests (their tables in the agents' hostPath);
 - an agent pod deleted mid-job fails the job naming it, leaves no NCA in any pod, and the next job
   runs on the remaining node; a new agent pod is used by the next job, without a restart;
 - the API server stopped: the nodes go on serving, the server reports the lost watch, and the
@@ -18,9 +19,9 @@ binaries or namespaces.
 from __future__ import annotations
 
 import copy
-import secrets
+import os
+import shutil
 import socket
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,21 +29,41 @@ from pathlib import Path
 import httpx
 import pyarrow as pa
 import pytest
-import yaml
 
 from jumpgate.deploy import kube_fixture
 
 pytest.importorskip("kubernetes", reason="the `kubernetes` client (pip install -e '.[dev]')")
 from kubernetes import client, config  # noqa: E402
 from kubernetes.client.exceptions import ApiException  # noqa: E402
-from kubernetes.utils import FailToCreateError, create_from_dict  # noqa: E402
+from kubernetes.utils import FailToCreateError  # noqa: E402
 
 from jumpgate.client import Jumpgate  # noqa: E402
 from jumpgate.client.receiver import Receiver, wait_all  # noqa: E402
+from jumpgate.conformance import (  # noqa: E402
+    PASSED,
+    UNSUPPORTED,
+    Oracle,
+    Runner,
+    default_data_dir,
+    ensure_data,
+    load_cases,
+)
 from jumpgate.deploy import kubelet_fixture  # noqa: E402
 from jumpgate.deploy.inventory import KubernetesSource  # noqa: E402
 from jumpgate.deploy.kube_fixture import KubeCluster  # noqa: E402
 from jumpgate.deploy.kube_source import KubeNodeSource  # noqa: E402
+from jumpgate.deploy.kube_testbed import (  # noqa: E402
+    AGENTS,
+    BASE,
+    NAMESPACE,
+    Installed,
+    create,
+    install,
+    ready_agent_pods,
+    server_inventory,
+    service_account_kubeconfig,
+    set_agent_label,
+)
 from jumpgate.deploy.kubelet_fixture import KubeletHarness  # noqa: E402
 from jumpgate.deploy.kustomize import render  # noqa: E402
 from jumpgate.deploy.netns_fixture import processes_in  # noqa: E402
@@ -54,11 +75,11 @@ from .helpers import assert_same_rows  # noqa: E402
 WHY_NOT = kube_fixture.why_not() or kubelet_fixture.why_not()
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(WHY_NOT is not None, reason=f"no Kubernetes test cluster: {WHY_NOT}")]
 
-BASE = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
-NS = "jumpgate"
-AGENTS = "app.kubernetes.io/name=jumpgate-agent"
+NS = NAMESPACE
 LABEL = {"jumpgate.io/agent": "true"}
 NODES = {"kn0": LABEL, "kn1": LABEL, "kn2": {}}
+SF = float(os.environ.get("JUMPGATE_KUBE_SF", "0.01"))
+TPCH = [c for c in load_cases() if c.name.startswith("tpch")]
 
 
 # ---------------------------------------------------------------------------- fixtures
@@ -90,12 +111,6 @@ def no_harness_errors(request):
         assert not request.getfixturevalue("nodes").errors, request.getfixturevalue("nodes").errors
 
 
-def create(api: client.ApiClient, doc: dict, **kwargs) -> None:
-    """Create one object, strictly validated (an unknown field is an error, not dropped)."""
-    create_from_dict(api, doc, namespace=doc["metadata"].get("namespace", "default"),
-                     field_validation="Strict", **kwargs)
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
     """The agents' hostPath: the running example's tables, and a big file for a stalled scan."""
@@ -106,48 +121,17 @@ def data(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def installed(admin, nodes, data) -> Iterator[dict]:
-    """deploy/kubernetes/ applied for real, but the server's Deployment (the server runs in the
-    test process' namespace, where the tests can start and stop it; the harness gives pods no
-    route to the API server): the agent's command from this machine's file system (the image's
-    `jumpgate` is the venv's), its hostPath the test's data, its secret a fresh one."""
-    docs = render(BASE)
-    secret = secrets.token_hex(32)
-    for doc in docs:
-        if doc["kind"] == "Secret":
-            doc["stringData"]["agent-secret"] = secret
-        if doc["kind"] == "DaemonSet":
-            spec = doc["spec"]["template"]["spec"]
-            (agent,) = spec["containers"]
-            agent["command"][0] = str(Path(sys.executable).with_name("jumpgate"))
-            next(v for v in spec["volumes"] if v["name"] == "data")["hostPath"]["path"] = str(data)
-            spec["terminationGracePeriodSeconds"] = 3
-        if doc["kind"] != "Deployment":
-            create(admin, doc)
-    yield {"secret": secret, "docs": docs}
+def installed(admin, nodes, data) -> Installed:
+    return install(admin, data)
 
 
 def agent_pods(core: client.CoreV1Api, count: int, nodes: KubeletHarness, timeout: float = 60.0) -> list:
-    def ready():
-        pods = [p for p in core.list_namespaced_pod(NS, label_selector=AGENTS).items
-                if p.metadata.deletion_timestamp is None and p.status.pod_ip
-                and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])]
-        return pods if len(pods) == count else None
-    return nodes.wait_for(ready, timeout, f"{count} agent pods Ready")
+    return ready_agent_pods(core, count, nodes.wait_for, timeout)
 
 
 @pytest.fixture(scope="module")
 def core(admin) -> client.CoreV1Api:
     return client.CoreV1Api(admin)
-
-
-def service_account_kubeconfig(cluster: KubeCluster, core: client.CoreV1Api, path: Path,
-                               account: str = "jumpgate-server") -> Path:
-    """A kubeconfig with a token of `account` (TokenRequest), as its pod would have."""
-    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[],
-                                                                                 expiration_seconds=3600))
-    token = core.create_namespaced_service_account_token(account, NS, request).status.token
-    return cluster.write_kubeconfig(path, token=token, user=account)
 
 
 @pytest.fixture(scope="module")
@@ -156,16 +140,10 @@ def server(cluster, nodes, core, installed, tmp_path_factory) -> Iterator[LocalS
     but the API server reached with a kubeconfig of the server's own service account."""
     work = tmp_path_factory.mktemp("kube-server")
     agent_pods(core, 2, nodes)
-    settings = next(d for d in installed["docs"] if d["kind"] == "ConfigMap")
-    inventory = yaml.safe_load(settings["data"]["inventory.yaml"])
-    (work / "secret").write_text(installed["secret"])
-    for source in inventory["kubernetes"]:
-        source["secret_file"] = str(work / "secret")
-        source["kubeconfig"] = str(service_account_kubeconfig(cluster, core, work / "kubeconfig"))
-    (work / "nodes.yaml").write_text(yaml.safe_dump(inventory))
+    inventory = server_inventory(installed, work, service_account_kubeconfig(cluster, core, work / "kubeconfig"))
     (work / "root").mkdir()
     srv = LocalServer(work / "root", None, work / "server.log",
-                      extra_args=["--nodes", str(work / "nodes.yaml"), "--send-allow", str(nodes.network.subnet),
+                      extra_args=["--nodes", str(inventory), "--send-allow", str(nodes.network.subnet),
                                   "--warm-ncas", "0", "--log-level", "info"])
     try:
         yield srv
@@ -252,10 +230,6 @@ def run_scan(url: str, address: str) -> str:
     return host
 
 
-def set_label(core: client.CoreV1Api, node: str, value: str | None) -> None:
-    core.patch_node(node, {"metadata": {"labels": {"jumpgate.io/agent": value}}})
-
-
 # ---------------------------------------------------------------------------- the tests
 
 
@@ -291,7 +265,7 @@ def test_every_manifest_passes_the_api_servers_strict_validation(admin):
 def test_the_servers_role_is_enough_for_the_watch_and_no_more(cluster, core, nodes, installed, tmp_path):
     pods = agent_pods(core, 2, nodes)
     kubeconfig = service_account_kubeconfig(cluster, core, tmp_path / "kubeconfig")
-    (tmp_path / "secret").write_text(installed["secret"])
+    (tmp_path / "secret").write_text(installed.secret)
     spec = KubernetesSource(namespace=NS, label_selector=AGENTS, secret_file=str(tmp_path / "secret"),
                             kubeconfig=str(kubeconfig))
     found: list = []
@@ -373,6 +347,80 @@ def test_the_running_example_over_agent_pods_matches_duckdb(server, core, nodes,
     assert not ncas_in_pods(nodes)
 
 
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def test_the_server_as_its_pod_runs_it_uses_the_in_cluster_configuration(cluster, core, nodes, installed, tmp_path):
+    """No kubeconfig: the server finds the API server as in its pod, through KUBERNETES_SERVICE_HOST
+    and _PORT and the files of its service account at /var/run/secrets/kubernetes.io/serviceaccount
+    (its token from the TokenRequest API, the cluster's CA, the namespace). Those files are there
+    only in the server's own mount namespace (an empty /run, the directory bound over), so this
+    machine's /run is not touched. It lists both agent pods and runs a job over them."""
+    pods = {p.metadata.name for p in agent_pods(core, 2, nodes)}
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[],
+                                                                                 expiration_seconds=3600))
+    (account / "token").write_text(
+        core.create_namespaced_service_account_token("jumpgate-server", NS, request).status.token)
+    shutil.copy(cluster.ca_file, account / "ca.crt")
+    (account / "namespace").write_text(NS)
+    inventory = server_inventory(installed, tmp_path)
+    assert "kubeconfig" not in inventory.read_text()
+    in_pod = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+              f'mount -t tmpfs none /run && mkdir -p {SERVICE_ACCOUNT_DIR} '
+              f'&& mount --bind "$0" {SERVICE_ACCOUNT_DIR} && exec "$@"', str(account)]
+    host, port = cluster.server.removeprefix("https://").rsplit(":", 1)
+    (tmp_path / "root").mkdir()
+    with LocalServer(tmp_path / "root", None, tmp_path / "server.log", wrapper=in_pod,
+                     env={"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port},
+                     extra_args=["--nodes", str(inventory), "--send-allow", str(nodes.network.subnet),
+                                 "--warm-ncas", "0"]) as srv:
+        listed = wait_nodes(srv, pods)
+        assert {n["source"]["state"] for n in listed.values()} == {"watching"}, listed
+        assert run_scan(srv.url, nodes.network.gateway) in pods
+    assert not Path(SERVICE_ACCOUNT_DIR, "token").exists()  # only the server's mount namespace had it
+
+
+class Unsupported(Exception):
+    """The server refused a request that needs an operation no registered NCA claims."""
+
+
+@pytest.fixture(scope="module")
+def tpch_runner(server, core, nodes, data) -> Iterator[Runner]:
+    """The conformance suite's TPC-H tables (generated once into its cache) in the agents'
+    hostPath, under the paths its requests read; a runner receiving on the harness' bridge."""
+    pytest.importorskip("duckdb")
+    root = default_data_dir(SF)
+    tables = {t for c in TPCH for t in c.tables}
+    ensure_data(root, tables, SF)
+    for table in tables:
+        if not (data / table).exists():
+            shutil.copytree(root / table, data / table)
+    wait_nodes(server, {p.metadata.name for p in agent_pods(core, 2, nodes)})
+    oracle = Oracle(root)
+    runner = Runner(server.url, oracle, host=nodes.network.gateway, timeout=120)
+    try:
+        yield runner
+    finally:
+        runner.close()
+        oracle.close()
+
+
+@pytest.mark.parametrize("case", TPCH, ids=[c.name for c in TPCH])
+def test_the_conformance_suites_tpch_requests_over_agent_pods(case, tpch_runner, nodes, request):
+    """As tests/conformance runs them on one host (a request needing an NCA nobody registered is a
+    strict expected failure), with every NCA in an agent pod found through the API server."""
+    gap = tpch_runner.gap(case)
+    if gap:
+        request.applymarker(pytest.mark.xfail(reason=gap, strict=True, raises=Unsupported))
+    outcome = tpch_runner.run(case)
+    if outcome.status == UNSUPPORTED:
+        raise Unsupported(outcome.message)
+    assert outcome.status == PASSED, f"{case.name} ({case.source}): {outcome.message}"
+    assert not ncas_in_pods(nodes)
+
+
 def test_an_agent_pod_deleted_mid_job_fails_it_and_new_pods_are_used(server, core, nodes):
     """The scan's pod is deleted while it sends to a client that does not read (its node's label
     taken off first, so that the DaemonSet makes no new pod there yet): the job fails naming the
@@ -392,7 +440,7 @@ def test_an_agent_pod_deleted_mid_job_fails_it_and_new_pods_are_used(server, cor
             conn, _ = listener.accept()
             nodes.wait_for(lambda: ncas_in_pods(nodes), 20, "the scan running in its pod")
             node_of_victim = pods[victim].spec.node_name
-            set_label(core, node_of_victim, None)
+            set_agent_label(core, node_of_victim, None)
             try:
                 core.delete_namespaced_pod(victim, NS)
             except ApiException as e:
@@ -413,7 +461,7 @@ def test_an_agent_pod_deleted_mid_job_fails_it_and_new_pods_are_used(server, cor
 
     # the remaining pod's files elsewhere: the file is then on the new node only
     core.patch_namespaced_pod(remaining, NS, {"metadata": {"annotations": {"jumpgate.io/data-root": "/var/lib/jumpgate"}}})
-    set_label(core, node_of_victim, "true")
+    set_agent_label(core, node_of_victim, "true")
     (new,) = {p.metadata.name for p in agent_pods(core, 2, nodes)} - {remaining}
     nodes.wait_for(lambda: listed_nodes(server).get(remaining, {}).get("data_root") == "/var/lib/jumpgate", 20,
                    "the remaining node's new data root")
