@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Builds the Jumpgate plugin for Spark (clients/spark/target/jumpgate-spark-<version>.jar) against
 # the jars of the pyspark wheel installed in the project's venv (pyspark==4.3.0, Scala 2.13).
-# Idempotent: does nothing when the jar is newer than every source and the pom.
+# It bundles jumpgate-jvm-core (../jvm-core: what the JVM clients share), built and installed into
+# ~/.m2 first by ../jvm-core/build.sh, so spark.jars still names one jar.
+# Idempotent: does nothing when the jar is newer than every source and pom (its own and jvm-core's).
 # Needs: Java 17+, Maven 3.8+ (Maven Central reachable), pyspark in ../../.venv (or PYSPARK_JARS=dir).
 set -euo pipefail
 cd "$(dirname "$0")"
+bash ../jvm-core/build.sh
 jar=target/jumpgate-spark-0.1.0.jar
-if [ -f "$jar" ] && [ -z "$(find src pom.xml -newer "$jar" -print -quit)" ]; then
+if [ -f "$jar" ] && [ -z "$(find src pom.xml ../jvm-core/src/main ../jvm-core/pom.xml -newer "$jar" -print -quit)" ]; then
   echo "spark plugin: up to date ($jar)"
   exit 0
 fi

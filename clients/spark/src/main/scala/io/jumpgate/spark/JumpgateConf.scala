@@ -4,7 +4,7 @@ import java.util.Locale
 
 import org.apache.spark.network.util.JavaUtils
 
-import io.jumpgate.spark.client.JumpgateClient
+import io.jumpgate.core.client.JumpgateClient
 import org.apache.spark.sql.internal.SQLConf
 
 /**
@@ -33,8 +33,9 @@ final case class JumpgateConf(get: String => Option[String]) {
   /** [[dataRoot]], or why there is none (unset, and the server did not say). */
   def dataRootOrWhy: Either[String, String] = get(DATA_ROOT).map(_.trim).filter(_.nonEmpty) match {
     case Some(root) => Right(root)
-    case None => JumpgateClient.serverDataRoot(url, httpTimeoutMs, token).left
-      .map(why => s"$DATA_ROOT is not set and the server's data root is unknown: $why")
+    case None =>
+      val answer = JumpgateClient.serverDataRoot(url, httpTimeoutMs, token.orNull)
+      if (answer.known) Right(answer.root) else Left(s"$DATA_ROOT is not set and the server's data root is unknown: ${answer.why}")
   }
   /** Where executors listen for NTF streams (the address NCAs connect to). */
   def listenAddress: String = str(LISTEN_ADDRESS, "127.0.0.1")

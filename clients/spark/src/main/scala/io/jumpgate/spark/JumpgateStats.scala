@@ -1,26 +1,20 @@
 package io.jumpgate.spark
 
-import java.util.concurrent.ConcurrentLinkedDeque
 import java.util.concurrent.atomic.AtomicLong
 
-import scala.jdk.CollectionConverters._
-
-import io.jumpgate.spark.receive.ReceiverService
+import io.jumpgate.core.stats.ClientStats
 
 /**
  * Process-wide counters of what the plugin did, for tests and operators (py4j:
  * `spark._jvm.io.jumpgate.spark.JumpgateStats.fallbacks()`). SQL metrics carry the same per query.
+ *
+ * The counters every Jumpgate client has (jobs, rows, bytes, fallbacks, re-runs, REST look-ups,
+ * receiver buffers) live in jvm-core's [[io.jumpgate.core.stats.ClientStats]]; this object adds
+ * the planner's own and keeps the py4j names the tests and operators use.
  */
 object JumpgateStats {
+  private def core: ClientStats = ClientStats.get
   private val plannedC = new AtomicLong()
-  private val jobsC = new AtomicLong()
-  private val fallbacksC = new AtomicLong()
-  private val rerunsC = new AtomicLong()
-  private val rereadsC = new AtomicLong()
-  private val rowsC = new AtomicLong()
-  private val bytesC = new AtomicLong()
-  private val reasons = new ConcurrentLinkedDeque[String]()
-  private val rerunWhy = new ConcurrentLinkedDeque[String]()
   // The planner's own cost: it runs on every adaptive re-plan, so it must stay cheap when nothing
   // can be offloaded (see OffloadPlanner's threshold pre-check).
   private val planRunsC = new AtomicLong()
@@ -29,24 +23,14 @@ object JumpgateStats {
   private val planCpuNanosC = new AtomicLong()
   private val scansConvertedC = new AtomicLong()
   private val samplesReadC = new AtomicLong()
-  private val capabilityLookupsC = new AtomicLong()
-  private val dataRootLookupsC = new AtomicLong()
 
   def planned(n: Int): Unit = plannedC.addAndGet(n)
-  def job(rows: Long, bytes: Long): Unit = { jobsC.incrementAndGet(); rowsC.addAndGet(rows); bytesC.addAndGet(bytes) }
+  def job(rows: Long, bytes: Long): Unit = core.job(rows, bytes)
   /** A partition read again from its buffer (a range partitioner's sample, a retried task). */
-  def reread(): Unit = rereadsC.incrementAndGet()
+  def reread(): Unit = core.reread()
   /** A partition whose buffer was gone, served by running its job again. */
-  def rerun(reason: String): Unit = {
-    rerunsC.incrementAndGet()
-    rerunWhy.addLast(reason)
-    while (rerunWhy.size > 100) rerunWhy.pollFirst()
-  }
-  def fallback(reason: String): Unit = {
-    fallbacksC.incrementAndGet()
-    reasons.addLast(reason)
-    while (reasons.size > 100) reasons.pollFirst()
-  }
+  def rerun(reason: String): Unit = core.rerun(reason)
+  def fallback(reason: String): Unit = core.fallback(reason)
 
   /** One planner run: its wall-clock and CPU nanoseconds; `skipped` when the threshold pre-check
    *  made the rest of planning moot. */
@@ -56,8 +40,6 @@ object JumpgateStats {
   }
   def scanConverted(): Unit = scansConvertedC.incrementAndGet()
   def sampleRead(): Unit = samplesReadC.incrementAndGet()
-  def capabilityLookup(): Unit = capabilityLookupsC.incrementAndGet()
-  def dataRootLookup(): Unit = dataRootLookupsC.incrementAndGet()
 
   def plannedCandidates(): Long = plannedC.get
   /** Planner runs (one per physical planning and adaptive re-plan of a query with offloading on). */
@@ -73,25 +55,27 @@ object JumpgateStats {
   /** JSON Lines files whose head was read to estimate rows (the cache missed). */
   def samplesRead(): Long = samplesReadC.get
   /** GET /v1/ncas requests made while planning (the capability cache missed). */
-  def capabilityLookups(): Long = capabilityLookupsC.get
+  def capabilityLookups(): Long = core.capabilityLookups
   /** Requests that asked a server for its data root (spark.jumpgate.dataRoot unset; once per server). */
-  def dataRootLookups(): Long = dataRootLookupsC.get
-  def jobs(): Long = jobsC.get
-  def fallbacks(): Long = fallbacksC.get
+  def dataRootLookups(): Long = core.dataRootLookups
+  def jobs(): Long = core.jobs
+  def fallbacks(): Long = core.fallbacks
   /** Jobs run again because a partition of their output was read after its buffer was gone. */
-  def reruns(): Long = rerunsC.get
+  def reruns(): Long = core.reruns
   /** Partitions read again from their buffers (Spark computed them more than once). */
-  def rereads(): Long = rereadsC.get
-  def rowsReceived(): Long = rowsC.get
-  def bytesReceived(): Long = bytesC.get
-  def fallbackReasons(): java.util.List[String] = reasons.asScala.toList.asJava
-  def rerunReasons(): java.util.List[String] = rerunWhy.asScala.toList.asJava
+  def rereads(): Long = core.rereads
+  def rowsReceived(): Long = core.rowsReceived
+  def bytesReceived(): Long = core.bytesReceived
+  def fallbackReasons(): java.util.List[String] = core.fallbackReasons
+  def rerunReasons(): java.util.List[String] = core.rerunReasons
   /** Destinations still buffered or listening in this JVM (0 when nothing leaked). */
-  def openDestinations(): Int = ReceiverService.get.openDestinations
-  def bufferedBytes(): Long = ReceiverService.get.bufferedBytes
+  def openDestinations(): Int = core.openDestinations
+  def bufferedBytes(): Long = core.bufferedBytes
   /** Live threads of the receiver service in this JVM. */
-  def receiverThreads(): Int = Thread.getAllStackTraces.keySet.asScala.count(_.getName.startsWith("jumpgate-"))
+  def receiverThreads(): Int = core.receiverThreads
 
-  def reset(): Unit = Seq(plannedC, jobsC, fallbacksC, rerunsC, rereadsC, rowsC, bytesC, planRunsC, planSkippedC, planNanosC,
-    planCpuNanosC, scansConvertedC, samplesReadC, capabilityLookupsC, dataRootLookupsC).foreach(_.set(0))
+  def reset(): Unit = {
+    Seq(plannedC, planRunsC, planSkippedC, planNanosC, planCpuNanosC, scansConvertedC, samplesReadC).foreach(_.set(0))
+    core.reset()
+  }
 }

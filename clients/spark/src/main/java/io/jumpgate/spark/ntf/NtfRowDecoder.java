@@ -2,6 +2,8 @@ package io.jumpgate.spark.ntf;
 
 import org.apache.spark.sql.catalyst.expressions.codegen.UnsafeRowWriter;
 
+import io.jumpgate.core.ntf.NtfFormatException;
+
 /**
  * Decodes one NTF tuple (contract section 2) into the current row of an {@link UnsafeRowWriter}.
  * Subclasses are generated per layout by {@link NtfDecoders} (Janino): every field's offset, null
@@ -19,6 +21,6 @@ public abstract class NtfRowDecoder {
 
   /** Thrown by generated code for a tuple that breaks its layout. */
   protected static RuntimeException corrupt(String what, int t) {
-    return new IllegalStateException("corrupt NTF tuple at byte " + t + ": " + what);
+    return NtfFormatException.corrupt(what, t);
   }
 }

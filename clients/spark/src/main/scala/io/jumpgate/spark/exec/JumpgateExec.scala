@@ -1,7 +1,9 @@
 package io.jumpgate.spark.exec
 
+import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
+import io.jumpgate.core.request.{Op, Request}
 import io.jumpgate.spark.{JumpgateConf, JumpgateStats}
 import io.jumpgate.spark.planner._
 
@@ -121,23 +123,23 @@ object JumpgateExec {
     val drivingRead = frag.drivingScan.top
     val resultCols = frag.output.zipWithIndex.map { case (a, i) =>
       val t = Types.contractType(a.dataType).getOrElse(throw new IllegalStateException(s"output type ${a.dataType}"))
-      JsonObject("name" -> s"c$i", "expr" -> s"CAST(${frag.cols(a.exprId)} AS $t)")
+      Req.obj("name" -> s"c$i", "expr" -> s"CAST(${frag.cols(a.exprId)} AS $t)")
     }
-    val result = Op("project", "result", Seq("input" -> frag.top), Seq("columns" -> resultCols))
-    def send(k: Int, input: String) = Op("send", s"out_g$k", Seq("input" -> input),
+    val result = Req.op("project", "result", Seq("input" -> frag.top), Seq("columns" -> resultCols))
+    def send(k: Int, input: String) = Req.op("send", s"out_g$k", Seq("input" -> input),
       Seq("transport" -> "tcp", "host" -> sends(k)._1, "port" -> sends(k)._2))
     def copyOf(k: Int, ops: Seq[Op]) = ops.map { op =>
       val r = op.renamed(n => s"${n}_g$k")
-      if (op.name == drivingRead) r.withBody("path", groups(k).map(_.path)) else r
+      if (op.name == drivingRead) Req.set(r, "path", groups(k).map(_.path)) else r
     }
     val ops = if (spread > 1) {
       val keys = frag.output.indices.take(2).map(i => s"\"c$i\"")
-      val shuffle = Op("shuffle", "spread_g0", Seq("input" -> "result_g0"), Seq("keys" -> keys, "partitions" -> spread))
+      val shuffle = Req.op("shuffle", "spread_g0", Seq("input" -> "result_g0"), Seq("keys" -> keys, "partitions" -> spread))
       copyOf(0, base :+ result) ++ Seq(shuffle) ++ (0 until spread).map(k => send(k, s"spread_g0[$k]"))
     } else {
       groups.indices.flatMap(k => copyOf(k, base :+ result) :+ send(k, s"result_g$k"))
     }
-    Request(name, ops)
+    new Request(name, ops.asJava)
   }
 
   /** Split files into `k` groups of similar total size (largest first, each to the lightest group). */

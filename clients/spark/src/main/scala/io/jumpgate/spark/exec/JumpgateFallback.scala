@@ -5,7 +5,7 @@ import java.nio.file.{Path, Paths}
 import java.util.concurrent.ConcurrentHashMap
 
 import io.jumpgate.spark.planner.FileRef
-import io.jumpgate.spark.receive.ReceiverService
+import io.jumpgate.core.receive.ReceiverService
 
 import org.apache.hadoop.fs.{Path => HPath}
 import org.apache.spark.TaskContext

@@ -6,8 +6,11 @@ import org.apache.spark.sql.catalyst.InternalRow
 import org.apache.spark.sql.catalyst.expressions.codegen.UnsafeRowWriter
 import org.apache.spark.sql.execution.metric.SQLMetric
 
-import io.jumpgate.spark.ntf.{NtfDecoders, NtfLayout}
-import io.jumpgate.spark.receive.{Destination, ReceiverService}
+import scala.jdk.CollectionConverters._
+
+import io.jumpgate.core.ntf.{Le, NtfLayout}
+import io.jumpgate.core.receive.{Destination, ReceiverService}
+import io.jumpgate.spark.ntf.NtfDecoders
 
 final class JumpgatePartition(val index: Int, val location: Option[String]) extends Partition
 
@@ -47,9 +50,9 @@ final class JumpgateRDD(
 
   private def decode(dest: Destination, context: TaskContext): Iterator[InternalRow] = {
     val index = dest.index
-    val streams = dest.data
+    val streams = dest.data.asScala
     if (dest.reads.getAndIncrement() > 0) io.jumpgate.spark.JumpgateStats.reread()
-    val layout = NtfLayout.fromJson(io.jumpgate.spark.client.JumpgateClient.mapper.readTree(spec.layoutJsons(index)))
+    val layout = NtfLayout.fromJson(spec.layoutJsons(index))
     val decoder = NtfDecoders.decoder(layout)
     val writer = new UnsafeRowWriter(spec.numFields, 64)
     if (!OutputRecovery.ownedByExecution(spec.key)) { // nothing else will release it
@@ -57,7 +60,7 @@ final class JumpgateRDD(
         if (!ctx.isFailed && !ctx.isInterrupted) ReceiverService.get.release(spec.key, index)
       }
     }
-    val chunks = streams.iterator.flatMap(_.chunks.iterator).filter(_.tuples > 0)
+    val chunks = streams.iterator.flatMap(_.chunks.asScala.iterator).filter(_.tuples > 0)
     new Iterator[InternalRow] {
       private var chunk: Array[Byte] = _
       private var end = 0
@@ -73,7 +76,7 @@ final class JumpgateRDD(
       override def hasNext: Boolean = advance()
       override def next(): InternalRow = {
         if (!advance()) throw new NoSuchElementException
-        val len = io.jumpgate.spark.ntf.Le.i32(chunk, pos)
+        val len = Le.i32(chunk, pos)
         decoder.decode(chunk, pos + 4, len, writer)
         pos += 4 + len
         numOutputRows += 1

@@ -1,16 +1,19 @@
 package io.jumpgate.spark.exec
 
-import java.io.IOException
 import java.util.UUID
 import java.util.concurrent.ConcurrentHashMap
 
 import scala.collection.mutable.ArrayBuffer
+import scala.jdk.CollectionConverters._
 
-import io.jumpgate.spark.{JumpgateConf, JumpgateStats}
-import io.jumpgate.spark.client.{CompiledJob, JumpgateClient, OutputInfo}
-import io.jumpgate.spark.ntf.{NtfDecoders, NtfLayout}
-import io.jumpgate.spark.planner.Request
-import io.jumpgate.spark.receive.ReceiverService
+import io.jumpgate.core.client.{Capabilities, JumpgateClient, OutputInfo, RequestRejected}
+import io.jumpgate.core.ntf.NtfLayout
+import io.jumpgate.core.receive.ReceiverService
+import io.jumpgate.core.request.Request
+import io.jumpgate.core.run.{JobFailedException, JobRunner}
+import io.jumpgate.spark.{JumpgateConf, JumpgateStats, SparkCoreLog}
+import io.jumpgate.spark.ntf.NtfDecoders
+import io.jumpgate.spark.planner.Types
 
 import org.apache.spark.{SparkContext, SparkEnv}
 import org.apache.spark.internal.Logging
@@ -21,8 +24,9 @@ import org.apache.spark.sql.execution.SQLExecution
 import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
 import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd
 
-/** A Jumpgate job failed (the server's error, a broken stream, a timeout): run the subtree in Spark. */
-final class JumpgateJobFailed(message: String) extends IOException(message)
+/** A Jumpgate job failed (the server's error, a broken stream, a timeout): run the subtree in Spark.
+ *  jvm-core's [[io.jumpgate.core.run.JobRunner]] raises its own JobFailedException for the same. */
+final class JumpgateJobFailed(message: String) extends JobFailedException(message)
 
 /**
  * Runs one [[JumpgateExec]] as one Jumpgate job, on the driver, when Spark executes the node (see
@@ -42,13 +46,13 @@ object JumpgateRunner extends Logging {
     val sc = exec.sc
     if (!sc.isLocal) throw new JumpgateJobFailed("receivers run only in local mode in this version (see docs/spark.md)")
     val frag = exec.frag
-    val client = JumpgateClient(conf.url, conf.httpTimeoutMs, conf.token)
+    val client = JumpgateClient.shared(conf.url, conf.httpTimeoutMs, conf.token.orNull)
     val files = frag.drivingScan.scan.get.files
     val parallelism = if (conf.maxStreams > 0) conf.maxStreams else sc.defaultParallelism
     val groups = JumpgateExec.balance(files, parallelism)
     val spread = if (groups.size == 1 && parallelism > 1 && conf.operatorEnabled("shuffle") &&
       files.map(_.bytes).sum >= conf.spreadMinBytes &&
-      io.jumpgate.spark.planner.Capabilities.of(client).operations.contains("shuffle")) parallelism else 1
+      Capabilities.of(client).has("shuffle")) parallelism else 1
     val key = UUID.randomUUID().toString
     val started = System.nanoTime()
     val executionId = Option(sc.getLocalProperty(SQLExecution.EXECUTION_ID_KEY))
@@ -59,11 +63,11 @@ object JumpgateRunner extends Logging {
       val n = math.max(groups.size, spread)
       (request(spread) _, runJob(Some(sc), client, conf, key, n, executionId, request(spread), checkTypes(types)))
     } catch {
-      case r: io.jumpgate.spark.client.RequestRejected if spread > 1 =>
-        logInfo(s"Jumpgate: spreading the output with a shuffle was rejected (${r.message}); one destination")
+      case r: RequestRejected if spread > 1 =>
+        logInfo(s"Jumpgate: spreading the output with a shuffle was rejected (${r.serverMessage}); one destination")
         (request(1) _, runJob(Some(sc), client, conf, key, math.max(groups.size, 1), executionId, request(1), checkTypes(types)))
     }
-    val streams = ReceiverService.get.destinationsOf(key).flatMap(_.data)
+    val streams = ReceiverService.get.destinationsOf(key).asScala.flatMap(_.data.asScala)
     exec.metrics("jgRows") += streams.map(_.tuples).sum
     exec.metrics("jgBytes") += streams.map(_.bytes).sum
     exec.metrics("jgTime") += (System.nanoTime() - started) / 1000000L
@@ -83,96 +87,40 @@ object JumpgateRunner extends Logging {
 
   /** Checks each output layout against the Spark types the node promised. */
   private def checkTypes(types: Seq[org.apache.spark.sql.types.DataType])(layouts: Seq[NtfLayout]): Unit =
-    try layouts.foreach(_.check(types)) catch {
+    try layouts.foreach(Types.checkLayout(_, types)) catch {
       case e: IllegalArgumentException => throw new JumpgateJobFailed(s"unexpected NTF layout: ${e.getMessage}")
     }
 
   /**
    * Runs one job whose `n` sends (`out_g0` .. `out_g<n-1>`) land in destinations 0..n-1 of `key`
    * in this JVM's receiver service, and returns once every stream has ended with a correct count:
-   *
-   *  1. open one listening socket per destination;
-   *  2. POST /v1/jobs with `request(sends)`; `check` the output layouts and compile their decoders;
-   *  3. tell the destinations how many streams to expect, POST execute;
-   *  4. long-poll the job until it ends, watching the destinations for broken streams.
-   *
-   * The destinations stay buffered until `executionId` ends (see [[Cleanup]]), or, without one, as
-   * the reading RDD decides. Any failure cancels the job (DELETE), releases the destinations and
-   * raises. Used by the first run of a node and by a re-run of its output ([[JumpgateRDD]]).
+   * jvm-core's [[JobRunner]] (open the sockets, submit, `check` the output layouts, execute,
+   * long-poll, wait for the streams; on any failure cancel, release, raise). Here: the layouts'
+   * decoders are compiled before the job runs, and the destinations stay buffered until
+   * `executionId` ends (see [[Cleanup]]), or, without one, as the reading RDD decides. Used by the
+   * first run of a node and by a re-run of its output ([[JumpgateRDD]]).
    */
   private[exec] def runJob(sc: Option[SparkContext], client: JumpgateClient, conf: JumpgateConf, key: String, n: Int,
                            executionId: Option[String], request: Seq[(String, Int)] => Request,
                            check: Seq[NtfLayout] => Unit): Seq[OutputInfo] = {
-    val service = ReceiverService.get
-    var job: Option[CompiledJob] = None
+    SparkCoreLog.install()
     Cleanup.register(sc, key, executionId)
+    val settings = new JobRunner.Settings(conf.listenAddress, conf.maxBufferBytes, JumpgateConf.RECEIVER_MAX_BYTES,
+      conf.jobTimeoutMs, JumpgateConf.JOB_TIMEOUT_S, StreamGraceMs, LongPollS)
     try {
-      val host = conf.listenAddress
-      val ports = service.open(key, n, host, conf.maxBufferBytes)
-      logDebug(s"Jumpgate: job $key receives on $host port(s) ${ports.mkString(", ")}")
-      val compiled = retryOn503(conf.jobTimeoutMs)(client.submit(request(ports.map(p => (host, p))).toJson))
-      job = Some(compiled)
-      val outputs = (0 until n).map { k =>
-        compiled.outputs.getOrElse(s"out_g$k", throw new JumpgateJobFailed(s"the server's answer has no output out_g$k"))
-      }
-      val layouts = outputs.map(o => NtfLayout.fromJson(o.layout))
-      check(layouts)
-      layouts.foreach(NtfDecoders.decoder) // compile now, once
-      service.expect(key, outputs.map(_.expectedStreams), layouts.map(_.fixedSize))
-      retryOn503(conf.jobTimeoutMs)(client.execute(compiled.jobId))
-      await(client, compiled.jobId, service, key, conf.jobTimeoutMs)
-      if (!service.await(key, StreamGraceMs))
-        throw new JumpgateJobFailed(service.failure(key).getOrElse("the job succeeded but its streams did not end"))
-      Cleanup.finished(key)
-      outputs
-    } catch {
-      case e: Throwable =>
-        Cleanup.finished(key)
-        val ports = service.destinationsOf(key).map(_.port)
-        job.foreach(j => client.cancelQuietly(j.jobId))
-        service.release(key)
-        logDebug(s"Jumpgate: job ${job.map(_.jobId).getOrElse("(not submitted)")} failed; its destinations were " +
-          s"port(s) ${ports.mkString(", ")}: $e")
-        throw e
-    }
+      JobRunner.run(client, ReceiverService.get, key, n, settings,
+        addresses => request(addresses.asScala.map(a => (a.host, a.port)).toSeq),
+        k => s"out_g$k",
+        layouts => {
+          val ls = layouts.asScala.toSeq
+          check(ls)
+          ls.foreach(NtfDecoders.decoder) // compile now, once
+        }).asScala.toSeq
+    } finally Cleanup.finished(key)
   }
 
-  /** A 503 (no free NCA resources: other jobs are running) is retried, as the contract asks, with a
-   *  growing pause, until the job timeout. */
   /** Whether a SQL execution owns `key`'s destinations (and its end releases them). */
   private[exec] def ownedByExecution(key: String): Boolean = Cleanup.owned(key)
-
-  private def retryOn503[T](timeoutMs: Long)(call: => T): T = {
-    val deadline = System.currentTimeMillis() + timeoutMs
-    var pause = 20L
-    while (true) {
-      try return call catch {
-        case r: io.jumpgate.spark.client.RequestRejected if r.status == 503 && System.currentTimeMillis() + pause < deadline =>
-          Thread.sleep(pause)
-          pause = math.min(500L, pause * 2)
-      }
-    }
-    throw new IllegalStateException("unreachable")
-  }
-
-  private def await(client: JumpgateClient, jobId: String, service: ReceiverService, key: String, timeoutMs: Long): Unit = {
-    val deadline = System.currentTimeMillis() + timeoutMs
-    while (true) {
-      val st = client.status(jobId, LongPollS)
-      if (st.state == "succeeded") return
-      if (st.state == "failed" || st.state == "cancelled")
-        throw new JumpgateJobFailed(s"job $jobId ${st.state}: ${st.error.getOrElse("no reason given")}")
-      service.failure(key).foreach { why =>
-        // A broken stream usually follows a failing NCA: give the server a moment to say why.
-        val settle = System.currentTimeMillis() + 3000
-        var last = st
-        while (!last.terminal && System.currentTimeMillis() < settle) last = client.status(jobId, LongPollS)
-        throw new JumpgateJobFailed(s"job $jobId: ${last.error.getOrElse(why)}")
-      }
-      if (System.currentTimeMillis() > deadline)
-        throw new JumpgateJobFailed(s"job $jobId did not finish within ${timeoutMs / 1000} s (spark.jumpgate.jobTimeout)")
-    }
-  }
 
   def postDriverMetrics(sc: SparkContext, metrics: Seq[SQLMetric]): Unit = {
     val id = sc.getLocalProperty(SQLExecution.EXECUTION_ID_KEY)

@@ -2,11 +2,12 @@ package io.jumpgate.spark.exec
 
 import java.util.concurrent.ConcurrentHashMap
 
+import scala.jdk.OptionConverters._
 import scala.util.control.NonFatal
 
+import io.jumpgate.core.client.JumpgateClient
+import io.jumpgate.core.receive.{Destination, ReceiverService}
 import io.jumpgate.spark.{JumpgateConf, JumpgateStats}
-import io.jumpgate.spark.client.JumpgateClient
-import io.jumpgate.spark.receive.{Destination, ReceiverService}
 
 import org.apache.spark.TaskContext
 import org.apache.spark.internal.Logging
@@ -34,7 +35,7 @@ object OutputRecovery extends Logging {
   /** Destination `index` of `spec`'s output, buffered or produced again; Left: why it cannot be. */
   def destination(spec: OutputSpec, index: Int, context: TaskContext, reruns: SQLMetric): Either[String, Destination] = {
     val service = ReceiverService.get
-    def buffered = service.destination(spec.key, index).filter(_.isComplete)
+    def buffered = service.destination(spec.key, index).toScala.filter(_.isComplete)
     buffered match {
       case Some(d) => Right(d)
       case None =>
@@ -59,11 +60,11 @@ object OutputRecovery extends Logging {
     service.release(spec.key) // whatever is left of the output: the re-run replaces all of it
     val executionId = Option(context.getLocalProperty(SQLExecution.EXECUTION_ID_KEY))
     try {
-      val client = JumpgateClient(conf.url, conf.httpTimeoutMs, conf.token)
+      val client = JumpgateClient.shared(conf.url, conf.httpTimeoutMs, conf.token.orNull)
       val outputs = JumpgateRunner.runJob(None, client, conf, spec.key, spec.destinations, executionId,
         spec.requestFor, _ => ())
-      val same = outputs.map(o => JumpgateClient.mapper.readTree(o.layoutJson)) ==
-        spec.layoutJsons.map(JumpgateClient.mapper.readTree)
+      val same = outputs.map(o => JumpgateClient.MAPPER.readTree(o.layoutJson)) ==
+        spec.layoutJsons.map(j => JumpgateClient.MAPPER.readTree(j))
       if (!same) {
         service.release(spec.key)
         Left("the re-run's NTF layouts differ from the first run's")

@@ -1,6 +1,7 @@
 package io.jumpgate.spark.exec
 
-import io.jumpgate.spark.planner.{Op, Request}
+import io.jumpgate.core.request.{Op, Request}
+import io.jumpgate.spark.planner.Req
 
 /**
  * What a [[JumpgateRDD]] needs to produce its rows again when the buffers of its job are gone
@@ -18,12 +19,12 @@ final case class OutputSpec(key: String, request: Request, layoutJsons: Seq[Stri
   def destinations: Int = layoutJsons.size
 
   /** The request with destination k's send pointed at `sends(k)`. */
-  def requestFor(sends: Seq[(String, Int)]): Request = request.copy(ops = request.ops.map { op =>
+  def requestFor(sends: Seq[(String, Int)]): Request = request.mapOps { op =>
     OutputSpec.sendIndex(op) match {
-      case Some(k) => op.withBody("host", sends(k)._1).withBody("port", sends(k)._2)
+      case Some(k) => Req.set(Req.set(op, "host", sends(k)._1), "port", sends(k)._2)
       case None => op
     }
-  })
+  }
 }
 
 object OutputSpec {

@@ -3,8 +3,11 @@ package io.jumpgate.spark.planner
 import java.net.URI
 import java.nio.file.Paths
 
+import scala.jdk.OptionConverters._
 import scala.util.control.NonFatal
 
+import io.jumpgate.core.client.Capabilities
+import io.jumpgate.core.request.{JsonObject, Op}
 import io.jumpgate.spark.{JumpgateConf, JumpgateStats}
 import io.jumpgate.spark.JumpgateConf.OperatorKeys
 
@@ -25,6 +28,8 @@ final class ConvertContext(val conf: JumpgateConf, val capabilities: Capabilitie
   /** A fresh operation name, unique in the query. */
   def fresh(prefix: String): String = { counter += 1; s"${prefix}$counter" }
   def translator(cols: Map[ExprId, String]): ExprTranslator = new ExprTranslator(cols, conf.allowIncompatible)
+  /** Why the server cannot run operation `kind` (GET /v1/ncas), if it cannot. */
+  def missing(kind: String): Option[Why] = capabilities.missing(kind).toScala.map(Why(_))
 }
 
 /**
@@ -60,7 +65,7 @@ object Converters {
 
   /** `{"name", "expr"}` columns that give each attribute its `x<exprId>` name. */
   private[planner] def columnsFor(attrs: Seq[Attribute], exprs: Seq[String]): Seq[JsonObject] =
-    attrs.zip(exprs).map { case (a, e) => JsonObject("name" -> colName(a.exprId), "expr" -> e) }
+    attrs.zip(exprs).map { case (a, e) => Req.obj("name" -> colName(a.exprId), "expr" -> e) }
 }
 
 import Converters._
@@ -100,7 +105,7 @@ object FileScanConverter extends OperatorConverter {
       case None => return Left(Why(s"file format ${scan.relation.fileFormat} is not offloaded (JSON, ORC, Parquet are)"))
     }
     if (!ctx.conf.operatorEnabled(switch)) return Left(Why(s"spark.jumpgate.$switch.enabled is false"))
-    ctx.capabilities.missing("read") match {
+    ctx.missing("read") match {
       case Some(w) => return Left(w)
       case None =>
     }
@@ -134,14 +139,14 @@ object FileScanConverter extends OperatorConverter {
     if (attrs.exists(a => !schema.fieldNames.contains(a.name))) return Left(Why("metadata columns"))
     val columns = sequence(schema.fields.toSeq.map { f =>
       Types.contractType(f.dataType).left.map(w => Why(s"column ${f.name}: ${w.message}"))
-        .map(t => JsonObject("name" -> f.name, "type" -> t))
+        .map(t => Req.obj("name" -> f.name, "type" -> t))
     }) match {
       case Left(w) => return Left(w)
       case Right(c) => c
     }
     val name = ctx.fresh("scan")
     val table = scan.tableIdentifier.map(_.table).getOrElse(files.head.path)
-    val op = Op("read", name, Nil, Seq("path" -> files.map(_.path), "format" -> fmt, "schema" -> columns))
+    val op = Req.op("read", name, Nil, Seq("path" -> files.map(_.path), "format" -> fmt, "schema" -> columns))
     val cols = attrs.map(a => a.exprId -> ExprTranslator.ident(a.name)).toMap
     val largest = root.resolve(files.maxBy(_.bytes).path)
     val (rows, stringBytes) = Estimates.scanRows(fmt, files.map(_.bytes).sum, largest, scan.relation.dataSchema)
@@ -160,7 +165,7 @@ object FilterConverter extends OperatorConverter {
     val child = children.head
     ctx.translator(child.cols)(f.condition).map { cond =>
       val name = ctx.fresh("filter")
-      Frag(node, "filter", children, Seq(Op("filter", name, Seq("input" -> child.top), Seq("condition" -> cond))),
+      Frag(node, "filter", children, Seq(Req.op("filter", name, Seq("input" -> child.top), Seq("condition" -> cond))),
         name, child.cols, label = "Filter")
     }
   }
@@ -186,7 +191,7 @@ object ProjectConverter extends OperatorConverter {
       val name = ctx.fresh("project")
       val attrs = p.output
       Frag(node, "project", children,
-        Seq(Op("project", name, Seq("input" -> child.top), Seq("columns" -> columnsFor(attrs, exprs)))),
+        Seq(Req.op("project", name, Seq("input" -> child.top), Seq("columns" -> columnsFor(attrs, exprs)))),
         name, attrs.map(a => a.exprId -> quoted(a.exprId)).toMap, label = "Project")
     }
   }
@@ -233,7 +238,7 @@ object BroadcastHashJoinConverter extends OperatorConverter {
     if (build.cols.values.toSet.intersect(probe.cols.values.toSet).nonEmpty) {
       val name = ctx.fresh("rename")
       val attrs = build.output
-      val op = Op("project", name, Seq("input" -> build.top),
+      val op = Req.op("project", name, Seq("input" -> build.top),
         Seq("columns" -> columnsFor(attrs, attrs.map(a => build.cols(a.exprId)))))
       extraOps = Seq(op)
       build = build.copy(top = name, cols = attrs.map(a => a.exprId -> quoted(a.exprId)).toMap)
@@ -257,7 +262,7 @@ object BroadcastHashJoinConverter extends OperatorConverter {
       val ordered = if (probeIdx == 0) Seq(probe, build) else Seq(build, probe)
       // The renaming project belongs to the build side's own ops.
       val kids = ordered.map(f => if (extraOps.nonEmpty && (f eq build)) f.copy(ops = f.ops ++ extraOps) else f)
-      Frag(node, "join", kids, Seq(Op("join", name, Seq("build" -> build.top, "probe" -> probe.top), body)),
+      Frag(node, "join", kids, Seq(Req.op("join", name, Seq("build" -> build.top, "probe" -> probe.top), body)),
         name, attrs.map(a => a.exprId -> quoted(a.exprId)).toMap, drivingChild = probeIdx,
         label = s"BroadcastHashJoin $jgType")
     }
@@ -285,7 +290,7 @@ object PartialAggregateConverter extends OperatorConverter {
     val ref = ExprTranslator.ident(a)
     def cast(text: String, dt: DataType): Either[Why, String] = Types.contractType(dt).map(t => s"CAST($text AS $t)")
     def one(fn: String, e: Expression): Either[Why, Seq[JsonObject]] =
-      tr(e).map(x => Seq(JsonObject("name" -> a, "fn" -> fn, "expr" -> x)))
+      tr(e).map(x => Seq(Req.obj("name" -> a, "fn" -> fn, "expr" -> x)))
     def floatOrder(e: Expression): Either[Why, Unit] =
       if (e.dataType == DoubleType && !ctx.conf.allowIncompatible)
         Left(Why("sum of float64 values (the order of additions differs)", incompatible = true))
@@ -299,7 +304,7 @@ object PartialAggregateConverter extends OperatorConverter {
             for (_ <- floatOrder(s.child); aggs <- one("sum", s.child); sum <- cast(ref, dt)) yield (aggs, Seq(sum))
         }
       case c: Count if c.children.size == 1 && c.children.head.foldable && !c.children.head.nullable =>
-        Right((Seq(JsonObject("name" -> a, "fn" -> "count_star")), Seq(ref)))
+        Right((Seq(Req.obj("name" -> a, "fn" -> "count_star")), Seq(ref)))
       case c: Count if c.children.size == 1 => one("count", c.children.head).map(x => (x, Seq(ref)))
       case _: Count => Left(Why("count of several expressions"))
       case m: Min => for (aggs <- one("min", m.child); v <- cast(ref, m.dataType)) yield (aggs, Seq(v))
@@ -321,7 +326,7 @@ object PartialAggregateConverter extends OperatorConverter {
     val child = children.head
     val tr = ctx.translator(child.cols)
     val groups = sequence(h.groupingExpressions.map(g => tr(g).flatMap(x =>
-      Types.contractType(g.dataType).map(t => JsonObject("name" -> colName(g.exprId), "expr" -> s"CAST($x AS $t)")))))
+      Types.contractType(g.dataType).map(t => Req.obj("name" -> colName(g.exprId), "expr" -> s"CAST($x AS $t)")))))
     val funcs = sequence(h.aggregateExpressions.zipWithIndex.map { case (ae, i) => lowerFunction(ae, i, tr, ctx) })
     for {
       gs <- groups
@@ -334,9 +339,9 @@ object PartialAggregateConverter extends OperatorConverter {
       val attrs = h.output
       val groupExprs = h.groupingExpressions.map(g => quoted(g.exprId))
       val bufferExprs = fs.flatMap(_._2)
-      val aggOp = Op("aggregate", aggName, Seq("input" -> child.top),
+      val aggOp = Req.op("aggregate", aggName, Seq("input" -> child.top),
         Seq("group_by" -> gs, "aggregates" -> fs.flatMap(_._1), "mode" -> "partial"))
-      val projOp = Op("project", projName, Seq("input" -> aggName),
+      val projOp = Req.op("project", projName, Seq("input" -> aggName),
         Seq("columns" -> columnsFor(attrs, groupExprs ++ bufferExprs)))
       Frag(node, "aggregate", children, Seq(aggOp, projOp), projName,
         attrs.map(a => a.exprId -> quoted(a.exprId)).toMap, label = "HashAggregate partial")

@@ -1,7 +1,5 @@
 package io.jumpgate.spark.planner
 
-import java.time.LocalDate
-
 import org.apache.spark.sql.catalyst.expressions._
 import scala.util.{Left, Right}
 import org.apache.spark.sql.types._
@@ -218,14 +216,14 @@ final class ExprTranslator(cols: Map[ExprId, String], allowIncompatible: Boolean
         val v = l.value.asInstanceOf[Decimal].toJavaBigDecimal.setScale(d.scale)
         Right(s"CAST(${v.toPlainString} AS decimal(${d.precision},${d.scale}))")
       case _: StringType => Right(quote(l.value.toString))
-      case DateType => Right(s"DATE '${LocalDate.ofEpochDay(l.value.asInstanceOf[Int].toLong)}'")
+      case DateType => Right(io.jumpgate.core.request.Expr.dateOfEpochDay(l.value.asInstanceOf[Int].toLong))
       case dt => fail(s"literal of type ${dt.simpleString}")
     }
   }
 }
 
 object ExprTranslator {
-  def quote(s: String): String = "'" + s.replace("'", "''") + "'"
-  def ident(s: String): String = "\"" + s.replace("\"", "\"\"") + "\""
+  def quote(s: String): String = io.jumpgate.core.request.Expr.quote(s)
+  def ident(s: String): String = io.jumpgate.core.request.Expr.ident(s)
   def name(e: Expression): String = e.prettyName
 }

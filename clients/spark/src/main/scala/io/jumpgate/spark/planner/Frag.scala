@@ -1,5 +1,7 @@
 package io.jumpgate.spark.planner
 
+import io.jumpgate.core.request.Op
+
 import org.apache.spark.sql.catalyst.expressions.{Attribute, ExprId}
 import org.apache.spark.sql.execution.SparkPlan
 

@@ -4,10 +4,11 @@ import java.util.IdentityHashMap
 import java.util.concurrent.ConcurrentHashMap
 
 import scala.collection.mutable
+import scala.jdk.OptionConverters._
 import scala.util.control.NonFatal
 
+import io.jumpgate.core.client.{Capabilities, JumpgateClient, RequestRejected, ServerUnreachable}
 import io.jumpgate.spark.{JumpgateConf, JumpgateStats}
-import io.jumpgate.spark.client.{JumpgateClient, RequestRejected, ServerUnreachable}
 import io.jumpgate.spark.exec.JumpgateExec
 
 import org.apache.spark.internal.Logging
@@ -42,7 +43,7 @@ final case class Candidate(frag: Frag, region: Int, piecesInRegion: Int)
 final class OffloadPlanner(session: SparkSession, conf: JumpgateConf) extends Logging {
   import OffloadPlanner._
 
-  private val client = JumpgateClient(conf.url, conf.httpTimeoutMs, conf.token)
+  private val client = JumpgateClient.shared(conf.url, conf.httpTimeoutMs, conf.token.orNull)
   private val cut = new IdentityHashMap[SparkPlan, Why]()
   private val rejected = new IdentityHashMap[SparkPlan, Why]()
   private lazy val cores = math.max(1, session.sparkContext.defaultParallelism)
@@ -93,7 +94,7 @@ final class OffloadPlanner(session: SparkSession, conf: JumpgateConf) extends Lo
 
   private def planFully(plan: SparkPlan): SparkPlan = {
     // Without validation the planner asks the server nothing: any rejection is a fallback at run time.
-    val caps = if (conf.validateAtPlanning) Capabilities.of(client) else Capabilities.assumeAll
+    val caps = if (conf.validateAtPlanning) Capabilities.of(client) else Capabilities.ASSUME_ALL
     var accepted: Seq[Candidate] = Nil
     var results: IdentityHashMap[SparkPlan, Either[Why, Frag]] = null
     var regions: IdentityHashMap[SparkPlan, Integer] = null
@@ -153,7 +154,7 @@ final class OffloadPlanner(session: SparkSession, conf: JumpgateConf) extends Lo
             case Some(i) => Left(Why(s"its input ${i.nodeName} runs in Spark"))
             case None if cut.containsKey(node) => Left(cut.get(node))
             case None =>
-              (if (c.operation == "read") None else ctx.capabilities.missing(c.operation)) match {
+              (if (c.operation == "read") None else ctx.missing(c.operation)) match {
                 case Some(w) => Left(w)
                 case None =>
                   try c.convert(node, inputs.map(_._2.toOption.get), ctx) catch {
@@ -208,12 +209,11 @@ final class OffloadPlanner(session: SparkSession, conf: JumpgateConf) extends Lo
     val cached = validated.get(json)
     val verdict: Option[(String, Option[String])] = if (cached != null) cached else {
       val v = try {
-        val job = client.submit(json)
-        client.cancelQuietly(job.jobId)
+        client.dryRun(json)
         None
       } catch {
         case r: RequestRejected if r.status == 503 => None // no resources now: decided again at run time
-        case r: RequestRejected => Some((s"rejected by Jumpgate: ${firstLine(r.message)}", r.operation))
+        case r: RequestRejected => Some((s"rejected by Jumpgate: ${firstLine(r.serverMessage)}", r.operation.toScala))
         case u: ServerUnreachable => Some((s"Jumpgate server unreachable: ${u.getMessage}", None))
         case NonFatal(e) => Some((s"validation failed: $e", None))
       }

@@ -1,5 +1,10 @@
 package io.jumpgate.spark.planner
 
+import scala.jdk.CollectionConverters._
+
+import io.jumpgate.core.ntf.NtfLayout
+import io.jumpgate.core.request.ContractType
+
 import org.apache.spark.sql.types._
 
 /** Why something stays in Spark: `incompatible` means Jumpgate could run it, with different
@@ -10,21 +15,29 @@ final case class Why(message: String, incompatible: Boolean = false) {
 
 object Types {
   /** The widest decimal an NTF field carries (contract section 1: 1 <= p <= 18). */
-  val MaxDecimalPrecision = 18
+  val MaxDecimalPrecision: Int = ContractType.MAX_DECIMAL_PRECISION
 
   /** The contract type name of a Spark type, or why there is none. */
-  def contractType(dt: DataType): Either[Why, String] = dt match {
-    case BooleanType => Right("boolean")
-    case IntegerType => Right("int32")
-    case LongType => Right("int64")
-    case DoubleType => Right("float64")
-    case DateType => Right("date")
-    case d: DecimalType if d.precision <= MaxDecimalPrecision => Right(s"decimal(${d.precision},${d.scale})")
+  def contractType(dt: DataType): Either[Why, String] = coreType(dt).map(_.name)
+
+  /** The contract type (jvm-core's [[ContractType]]) of a Spark type, or why there is none. */
+  def coreType(dt: DataType): Either[Why, ContractType] = dt match {
+    case BooleanType => Right(ContractType.BOOLEAN)
+    case IntegerType => Right(ContractType.INT32)
+    case LongType => Right(ContractType.INT64)
+    case DoubleType => Right(ContractType.FLOAT64)
+    case DateType => Right(ContractType.DATE)
+    case d: DecimalType if d.precision <= MaxDecimalPrecision => Right(ContractType.decimal(d.precision, d.scale))
     case d: DecimalType => Left(Why(s"type ${d.simpleString}: NTF decimals have at most $MaxDecimalPrecision digits"))
-    case s: StringType if s.collationId == 0 => Right("string")
+    case s: StringType if s.collationId == 0 => Right(ContractType.STRING)
     case s: StringType => Left(Why(s"type ${s.typeName}: only the binary (UTF8_BINARY) string collation"))
     case other => Left(Why(s"type ${other.simpleString} has no contract type"))
   }
 
   def supported(dt: DataType): Boolean = contractType(dt).isRight
+
+  /** Rejects (IllegalArgumentException) a layout whose fields do not carry `expected`, in order. */
+  def checkLayout(layout: NtfLayout, expected: Seq[DataType]): Unit =
+    layout.checkTypes(expected.map(dt => coreType(dt).fold(
+      w => throw new IllegalArgumentException(s"no contract type for $dt: ${w.message}"), identity)).asJava)
 }

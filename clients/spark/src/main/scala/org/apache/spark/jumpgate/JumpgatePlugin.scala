@@ -21,6 +21,7 @@ class JumpgatePlugin extends SparkPlugin {
 
 class JumpgateDriverPlugin extends DriverPlugin with Logging {
   override def init(sc: SparkContext, ctx: PluginContext): JMap[String, String] = {
+    io.jumpgate.spark.SparkCoreLog.install()
     JumpgatePlugin.append(sc, "spark.sql.extensions", "io.jumpgate.spark.JumpgateExtensions")
     JumpgatePlugin.append(sc, "spark.sql.extendedExplainProviders", "io.jumpgate.spark.JumpgateExplain")
     logInfo("Jumpgate plugin: offload planning installed")
@@ -30,7 +31,8 @@ class JumpgateDriverPlugin extends DriverPlugin with Logging {
 
 class JumpgateExecutorPlugin extends ExecutorPlugin {
   override def init(ctx: PluginContext, extraConf: JMap[String, String]): Unit = {
-    io.jumpgate.spark.receive.ReceiverService.get
+    io.jumpgate.spark.SparkCoreLog.install()
+    io.jumpgate.core.receive.ReceiverService.get
   }
 }
 

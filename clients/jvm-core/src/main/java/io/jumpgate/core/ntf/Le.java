@@ -1,4 +1,4 @@
-package io.jumpgate.spark.ntf;
+package io.jumpgate.core.ntf;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
@@ -34,6 +34,15 @@ public final class Le {
   /** An unsigned u32 as a non-negative long. */
   public static long u32(byte[] b, int off) {
     return ((int) I32.get(b, off)) & 0xFFFFFFFFL;
+  }
+
+  /** A u64 as a long (two's complement: callers compare counts, which never reach 2^63). */
+  public static long u64(byte[] b, int off) {
+    return (long) I64.get(b, off);
+  }
+
+  public static void putF64(byte[] b, int off, double v) {
+    F64.set(b, off, v);
   }
 
   public static void putI32(byte[] b, int off, int v) {
