@@ -53,8 +53,9 @@ fi
 # --- Spark client (clients/spark, tests/spark) ---------------------------------------------------
 # The plugin is built with Maven (plugins from Maven Central) against the jars of the venv's pyspark
 # (the `spark` extra, part of `dev`), and tests/spark runs it in a local Spark: Java 17 and Maven.
+# build.sh first builds and installs clients/jvm-core (shared with the Trino connector) into ~/.m2.
 apt_install openjdk-17-jdk-headless maven
-bash clients/spark/build.sh   # skips when the jar is newer than its sources
+bash clients/spark/build.sh   # skips when the jar is newer than its sources (and jvm-core's)
 # --- end of the Spark client's block -------------------------------------------------------------
 
 # --- Kubernetes test cluster (jumpgate/deploy/kube_fixture.py, tests/e2e/test_kube_cluster.py) ------
@@ -68,5 +69,21 @@ if [ "${JUMPGATE_WITH_KUBE:-1}" != "0" ]; then
     || echo "setup: no Kubernetes test cluster: building kube-apiserver failed (see above); its tests will be skipped"
 fi
 # --- end of the Kubernetes block -----------------------------------------------------------------
+
+# --- Trino (Presto) client (clients/presto, tests/presto) -------------------------------------------
+# A real Trino 476 server for the connector's tests and benchmark: io.trino:trino-server:476 from
+# Maven Central (~783 MiB), unpacked by scripts/trino-install.sh into
+# ${JUMPGATE_TRINO_CACHE:-/var/cache/jumpgate/trino/476} (nothing when present), run on the machine's
+# Temurin 25 JDK (/usr/lib/jvm/temurin-25-jdk-amd64; Trino 476 needs Java 24+); then the connector's
+# plugin folder is built (clients/presto/build.sh, Maven). JUMPGATE_WITH_TRINO=0 leaves it out; when
+# either step fails, setup goes on and the Trino tests say they were skipped and why.
+if [ "${JUMPGATE_WITH_TRINO:-1}" != "0" ]; then
+  apt_install maven
+  bash scripts/trino-install.sh \
+    || echo "setup: no Trino server: scripts/trino-install.sh failed (see above); the Trino tests will be skipped"
+  bash clients/presto/build.sh \
+    || echo "setup: the Trino connector did not build (see above); the Trino tests will fail until it does"
+fi
+# --- end of the Trino block ----------------------------------------------------------------------
 
 echo "setup: ready (.venv)"

@@ -17,3 +17,8 @@ fi
 # pytest run, so one JVM and one server serve all of it.
 echo "== Spark client (tests/spark)"
 .venv/bin/python -m pytest -q -p no:cacheprovider tests/spark
+# The Trino (Presto) client's suite (setup.sh installed Trino 476 and built the connector): a real
+# Trino server and a real Jumpgate server, the 22 TPC-H queries in three formats (2 to 5 minutes on
+# 2 cores). Its own pytest run: a run over all of tests/ leaves tests/presto out.
+echo "== Trino client (tests/presto)"
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/presto

@@ -1,0 +1,535 @@
+package io.jumpgate.trino;
+
+import io.trino.spi.connector.AggregateFunction;
+import io.trino.spi.connector.AggregationApplicationResult;
+import io.trino.spi.connector.Assignment;
+import io.trino.spi.connector.ColumnHandle;
+import io.trino.spi.connector.ColumnMetadata;
+import io.trino.spi.connector.ConnectorMetadata;
+import io.trino.spi.connector.ConnectorSession;
+import io.trino.spi.connector.ConnectorTableHandle;
+import io.trino.spi.connector.ConnectorTableMetadata;
+import io.trino.spi.connector.ConnectorTableVersion;
+import io.trino.spi.connector.Constraint;
+import io.trino.spi.connector.ConstraintApplicationResult;
+import io.trino.spi.connector.JoinApplicationResult;
+import io.trino.spi.connector.JoinCondition;
+import io.trino.spi.connector.JoinStatistics;
+import io.trino.spi.connector.JoinType;
+import io.trino.spi.connector.LimitApplicationResult;
+import io.trino.spi.connector.ProjectionApplicationResult;
+import io.trino.spi.connector.SchemaTableName;
+import io.trino.spi.connector.SortItem;
+import io.trino.spi.connector.TopNApplicationResult;
+import io.trino.spi.expression.Call;
+import io.trino.spi.expression.ConnectorExpression;
+import io.trino.spi.expression.Constant;
+import io.trino.spi.expression.Variable;
+import io.trino.spi.predicate.Domain;
+import io.trino.spi.predicate.TupleDomain;
+import io.trino.spi.type.BigintType;
+import io.trino.spi.type.DecimalType;
+import io.trino.spi.type.DoubleType;
+import io.trino.spi.type.IntegerType;
+import io.trino.spi.type.Type;
+
+import io.trino.spi.connector.RelationColumnsMetadata;
+import io.trino.spi.connector.RelationType;
+
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.Set;
+import java.util.function.UnaryOperator;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.logging.Logger;
+
+import static io.trino.spi.expression.StandardFunctions.AND_FUNCTION_NAME;
+
+/**
+ * Lists the data root's datasets ({@link DataRoot}) and takes what Jumpgate can run from the plan:
+ * filters, projections, single-step aggregations. Each refusal has a reason, logged and kept in the
+ * table handle so that EXPLAIN shows it ({@link JumpgateTableHandle#toString()}).
+ */
+public final class JumpgateMetadata implements ConnectorMetadata {
+    private static final Logger LOG = Logger.getLogger(JumpgateMetadata.class.getName());
+
+    private final JumpgateConfig config;
+    private final DataRoot dataRoot;
+    private final JobRuns runs;
+
+    public JumpgateMetadata(JumpgateConfig config, DataRoot dataRoot, JobRuns runs) {
+        this.config = config;
+        this.dataRoot = dataRoot;
+        this.runs = runs;
+    }
+
+    @Override
+    public void cleanupQuery(ConnectorSession session) {
+        runs.queryEnded(session.getQueryId());
+    }
+
+    // ---- listing ------------------------------------------------------------------------------
+
+    @Override
+    public List<String> listSchemaNames(ConnectorSession session) {
+        return List.copyOf(dataRoot.schemas().keySet());
+    }
+
+    @Override
+    public ConnectorTableHandle getTableHandle(ConnectorSession session, SchemaTableName name,
+                                               Optional<ConnectorTableVersion> startVersion, Optional<ConnectorTableVersion> endVersion) {
+        if (startVersion.isPresent() || endVersion.isPresent()) {
+            return null;
+        }
+        return dataRoot.table(name.getSchemaName(), name.getTableName())
+                .map(t -> new JumpgateTableHandle(t.schema(), t.name())).orElse(null);
+    }
+
+    DataRoot.Table table(JumpgateTableHandle h) {
+        return dataRoot.table(h.schema(), h.table()).orElseThrow(() ->
+                new IllegalStateException("table " + h.schemaTableName() + " is no longer under " + dataRoot.root()));
+    }
+
+    @Override
+    public ConnectorTableMetadata getTableMetadata(ConnectorSession session, ConnectorTableHandle handle) {
+        JumpgateTableHandle h = (JumpgateTableHandle) handle;
+        List<ColumnMetadata> cols = new ArrayList<>();
+        for (JumpgateTableHandle b : h.baseTables()) { // a pushed join: both sides' columns
+            for (DataRoot.Column c : table(b).columns()) {
+                cols.add(JumpgateColumnHandle.base(c.name(), Types.trino(c.type())).metadata());
+            }
+        }
+        return new ConnectorTableMetadata(h.schemaTableName(), cols);
+    }
+
+    @Override
+    public List<SchemaTableName> listTables(ConnectorSession session, Optional<String> schema) {
+        List<SchemaTableName> out = new ArrayList<>();
+        dataRoot.schemas().forEach((s, tables) -> {
+            if (schema.isEmpty() || schema.get().equals(s)) {
+                tables.keySet().forEach(t -> out.add(new SchemaTableName(s, t)));
+            }
+        });
+        return out;
+    }
+
+    @Override
+    public Iterator<RelationColumnsMetadata> streamRelationColumns(ConnectorSession session, Optional<String> schema,
+                                                                   UnaryOperator<Set<SchemaTableName>> relationFilter) {
+        Map<SchemaTableName, DataRoot.Table> tables = new LinkedHashMap<>();
+        dataRoot.schemas().forEach((s, ts) -> {
+            if (schema.isEmpty() || schema.get().equals(s)) {
+                ts.forEach((name, t) -> tables.put(new SchemaTableName(s, name), t));
+            }
+        });
+        List<RelationColumnsMetadata> out = new ArrayList<>();
+        for (SchemaTableName n : relationFilter.apply(tables.keySet())) {
+            List<ColumnMetadata> cols = new ArrayList<>();
+            for (DataRoot.Column c : tables.get(n).columns()) {
+                cols.add(JumpgateColumnHandle.base(c.name(), Types.trino(c.type())).metadata());
+            }
+            out.add(RelationColumnsMetadata.forTable(n, cols));
+        }
+        return out.iterator();
+    }
+
+    @Override
+    public Map<SchemaTableName, RelationType> getRelationTypes(ConnectorSession session, Optional<String> schema) {
+        Map<SchemaTableName, RelationType> out = new LinkedHashMap<>();
+        for (SchemaTableName n : listTables(session, schema)) {
+            out.put(n, RelationType.TABLE);
+        }
+        return out;
+    }
+
+    @Override
+    public Map<String, ColumnHandle> getColumnHandles(ConnectorSession session, ConnectorTableHandle handle) {
+        Map<String, ColumnHandle> out = new LinkedHashMap<>();
+        for (JumpgateTableHandle b : ((JumpgateTableHandle) handle).baseTables()) { // a pushed join: both sides' columns
+            for (DataRoot.Column c : table(b).columns()) {
+                out.put(c.name(), JumpgateColumnHandle.base(c.name(), Types.trino(c.type())));
+            }
+        }
+        return out;
+    }
+
+    @Override
+    public ColumnMetadata getColumnMetadata(ConnectorSession session, ConnectorTableHandle table, ColumnHandle column) {
+        return ((JumpgateColumnHandle) column).metadata();
+    }
+
+    // ---- pushdown -----------------------------------------------------------------------------
+
+    private void refused(JumpgateTableHandle h, String what, String why) {
+        LOG.info("Jumpgate: " + what + " on " + h.schemaTableName() + " stays in Trino: " + why);
+    }
+
+    @Override
+    public Optional<ConstraintApplicationResult<ConnectorTableHandle>> applyFilter(ConnectorSession session, ConnectorTableHandle handle,
+                                                                                 Constraint constraint) {
+        JumpgateTableHandle h = (JumpgateTableHandle) handle;
+        if (constraint.getSummary().isAll() && isTrue(constraint.getExpression())) {
+            return Optional.empty();
+        }
+        String note = null;
+        if (!config.enabled("filter")) {
+            note = "filter (" + config.switchedOff("filter") + ")";
+        } else if (h.aggregation().isPresent()) {
+            note = "filter above the pushed aggregation (not offered to Jumpgate in this version)";
+        }
+        if (note != null) {
+            if (h.notPushed().contains(note)) {
+                return Optional.empty();
+            }
+            refused(h, "filter", note);
+            return Optional.of(new ConstraintApplicationResult<>(h.withNote(note), constraint.getSummary(),
+                    constraint.getExpression(), false));
+        }
+        List<String> pushed = new ArrayList<>();
+        List<String> reasons = new ArrayList<>();
+        TupleDomain<ColumnHandle> remaining = TupleDomain.all();
+        TupleDomain<ColumnHandle> summary = constraint.getSummary();
+        if (summary.isNone()) {
+            pushed.add("FALSE");
+        } else {
+            Map<ColumnHandle, Domain> left = new HashMap<>();
+            for (Map.Entry<ColumnHandle, Domain> e : summary.getDomains().orElse(Map.of()).entrySet()) {
+                try {
+                    pushed.add(Sql.domain((JumpgateColumnHandle) e.getKey(), e.getValue()));
+                } catch (Sql.Unsupported u) {
+                    left.put(e.getKey(), e.getValue());
+                    reasons.add(u.getMessage());
+                }
+            }
+            remaining = TupleDomain.withColumnDomains(left);
+        }
+        List<ConnectorExpression> leftExprs = new ArrayList<>();
+        for (ConnectorExpression conjunct : conjuncts(constraint.getExpression())) {
+            if (isTrue(conjunct)) {
+                continue;
+            }
+            try {
+                pushed.add(Sql.translate(conjunct, constraint.getAssignments()));
+            } catch (Sql.Unsupported u) {
+                leftExprs.add(conjunct);
+                reasons.add(u.getMessage());
+            }
+        }
+        JumpgateTableHandle next = h;
+        pushed.removeAll(h.filters()); // the same condition offered again
+        if (!pushed.isEmpty()) {
+            next = next.withFilters(pushed);
+        }
+        if (!reasons.isEmpty()) {
+            String n = "filter parts (" + String.join("; ", reasons) + ")";
+            if (!h.notPushed().contains(n)) {
+                refused(h, "filter parts", String.join("; ", reasons));
+                next = next.withNote(n);
+            }
+        }
+        if (next.equals(h)) {
+            return Optional.empty();
+        }
+        ConnectorExpression rest = leftExprs.isEmpty() ? Constant.TRUE
+                : leftExprs.size() == 1 ? leftExprs.get(0) : new Call(io.trino.spi.type.BooleanType.BOOLEAN, AND_FUNCTION_NAME, leftExprs);
+        return Optional.of(new ConstraintApplicationResult<>(next, remaining, rest, false));
+    }
+
+    private static boolean isTrue(ConnectorExpression e) {
+        return e instanceof Constant c && Boolean.TRUE.equals(c.getValue());
+    }
+
+    private static List<ConnectorExpression> conjuncts(ConnectorExpression e) {
+        if (e instanceof Call c && c.getFunctionName().equals(AND_FUNCTION_NAME)) {
+            List<ConnectorExpression> out = new ArrayList<>();
+            for (ConnectorExpression a : c.getArguments()) {
+                out.addAll(conjuncts(a));
+            }
+            return out;
+        }
+        return List.of(e);
+    }
+
+    @Override
+    public Optional<ProjectionApplicationResult<ConnectorTableHandle>> applyProjection(ConnectorSession session, ConnectorTableHandle handle,
+                                                                                     List<ConnectorExpression> projections,
+                                                                                     Map<String, ColumnHandle> assignments) {
+        JumpgateTableHandle h = (JumpgateTableHandle) handle;
+        if (projections.stream().allMatch(p -> p instanceof Variable)) {
+            return Optional.empty();
+        }
+        if (!config.enabled("projection") || h.aggregation().isPresent()) {
+            String note = h.aggregation().isPresent() ? "projection above the pushed aggregation"
+                    : "projection (" + config.switchedOff("projection") + ")";
+            if (h.notPushed().contains(note)) {
+                return Optional.empty();
+            }
+            refused(h, "projection", note);
+            return Optional.of(new ProjectionApplicationResult<>(h.withNote(note), projections, assignmentsOf(projections, assignments), false));
+        }
+        List<ConnectorExpression> out = new ArrayList<>();
+        Map<String, Assignment> newAssignments = new LinkedHashMap<>();
+        List<String> reasons = new ArrayList<>();
+        boolean changed = false;
+        for (ConnectorExpression p : projections) {
+            if (p instanceof Variable v) {
+                out.add(p);
+                newAssignments.put(v.getName(), new Assignment(v.getName(), assignments.get(v.getName()), v.getType()));
+                continue;
+            }
+            try {
+                if (!Sql.supported(p.getType()) && !(p.getType() instanceof DecimalType)) {
+                    throw new Sql.Unsupported("a result of type " + p.getType());
+                }
+                String expr = Sql.translate(p, assignments);
+                String name = "p_" + Integer.toHexString(expr.hashCode() & 0x7fffffff) + "_" + Integer.toHexString(p.getType().hashCode() & 0xfff);
+                JumpgateColumnHandle c = new JumpgateColumnHandle(name, p.getType(), expr, true);
+                out.add(new Variable(name, p.getType()));
+                newAssignments.put(name, new Assignment(name, c, p.getType()));
+                changed = true;
+            } catch (Sql.Unsupported u) {
+                reasons.add(u.getMessage());
+                out.add(p);
+                for (Variable v : variables(p)) {
+                    newAssignments.put(v.getName(), new Assignment(v.getName(), assignments.get(v.getName()), v.getType()));
+                }
+            }
+        }
+        JumpgateTableHandle next = h;
+        if (!reasons.isEmpty()) {
+            String note = "projections (" + String.join("; ", reasons) + ")";
+            if (!h.notPushed().contains(note)) {
+                refused(h, "projections", String.join("; ", reasons));
+                next = next.withNote(note);
+                changed = true;
+            }
+        }
+        if (!changed) {
+            return Optional.empty();
+        }
+        return Optional.of(new ProjectionApplicationResult<>(next, out, List.copyOf(newAssignments.values()), false));
+    }
+
+    private static List<Assignment> assignmentsOf(List<ConnectorExpression> projections, Map<String, ColumnHandle> assignments) {
+        Map<String, Assignment> out = new LinkedHashMap<>();
+        for (ConnectorExpression p : projections) {
+            for (Variable v : variables(p)) {
+                out.put(v.getName(), new Assignment(v.getName(), assignments.get(v.getName()), v.getType()));
+            }
+        }
+        return List.copyOf(out.values());
+    }
+
+    private static List<Variable> variables(ConnectorExpression e) {
+        if (e instanceof Variable v) {
+            return List.of(v);
+        }
+        List<Variable> out = new ArrayList<>();
+        for (ConnectorExpression c : e.getChildren()) {
+            out.addAll(variables(c));
+        }
+        return out;
+    }
+
+    @Override
+    public Optional<AggregationApplicationResult<ConnectorTableHandle>> applyAggregation(ConnectorSession session, ConnectorTableHandle handle,
+                                                                                       List<AggregateFunction> aggregates,
+                                                                                       Map<String, ColumnHandle> assignments,
+                                                                                       List<List<ColumnHandle>> groupingSets) {
+        JumpgateTableHandle h = (JumpgateTableHandle) handle;
+        String why = null;
+        if (!config.enabled("aggregation")) {
+            why = config.switchedOff("aggregation");
+        } else if (h.aggregation().isPresent()) {
+            why = "an aggregation over a pushed aggregation";
+        } else if (groupingSets.size() != 1) {
+            why = "grouping sets";
+        }
+        List<JumpgateTableHandle.Item> items = new ArrayList<>();
+        List<ConnectorExpression> projections = new ArrayList<>();
+        List<Assignment> newAssignments = new ArrayList<>();
+        for (int i = 0; why == null && i < aggregates.size(); i++) {
+            AggregateFunction f = aggregates.get(i);
+            try {
+                String name = "a" + i;
+                String[] fnExpr = aggregate(f, assignments);
+                items.add(new JumpgateTableHandle.Item(name, fnExpr[0], fnExpr[1]));
+                JumpgateColumnHandle c = new JumpgateColumnHandle(name, f.getOutputType(), Sql.ident(name), true);
+                projections.add(new Variable(name, f.getOutputType()));
+                newAssignments.add(new Assignment(name, c, f.getOutputType()));
+            } catch (Sql.Unsupported u) {
+                why = u.getMessage();
+            }
+        }
+        List<JumpgateTableHandle.Item> groupBy = new ArrayList<>();
+        Map<ColumnHandle, ColumnHandle> groupMapping = new HashMap<>();
+        if (why == null) {
+            List<ColumnHandle> keys = groupingSets.get(0);
+            for (int i = 0; i < keys.size(); i++) {
+                JumpgateColumnHandle k = (JumpgateColumnHandle) keys.get(i);
+                if (!Sql.supported(k.type())) {
+                    why = "grouping by " + k.name() + " of type " + k.type();
+                    break;
+                }
+                String name = "g" + i;
+                groupBy.add(new JumpgateTableHandle.Item(name, null, k.synthetic() ? "(" + k.expr() + ")" : k.expr()));
+                JumpgateColumnHandle g = new JumpgateColumnHandle(name, k.type(), Sql.ident(name), true);
+                groupMapping.put(k, g);
+                newAssignments.add(new Assignment(name, g, k.type())); // Trino finds the new group columns here
+            }
+        }
+        if (why != null) {
+            String note = "aggregation (" + why + ")";
+            if (!h.notPushed().contains(note)) {
+                refused(h, "aggregation", why);
+            }
+            return Optional.empty(); // Trino offers it once per plan shape: the log says why
+        }
+        JumpgateTableHandle next = h.withAggregation(new JumpgateTableHandle.PushedAggregation(groupBy, items));
+        return Optional.of(new AggregationApplicationResult<>(next, projections, newAssignments, groupMapping, false));
+    }
+
+    /** {fn, expr} of the contract for one Trino aggregate whose result the contract computes the same way. */
+    private static String[] aggregate(AggregateFunction f, Map<String, ColumnHandle> assignments) throws Sql.Unsupported {
+        if (f.isDistinct() || f.getFilter().isPresent() || !f.getSortItems().isEmpty()) {
+            throw new Sql.Unsupported(f.getFunctionName() + " with DISTINCT, FILTER or ORDER BY");
+        }
+        String fn = f.getFunctionName();
+        List<ConnectorExpression> args = f.getArguments();
+        if (fn.equals("count") && args.isEmpty()) {
+            return new String[] {"count_star", null};
+        }
+        if (args.size() != 1) {
+            throw new Sql.Unsupported(fn + " with " + args.size() + " arguments");
+        }
+        Type in = args.get(0).getType();
+        // A long decimal here is a pushed product or sum that Trino typed wide: Jumpgate computes it
+        // in at most 18 digits and fails the job if a value does not fit, never a wrong answer.
+        if (!Sql.supported(in) && !(in instanceof DecimalType)) {
+            throw new Sql.Unsupported(fn + " of type " + in);
+        }
+        String expr = Sql.translate(args.get(0), assignments);
+        switch (fn) {
+            case "count", "min", "max":
+                return new String[] {fn, expr};
+            case "sum":
+                if (in instanceof IntegerType || in instanceof BigintType || in instanceof DoubleType || in instanceof DecimalType) {
+                    return new String[] {fn, expr};
+                }
+                break;
+            case "avg":
+                // Trino's avg of a decimal is a decimal rounded to the input's scale: not the contract's.
+                if (in instanceof IntegerType || in instanceof BigintType || in instanceof DoubleType) {
+                    return new String[] {fn, expr};
+                }
+                break;
+            default:
+                break;
+        }
+        throw new Sql.Unsupported(fn + "(" + in + ") has no contract aggregate with Trino's result");
+    }
+
+    @Override
+    public Optional<JoinApplicationResult<ConnectorTableHandle>> applyJoin(ConnectorSession session, JoinType joinType,
+                                                                         ConnectorTableHandle left, ConnectorTableHandle right,
+                                                                         List<JoinCondition> joinConditions,
+                                                                         Map<String, ColumnHandle> leftAssignments,
+                                                                         Map<String, ColumnHandle> rightAssignments,
+                                                                         JoinStatistics statistics) {
+        JumpgateTableHandle l = (JumpgateTableHandle) left;
+        JumpgateTableHandle r = (JumpgateTableHandle) right;
+        String why = null;
+        String type = switch (joinType) {
+            case INNER -> "inner";
+            case LEFT_OUTER -> "left_outer";
+            default -> null;
+        };
+        if (!config.enabled("join")) {
+            why = config.switchedOff("join");
+        } else if (type == null) {
+            why = joinType + " joins (the contract has inner, left semi/anti and left outer)";
+        } else if (l.aggregation().isPresent() || r.aggregation().isPresent()) {
+            why = "a join over a pushed aggregation";
+        } else if (joinConditions.isEmpty()) {
+            why = "a join without equality keys";
+        }
+        List<String> leftKeys = new ArrayList<>();
+        List<String> rightKeys = new ArrayList<>();
+        for (int i = 0; why == null && i < joinConditions.size(); i++) {
+            JoinCondition c = joinConditions.get(i);
+            if (c.getOperator() != JoinCondition.Operator.EQUAL) {
+                why = "a join condition " + c.getOperator();
+                break;
+            }
+            if (!c.getLeftExpression().getType().equals(c.getRightExpression().getType()) || !Sql.supported(c.getLeftExpression().getType())) {
+                why = "join keys of types " + c.getLeftExpression().getType() + " and " + c.getRightExpression().getType();
+                break;
+            }
+            try {
+                leftKeys.add(Sql.translate(c.getLeftExpression(), leftAssignments));
+                rightKeys.add(Sql.translate(c.getRightExpression(), rightAssignments));
+            } catch (Sql.Unsupported u) {
+                why = "join key: " + u.getMessage();
+            }
+        }
+        if (why == null) {
+            // The join's output is the probe's columns then the build's, by name: names must not clash.
+            java.util.Set<String> leftNames = new java.util.HashSet<>(columnNames(l));
+            for (String n : columnNames(r)) {
+                if (leftNames.contains(n)) {
+                    why = "both sides have a column " + n + " (a self-join)";
+                    break;
+                }
+            }
+        }
+        if (why != null) {
+            LOG.info("Jumpgate: join of " + l.schemaTableName() + " and " + r.schemaTableName() + " stays in Trino: " + why);
+            return Optional.empty();
+        }
+        JumpgateTableHandle joined = JumpgateTableHandle.ofJoin(new JumpgateTableHandle.PushedJoin(l, r, type, leftKeys, rightKeys));
+        // Every column of each side keeps its handle: names are unique across the join's output.
+        Map<ColumnHandle, ColumnHandle> leftMap = new HashMap<>();
+        getColumnHandles(session, l).values().forEach(c -> leftMap.put(c, c));
+        leftAssignments.values().forEach(c -> leftMap.put(c, c));
+        Map<ColumnHandle, ColumnHandle> rightMap = new HashMap<>();
+        getColumnHandles(session, r).values().forEach(c -> rightMap.put(c, c));
+        rightAssignments.values().forEach(c -> rightMap.put(c, c));
+        return Optional.of(new JoinApplicationResult<>(joined, leftMap, rightMap, false));
+    }
+
+    /** The names of the base columns a relation outputs. */
+    private List<String> columnNames(JumpgateTableHandle h) {
+        List<String> out = new ArrayList<>();
+        for (JumpgateTableHandle b : h.baseTables()) {
+            table(b).columns().forEach(c -> out.add(c.name()));
+        }
+        return out;
+    }
+
+    @Override
+    public Optional<LimitApplicationResult<ConnectorTableHandle>> applyLimit(ConnectorSession session, ConnectorTableHandle handle, long limit) {
+        JumpgateTableHandle h = (JumpgateTableHandle) handle;
+        String note = "limit (the contract has no limit operation: Trino stops reading after " + limit + " rows)";
+        if (h.notPushed().stream().anyMatch(n -> n.startsWith("limit"))) {
+            return Optional.empty();
+        }
+        refused(h, "limit", note);
+        return Optional.of(new LimitApplicationResult<>(h.withNote(note), false, false));
+    }
+
+    @Override
+    public Optional<TopNApplicationResult<ConnectorTableHandle>> applyTopN(ConnectorSession session, ConnectorTableHandle handle, long topNCount,
+                                                                         List<SortItem> sortItems, Map<String, ColumnHandle> assignments) {
+        JumpgateTableHandle h = (JumpgateTableHandle) handle;
+        String note = "topN (the contract has no sort operation)";
+        if (h.notPushed().contains(note)) {
+            return Optional.empty();
+        }
+        refused(h, "topN", note);
+        return Optional.of(new TopNApplicationResult<>(h.withNote(note), false, false));
+    }
+}

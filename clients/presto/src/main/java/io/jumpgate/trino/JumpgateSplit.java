@@ -1,0 +1,47 @@
+package io.jumpgate.trino;
+
+import com.fasterxml.jackson.annotation.JsonCreator;
+import com.fasterxml.jackson.annotation.JsonProperty;
+import io.trino.spi.HostAddress;
+import io.trino.spi.connector.ConnectorSplit;
+
+import java.util.List;
+import java.util.Map;
+
+/**
+ * One destination of a Jumpgate job: the job's {@code key} (one per table scan of a query),
+ * which of its {@code destinations} this is, and the files of the data root that feed it (for a
+ * pushed aggregation, one destination reads them all). The job runs in this JVM's receiver
+ * service, so splits stay on the node that planned them (single-node Trino; docs/presto.md).
+ */
+public record JumpgateSplit(
+        @JsonProperty("key") String key,
+        @JsonProperty("index") int index,
+        @JsonProperty("destinations") int destinations,
+        @JsonProperty("groups") List<List<String>> groups) implements ConnectorSplit {
+
+    @JsonCreator
+    public JumpgateSplit {
+        groups = groups.stream().map(List::copyOf).toList();
+    }
+
+    @Override
+    public boolean isRemotelyAccessible() {
+        return true;
+    }
+
+    @Override
+    public List<HostAddress> getAddresses() {
+        return List.of();
+    }
+
+    @Override
+    public Map<String, String> getSplitInfo() {
+        return Map.of("key", key, "destination", Integer.toString(index), "of", Integer.toString(destinations));
+    }
+
+    @Override
+    public long getRetainedSizeInBytes() {
+        return 256L + groups.stream().mapToLong(g -> g.stream().mapToLong(s -> 40L + s.length()).sum()).sum();
+    }
+}

@@ -1,0 +1,82 @@
+package io.jumpgate.trino;
+
+import io.trino.spi.connector.ConnectorSession;
+import io.trino.spi.connector.ConnectorSplit;
+import io.trino.spi.connector.ConnectorSplitManager;
+import io.trino.spi.connector.ConnectorSplitSource;
+import io.trino.spi.connector.ConnectorTableHandle;
+import io.trino.spi.connector.ConnectorTransactionHandle;
+import io.trino.spi.connector.Constraint;
+import io.trino.spi.connector.DynamicFilter;
+import io.trino.spi.connector.FixedSplitSource;
+
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.UUID;
+
+/**
+ * One split per destination of the scan's Jumpgate job. The table's files are dealt into at most
+ * {@code jumpgate.max-streams} groups of about equal bytes, one read and one send each; a pushed
+ * aggregation must return final aggregates, so it reads every file in one group.
+ */
+public final class JumpgateSplitManager implements ConnectorSplitManager {
+    private final JumpgateConfig config;
+    private final DataRoot dataRoot;
+
+    public JumpgateSplitManager(JumpgateConfig config, DataRoot dataRoot) {
+        this.config = config;
+        this.dataRoot = dataRoot;
+    }
+
+    @Override
+    public ConnectorSplitSource getSplits(ConnectorTransactionHandle transaction, ConnectorSession session, ConnectorTableHandle handle,
+                                          DynamicFilter dynamicFilter, Constraint constraint) {
+        JumpgateTableHandle h = (JumpgateTableHandle) handle;
+        String key = JobRuns.keyPrefix(session.getQueryId()) + UUID.randomUUID().toString().substring(0, 8);
+        if (h.join().isPresent()) {
+            // A pushed join reads all its tables' files in one job with one destination.
+            for (JumpgateTableHandle b : h.baseTables()) {
+                dataRoot.table(b.schema(), b.table()).orElseThrow(() ->
+                        new IllegalStateException("table " + b.schemaTableName() + " is no longer under " + dataRoot.root()));
+            }
+            return new FixedSplitSource(List.of(new JumpgateSplit(key, 0, 1, List.of(List.of()))));
+        }
+        DataRoot.Table t = dataRoot.table(h.schema(), h.table()).orElseThrow(() ->
+                new IllegalStateException("table " + h.schemaTableName() + " is no longer under " + dataRoot.root()));
+        if (t.files().isEmpty()) {
+            return new FixedSplitSource(List.of());
+        }
+        int n = h.aggregation().isPresent() ? 1 : Math.min(config.maxStreams(), t.files().size());
+        List<List<String>> groups = balance(t.files(), n);
+        List<ConnectorSplit> splits = new ArrayList<>();
+        for (int i = 0; i < groups.size(); i++) {
+            splits.add(new JumpgateSplit(key, i, groups.size(), groups));
+        }
+        return new FixedSplitSource(splits);
+    }
+
+    /** Largest file first into the group with the fewest bytes. */
+    static List<List<String>> balance(List<DataRoot.DataFile> files, int n) {
+        List<List<String>> groups = new ArrayList<>();
+        long[] bytes = new long[n];
+        for (int i = 0; i < n; i++) {
+            groups.add(new ArrayList<>());
+        }
+        List<DataRoot.DataFile> sorted = new ArrayList<>(files);
+        sorted.sort(Comparator.comparingLong(DataRoot.DataFile::bytes).reversed().thenComparing(DataRoot.DataFile::path));
+        for (DataRoot.DataFile f : sorted) {
+            int best = 0;
+            for (int i = 1; i < n; i++) {
+                if (bytes[i] < bytes[best]) {
+                    best = i;
+                }
+            }
+            groups.get(best).add(f.path());
+            bytes[best] += f.bytes();
+        }
+        groups.removeIf(List::isEmpty);
+        groups.forEach(g -> g.sort(String::compareTo));
+        return groups;
+    }
+}

@@ -1,0 +1,138 @@
+package io.jumpgate.trino;
+
+import com.fasterxml.jackson.annotation.JsonCreator;
+import com.fasterxml.jackson.annotation.JsonProperty;
+import io.trino.spi.connector.ConnectorTableHandle;
+import io.trino.spi.connector.SchemaTableName;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+
+/**
+ * A table, and what of the query above it was pushed into Jumpgate: filter conditions over the base
+ * columns (ANDed), then optionally one complete (single-step) aggregation. Projections need no
+ * state here: they are synthetic column handles. {@code notPushed} keeps why operators stayed in
+ * Trino, so EXPLAIN shows it (the handle's toString is the scan's "table" in the plan).
+ */
+public record JumpgateTableHandle(
+        @JsonProperty("schema") String schema,
+        @JsonProperty("table") String table,
+        @JsonProperty("filters") List<String> filters,
+        @JsonProperty("aggregation") Optional<PushedAggregation> aggregation,
+        @JsonProperty("notPushed") List<String> notPushed,
+        @JsonProperty("join") Optional<PushedJoin> join) implements ConnectorTableHandle {
+
+    @JsonCreator
+    public JumpgateTableHandle {
+        filters = List.copyOf(filters);
+        notPushed = List.copyOf(notPushed);
+    }
+
+    public JumpgateTableHandle(String schema, String table) {
+        this(schema, table, List.of(), Optional.empty(), List.of(), Optional.empty());
+    }
+
+    /** A join of two relations pushed into Jumpgate: probe = left, build = right (contract §1 join). */
+    public record PushedJoin(
+            @JsonProperty("left") JumpgateTableHandle left,
+            @JsonProperty("right") JumpgateTableHandle right,
+            @JsonProperty("type") String type,
+            @JsonProperty("leftKeys") List<String> leftKeys,
+            @JsonProperty("rightKeys") List<String> rightKeys) {
+        @JsonCreator
+        public PushedJoin {
+            leftKeys = List.copyOf(leftKeys);
+            rightKeys = List.copyOf(rightKeys);
+        }
+    }
+
+    public static JumpgateTableHandle ofJoin(PushedJoin j) {
+        List<String> notes = new ArrayList<>(j.left().notPushed());
+        j.right().notPushed().stream().filter(n -> !notes.contains(n)).forEach(notes::add);
+        return new JumpgateTableHandle(j.left().schema(), "(" + j.left().table() + " JOIN " + j.right().table() + ")",
+                List.of(), Optional.empty(), notes, Optional.of(j));
+    }
+
+    /** The base tables this handle reads, in order. */
+    public List<JumpgateTableHandle> baseTables() {
+        if (join.isEmpty()) {
+            return List.of(this);
+        }
+        List<JumpgateTableHandle> out = new ArrayList<>(join.get().left().baseTables());
+        out.addAll(join.get().right().baseTables());
+        return out;
+    }
+
+    /** One grouping column or aggregate of a pushed aggregation. */
+    public record Item(@JsonProperty("name") String name, @JsonProperty("fn") String fn, @JsonProperty("expr") String expr) {
+        @JsonCreator
+        public Item {}
+    }
+
+    public record PushedAggregation(@JsonProperty("groupBy") List<Item> groupBy, @JsonProperty("aggregates") List<Item> aggregates) {
+        @JsonCreator
+        public PushedAggregation {
+            groupBy = List.copyOf(groupBy);
+            aggregates = List.copyOf(aggregates);
+        }
+    }
+
+    public SchemaTableName schemaTableName() {
+        return new SchemaTableName(schema, table);
+    }
+
+    public JumpgateTableHandle withFilters(List<String> more) {
+        List<String> f = new ArrayList<>(filters);
+        f.addAll(more);
+        return new JumpgateTableHandle(schema, table, f, aggregation, notPushed, join);
+    }
+
+    public JumpgateTableHandle withAggregation(PushedAggregation a) {
+        return new JumpgateTableHandle(schema, table, filters, Optional.of(a), notPushed, join);
+    }
+
+    public JumpgateTableHandle withNote(String note) {
+        if (notPushed.contains(note)) {
+            return this;
+        }
+        List<String> n = new ArrayList<>(notPushed);
+        n.add(note);
+        return new JumpgateTableHandle(schema, table, filters, aggregation, n, join);
+    }
+
+    private String describe() {
+        String s = toString();
+        return notPushed.isEmpty() ? s : s.substring(0, s.indexOf(" not pushed="));
+    }
+
+    @Override
+    public String toString() {
+        StringBuilder b = new StringBuilder();
+        if (join.isPresent()) {
+            PushedJoin j = join.get();
+            b.append("pushed join=[").append(j.type()).append(" (").append(j.left().describe()).append(") WITH (")
+                    .append(j.right().describe()).append(") ON ");
+            for (int i = 0; i < j.leftKeys().size(); i++) {
+                b.append(i == 0 ? "" : " AND ").append(j.leftKeys().get(i)).append(" = ").append(j.rightKeys().get(i));
+            }
+            b.append(']');
+        } else {
+            b.append(schema).append('.').append(table);
+        }
+        if (!filters.isEmpty()) {
+            b.append(" pushed filter=[").append(String.join(" AND ", filters)).append(']');
+        }
+        aggregation.ifPresent(a -> {
+            b.append(" pushed aggregation=[group by ");
+            b.append(a.groupBy().stream().map(i -> i.name() + ":=" + i.expr()).toList());
+            b.append(", ");
+            b.append(a.aggregates().stream().map(i -> i.name() + ":=" + i.fn() + "(" + (i.expr() == null ? "*" : i.expr()) + ")").toList());
+            b.append(']');
+        });
+        if (!notPushed.isEmpty()) {
+            b.append(" not pushed=").append(notPushed);
+        }
+        return b.toString();
+    }
+}
