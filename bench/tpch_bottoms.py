@@ -24,7 +24,8 @@ engine's threads do not get the cores its wall time assumes. Where Jumpgate does
 printed: per NCA its setup, and per stage its threads, wall, busy and waits per thread, tuples in
 and out. A Jumpgate job that fails or outlives --job-timeout is reported and re-run (--retries).
 `--alt-cores N` adds a second server with `--cores N` as another engine, to measure the thread
-assignment in the same run.
+assignment in the same run; `--no-rf-engine` adds one with `--no-runtime-filters` (engine
+jg-no-rf), to measure the runtime filters from joins' build sides to their probe sides' scans.
 
 Formats: `--format json` (JSON Lines), `orc`, `parquet`; several may be given. ORC and Parquet run
 DuckDB on the Parquet copy (DuckDB reads no ORC) and pyarrow on the format itself. A format whose
@@ -606,6 +607,11 @@ def run_format(fmt: str, args, wanted: list[Query], summary: list[str]) -> None:
             alt = stack.enter_context(LocalServer(root, cache_dir=cache, cores=args.alt_cores,
                                                   log_path=cache / "server-alt.log"))
             servers[f"jg-cores{args.alt_cores}"] = (stack.enter_context(Jumpgate(alt.url)), alt.proc.pid)
+        if args.no_rf_engine:  # the same server without runtime filters (docs/runtime-filters.md)
+            off = stack.enter_context(LocalServer(root, cache_dir=cache, cores=args.jg_cores,
+                                                  log_path=cache / "server-no-rf.log",
+                                                  extra_args=["--no-runtime-filters"]))
+            servers["jg-no-rf"] = (stack.enter_context(Jumpgate(off.url)), off.proc.pid)
         bench = Bench(fmt, root, duck_root, servers, args)
         print(f"\n[{fmt}] data {root}; DuckDB reads {'JSON Lines' if fmt == 'json' else 'the Parquet copy'}; "
               f"Jumpgate server --cores {args.jg_cores or os.cpu_count()}; medians of {args.runs} runs", flush=True)
@@ -659,6 +665,9 @@ def main() -> int:
     ap.add_argument("--jg-cores", type=int, help="the server's --cores (default: this machine's)")
     ap.add_argument("--alt-cores", type=int, help="also run a second server with this --cores, as engine "
                     "jg-coresN, to measure the thread assignment")
+    ap.add_argument("--no-rf-engine", action="store_true",
+                    help="also run a second server with --no-runtime-filters, as engine jg-no-rf, to measure "
+                         "the runtime filters (docs/runtime-filters.md) in the same run")
     ap.add_argument("--job-timeout", type=float, default=300, help="seconds before a Jumpgate job counts as "
                     "hung and is cancelled (default 300)")
     ap.add_argument("--retries", type=int, default=2, help="failed or hung Jumpgate runs re-run per query")

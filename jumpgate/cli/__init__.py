@@ -71,7 +71,8 @@ def _serve(args: argparse.Namespace) -> int:
                         compiled_ttl_s=args.compiled_ttl, queue_max_wait_s=args.queue_max_wait,
                         client_stall_s=max(0.0, args.client_stall),
                         state_db=Path(args.state_db) if args.state_db else None,
-                        keep_jobs=max(0, args.keep_jobs), keep_days=max(0.0, args.keep_days))
+                        keep_jobs=max(0, args.keep_jobs), keep_days=max(0.0, args.keep_days),
+                        runtime_filters=not args.no_runtime_filters)
     if args.cache_dir:
         settings.cache_dir = Path(args.cache_dir)
     if args.ncas is not None:
@@ -298,6 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--client-stall", type=float, default=10.0, metavar="SECONDS",
                        help="fail a job whose client (a send's receiver) takes no data for this long while there "
                             "is data for it (it stopped reading or never accepted); 0 = never (default 10)")
+    serve.add_argument("--no-runtime-filters", action="store_true",
+                       help="plan no runtime filters from hash joins' build sides to the scans of their probe "
+                            "sides (docs/runtime-filters.md); for comparison")
     serve.add_argument("--queue-max-wait", type=float, default=300.0, metavar="SECONDS",
                        help="fail a job that waited this long in the run queue for cores (default 300)")
     serve.add_argument("--state-db", default=None, metavar="PATH",

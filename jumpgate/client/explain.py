@@ -104,6 +104,19 @@ class Plan:
         if not self.edges:
             out.append("  (none)")
 
+        filters = self.answer.get("runtime_filters") or []
+        if filters:  # docs/runtime-filters.md
+            out.append("Runtime filters:")
+        for f in filters:
+            if not isinstance(f, dict):
+                continue
+            if f.get("planned"):
+                keys = ", ".join(map(str, f.get("keys") or []))
+                out.append(f"  {f.get('id')}: join {f.get('join')} -> scan of {f.get('read')} on {keys} "
+                           f"({', '.join(map(str, f.get('from') or []))} -> {', '.join(map(str, f.get('to') or []))})")
+            else:
+                out.append(f"  join {f.get('join')}: none, {_one_line(f.get('reason') or '')}")
+
         out.append("Operations:")
         for op, d in self.decisions.items():
             if not isinstance(d, dict):

@@ -26,6 +26,7 @@ from .distinct import expand_distinct
 from .mapping import DEFAULT_BUDGET, map_plan
 from .pipeline import StagedPipeline, build_pipeline
 from .placement import place
+from .runtime_filters import attach_runtime_filters
 from .scale_out import aggregates_to_split, scale_out, split_aggregates
 from .scaling import assign_threads
 from .staging import compute_stages
@@ -37,7 +38,7 @@ def compile_plan(plan: LogicalPlan,
                  op_paths: Mapping[str, str] | None = None,
                  cost: costs.PlacementCost = costs.default_cost,
                  budget: int = DEFAULT_BUDGET, thread_budget: int = 1,
-                 hosts: Sequence[Host] | None = None) -> StagedPipeline:
+                 hosts: Sequence[Host] | None = None, runtime_filters: bool = True) -> StagedPipeline:
     """Map `plan` onto the registered implementations (a name -> implementation mapping, or any
     iterable of implementations), compute stages, and build the pipeline.
 
@@ -46,7 +47,9 @@ def compile_plan(plan: LogicalPlan,
     Raises `MappingError` (HTTP 422) when no graph of NCAs can run the plan or when the plan
     cannot be staged without buffering. `thread_budget` is the cores one stage may use in all:
     NCAs that scale internally share what the others leave (see scaling.py). `hosts` are where
-    instances may run (the deployer's); with them, each instance's host is chosen (placement.py)."""
+    instances may run (the deployer's); with them, each instance's host is chosen (placement.py).
+    Last, runtime filters from joins' build sides to their probe sides' scans are planned
+    (runtime_filters.py); with `runtime_filters` False, none is, and the answer says so."""
     impls = list(registry_implementations.values()) if isinstance(registry_implementations, Mapping) \
         else list(registry_implementations)
     plan, op_paths = expand_distinct(plan, op_paths)
@@ -60,11 +63,11 @@ def compile_plan(plan: LogicalPlan,
 
     pipeline = staged(plan, op_paths)
     if hosts is None:
-        return pipeline
+        return attach_runtime_filters(pipeline, impls, runtime_filters)
     split = aggregates_to_split(pipeline, hosts)
     if split:  # partial aggregations on the nodes, the final one fed by all of them
         plan, halves = split_aggregates(plan, split)
         if op_paths is not None:  # each half points at the aggregation it was in the request
             op_paths = {**op_paths, **{half: op_paths[whole] for half, whole in halves.items() if whole in op_paths}}
         pipeline = staged(plan, op_paths)
-    return place(scale_out(pipeline, hosts), hosts)
+    return attach_runtime_filters(place(scale_out(pipeline, hosts), hosts), impls, runtime_filters)

@@ -31,6 +31,7 @@ from ..nca.interface import (
     NcaSpec,
     OutputSpec,
     ResourceRequest,
+    RuntimeFilterSpec,
     StreamSpec,
 )
 from . import cost as costs
@@ -56,6 +57,7 @@ class NcaNode:
     note: str = ""
     host: str | None = None  # where placement put it (compiler/placement.py); None: the network
     placement: str = ""  # why it runs on `host` (empty when there was no choice)
+    runtime_filters: tuple[RuntimeFilterSpec, ...] = ()  # it makes or applies (runtime_filters.py)
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,10 @@ class StagedPipeline:
     decisions: dict[str, OperationDecision]
     cost: costs.Cost = ()
     stats: dict = field(default_factory=dict)
+    # runtime filters from joins' build sides to the scans of their probe sides, and per join
+    # why it has none (compiler/runtime_filters.py, docs/runtime-filters.md)
+    runtime_filters: tuple = ()  # RuntimeFilterEdge
+    runtime_filter_notes: dict[str, str] = field(default_factory=dict)
 
     # Lookups by NCA id are indexed once per pipeline (the executor, placement and scaling out ask
     # for every instance; a scan of all edges each time was quadratic in the size of the job).
@@ -150,7 +156,8 @@ class StagedPipeline:
         n = self.node(node) if isinstance(node, str) else node
         return NcaSpec(id=n.id, implementation=n.implementation, plan=self.plan, ops=n.ops,
                        inputs=n.inputs, outputs=n.outputs, output_refs=n.output_refs,
-                       stages=n.stages, resources=n.resources, job_id=job_id)
+                       stages=n.stages, resources=n.resources, job_id=job_id,
+                       runtime_filters=n.runtime_filters)
 
     def part_files(self, node: NcaNode) -> tuple[str, ...]:
         """The files `node` reads when they are only part of its read's (one scan of a read split
@@ -175,7 +182,8 @@ class StagedPipeline:
 
     def to_json(self) -> dict:
         """The compile answer of contract §4 (`ncas`, `stages`, `outputs`), plus `edges`,
-        `decisions` (why each operation went where it did) and `search` statistics. An NCA says
+        `decisions` (why each operation went where it did), `runtime_filters` (those planned, and
+        for the other joins why none) and `search` statistics. An NCA says
         why it runs on its host (`placement`) where placement had a choice, and which files it
         reads (`files`) when they are its node's part of a read split over nodes."""
         return {
@@ -184,6 +192,9 @@ class StagedPipeline:
             "outputs": {name: o.to_json() for name, o in self.outputs.items()},
             "edges": [e.to_json() for e in self.edges],
             "decisions": {name: d.to_json() for name, d in self.decisions.items()},
+            "runtime_filters": [*(f.to_json() for f in self.runtime_filters),
+                                *({"join": join, "planned": False, "reason": why}
+                                  for join, why in self.runtime_filter_notes.items())],
             "search": {"cost": list(self.cost), "cost_text": costs.describe(self.cost) if self.cost else "",
                        **self.stats},
         }

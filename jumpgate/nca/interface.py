@@ -136,6 +136,31 @@ class Destination:
     client_stall_ms: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class RuntimeFilterSpec:
+    """One runtime filter (docs/runtime-filters.md) as one NCA instance sees it: made by the NCA
+    of a hash join when its build phase ends (`role` "build"), applied by a scan feeding the
+    join's probe side to its rows after its own filters, before it encodes them (`role` "probe").
+    The compiler plans them (jumpgate/compiler/runtime_filters.py); the executor hands what the
+    builder made (`NcaInstance.runtime_filter`) to each applier (`accept_runtime_filter`)."""
+
+    id: str  # the job's filter id: rf0, rf1, ...
+    join: str  # the join operation whose build side makes it
+    role: str  # "build" or "probe"
+    slot: int = 0  # probe: which of the NCA's filters this is (0, 1, ... in the order of its filters)
+    columns: tuple[int, ...] = ()  # probe: the join's keys as columns of the read's schema, in key order
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeFilterBlob:
+    """What a join's build phase made for its runtime filters: the serialised filter
+    (ncas/runtime/jg_rfilter.h), or None when it made none that could remove a row (a build side
+    too large for a Bloom filter, with keys that have no range); `rows` of the build side."""
+
+    data: bytes | None
+    rows: int = 0
+
+
 @dataclass(frozen=True)
 class NcaSpec:
     """Everything an instance needs to know about its part of the job, fixed at compile time."""
@@ -150,6 +175,7 @@ class NcaSpec:
     stages: tuple[int, ...]  # global stage numbers it runs in, ascending
     resources: ResourceRequest
     job_id: str = ""
+    runtime_filters: tuple[RuntimeFilterSpec, ...] = ()  # the ones it makes or applies
 
     def operations(self) -> list[Operation]:
         return [self.plan.op(n) for n in self.ops]
@@ -280,6 +306,18 @@ class NcaInstance(ABC):
         default ignores it (TCP detects a missing end by itself)."""
         return None
 
+    def runtime_filter(self) -> RuntimeFilterBlob | None:
+        """Optional, for an NCA that makes runtime filters (`spec.runtime_filters` with role
+        "build"): the filter its build phase made, once that phase's `execute` returned; None (the
+        default) when it made none. Called from an executor thread between stages."""
+        return None
+
+    def accept_runtime_filter(self, slot: int, blob: RuntimeFilterBlob) -> None:
+        """Optional, for an NCA that applies runtime filters (role "probe"): the filter of its
+        `slot`, given before the `execute` of the stage it runs in. The default ignores it (the
+        rows are then all kept, which is always correct)."""
+        return None
+
     @abstractmethod
     def destroy(self) -> None:
         """Stop and clean up; idempotent."""
@@ -317,12 +355,18 @@ class NcaImplementation(ABC):
     # costs no instance, since it adds no host process and no hop.
     preference: ClassVar[int] = 0
     in_network: ClassVar[bool] = False
+    # Runtime filters (docs/runtime-filters.md): its instances make one from a hash join's build
+    # side (`runtime_filter_build`) or apply them to the rows of a read (`runtime_filter_probe`,
+    # for the operations `applies_runtime_filters` accepts).
+    runtime_filter_build: ClassVar[bool] = False
+    runtime_filter_probe: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kw) -> None:
         super().__init_subclass__(**kw)
         _reject_incomplete(cls, ("name", "description"))
         _check_class_types(cls, {"preference": int, "in_network": bool, "converter": bool,
-                                 "keyed_streams": bool})
+                                 "keyed_streams": bool, "runtime_filter_build": bool,
+                                 "runtime_filter_probe": bool})
 
     # -- operator interface ------------------------------------------------------------
 
@@ -357,6 +401,11 @@ class NcaImplementation(ABC):
         units is mapped to other NCAs. The instances lease and release their units themselves
         (in `allocate` and `destroy`)."""
         return {}
+
+    def applies_runtime_filters(self, plan: LogicalPlan, ops: tuple[str, ...]) -> Verdict[None]:
+        """For a `runtime_filter_probe` NCA: can an instance implementing `ops` (a read first)
+        apply runtime filters on the read's columns to its rows? The default says no."""
+        return Verdict.no(f"{self.name} does not apply runtime filters")
 
     def support(self) -> Support | None:
         """Optional: what it takes, item by item (types, expressions, functions, aggregates), for

@@ -24,6 +24,10 @@ When an NCA's last phase succeeds, the executor tells each NCA it sends to, once
 port's senders are through, with `senders_finished` (NcaInstance): everything they will send there
 has been sent, so a UDP receiver still missing an end of stream can fail at once instead of
 waiting out its idle timeout (docs/udp-transport.md, "A lost END").
+
+Before a stage starts, each scan of it that applies a runtime filter gets the filter the join's
+build phase made in an earlier stage (`_hand_runtime_filters`, docs/runtime-filters.md): a small
+blob relayed over the control channels at the stage boundary, never rows.
 """
 from __future__ import annotations
 
@@ -261,7 +265,41 @@ class JobRunner:
         finally:
             self.job.timeline.end(span)
 
+    def _hand_runtime_filters(self, stage: int, nca_ids: list[str]) -> None:
+        """Before a stage runs: give each scan of it that applies runtime filters what the joins'
+        build phases (all in earlier stages; compiler/runtime_filters.py) made
+        (docs/runtime-filters.md). The filter is a small blob relayed as a control message at the
+        stage boundary, never data; a join that made none leaves its scans keeping every row."""
+        starting = set(nca_ids)
+        tl = self.job.timeline
+        for edge in self.job.pipeline.runtime_filters:
+            probes = [(p, slot, src) for p, slot, src in zip(edge.probe_ncas, edge.slots, edge.sources, strict=True)
+                      if p in starting and self.job.pipeline.node(p).stages[0] == stage]
+            if not probes:
+                continue
+            blobs = {src: self.instances[src].runtime_filter() for _, _, src in probes}
+            made = [b for b in blobs.values() if b is not None and b.data is not None]
+            self.job.runtime_filters[edge.id] = {
+                "stage": stage, "handed": len(made) == len(blobs),
+                "build_rows": max((b.rows for b in blobs.values() if b is not None), default=None),
+                "bytes": max((len(b.data) for b in made), default=0)}
+            for nid, slot, src in probes:
+                blob = blobs[src]
+                if blob is None or blob.data is None:
+                    continue  # none made (the build side too large for one that removes rows)
+                span = tl.begin(f"runtime_filter:{edge.id}", nca=nid)
+                try:
+                    self.instances[nid].accept_runtime_filter(slot, blob)
+                except Exception as e:  # the scan is gone, or a plugin's bug: the job fails as at execute
+                    self._fail(self._failure_from(e, nid, stage, "execute"))
+                    self._destroy_all()
+                    raise Cancelled() from None
+                finally:
+                    tl.end(span, join=edge.join, from_nca=src, slot=slot, bytes=len(blob.data),
+                           build_rows=blob.rows)
+
     def _run_stage(self, stage: int, nca_ids: list[str]) -> None:
+        self._hand_runtime_filters(stage, nca_ids)
         futures = {}
         for nid in nca_ids:
             phase = self.job.pipeline.node(nid).stages.index(stage)

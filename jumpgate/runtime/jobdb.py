@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .jobs import Job, JobState
+from .jobs import Job, JobState, runtime_filter_status
 from .progress import progress_json
 
 log = logging.getLogger(__name__)
@@ -130,9 +130,13 @@ class StoredJob:
     server_started: float
 
     def status_json(self) -> dict:  # the same keys as Job.status_json
-        return {"job_id": self.id, "name": self.name, "state": self.state.value, "tenant": self.tenant,
-                "error": self.error, "timeline": self.timeline,
-                "progress": progress_json(self.pipeline, self.timeline, None, final=self.state.terminal)}
+        answer = {"job_id": self.id, "name": self.name, "state": self.state.value, "tenant": self.tenant,
+                  "error": self.error, "timeline": self.timeline,
+                  "progress": progress_json(self.pipeline, self.timeline, None, final=self.state.terminal)}
+        filters = runtime_filter_status(self.pipeline, {}, self.timeline or {})
+        if filters:
+            answer["runtime_filters"] = filters
+        return answer
 
     def pipeline_json(self) -> dict:
         return self.pipeline

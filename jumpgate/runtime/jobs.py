@@ -53,6 +53,8 @@ class Job:
     _pipeline_json: dict | None = field(default=None, repr=False)
     # the running phases' counters, which the executor reads from the NCAs (runtime/progress.py)
     live: LiveReadings = field(default_factory=LiveReadings, repr=False)
+    # per runtime filter id, what the executor handed over (runtime/executor.py, docs/runtime-filters.md)
+    runtime_filters: dict[str, dict] = field(default_factory=dict, repr=False)
 
     def on_done(self, callback: Callable[[], None]) -> None:
         """Call `callback` when the job ends: at once if it has."""
@@ -82,8 +84,12 @@ class Job:
         final = self.state.terminal
         progress = progress_json(self.pipeline_json(), timeline, None if final else self.live, final=final,
                                  t0_ns=self.timeline.t0)
-        return {"job_id": self.id, "name": self.name, "state": self.state.value, "tenant": self.tenant,
-                "error": self.error, "timeline": timeline, "progress": progress}
+        answer = {"job_id": self.id, "name": self.name, "state": self.state.value, "tenant": self.tenant,
+                  "error": self.error, "timeline": timeline, "progress": progress}
+        filters = runtime_filter_status(self.pipeline_json(), self.runtime_filters, timeline)
+        if filters:
+            answer["runtime_filters"] = filters
+        return answer
 
     def pipeline_json(self) -> dict:
         """The compile answer's pipeline (ncas, stages, decisions, ...). Made once: the pipeline
@@ -92,6 +98,26 @@ class Job:
         if self._pipeline_json is None:
             self._pipeline_json = self.pipeline.to_json()
         return self._pipeline_json
+
+
+def runtime_filter_status(pipeline: dict, handed: dict[str, dict], timeline: dict) -> list[dict]:
+    """Per runtime filter the compile answer `pipeline` planned (docs/runtime-filters.md): what was
+    handed over (`handed`, `bytes`, `build_rows`: what the executor recorded, absent before its
+    probe stage and in a job's record), and the rows its scans tested and removed as they reported
+    them (summed over the scans, each counting all its filters)."""
+    out = []
+    ncas = timeline.get("ncas", {})
+    for f in pipeline.get("runtime_filters", ()):
+        if not f.get("planned"):
+            continue
+        removed = tested = 0
+        for nid in f.get("to", ()):
+            for entry in ncas.get(nid, {}).get("stages", ()):
+                removed += int(entry.get("rf_rows_removed", 0))
+                tested += int(entry.get("rf_rows_tested", 0))
+        out.append({"id": f["id"], "join": f["join"], "read": f["read"], "from": f["from"], "to": f["to"],
+                    **handed.get(f["id"], {}), "rows_tested": tested, "rows_removed": removed})
+    return out
 
 
 class JobObserver(Protocol):

@@ -116,6 +116,9 @@ class Settings:
     keep_jobs: int = 10_000
     keep_days: float = 30.0
     history_upkeep_s: float = 600.0
+    # Runtime filters from hash joins' build sides to the scans of their probe sides
+    # (docs/runtime-filters.md); False (`serve --no-runtime-filters`) plans none, for comparison.
+    runtime_filters: bool = True
 
 
 class JumpgateService:
@@ -187,7 +190,7 @@ class JumpgateService:
         up = [h for h, state, _ in states if state == "up"]
         pipeline = compile_plan(plan, self.registry.all(), capacity_check=self.capacity_check,
                                 op_paths=plan.op_paths, thread_budget=max(1, self.cores.most_free),
-                                hosts=up)
+                                hosts=up, runtime_filters=self.settings.runtime_filters)
         processes = sum(1 for n in pipeline.ncas if n.host is not None)
         if processes > self.settings.max_ncas_per_job:
             raise RequestError(f"the request needs {processes} NCA processes; this server runs at most "

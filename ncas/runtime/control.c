@@ -263,6 +263,7 @@ static void check_phase(jgr_proc *p) {
     s.wait_in_ns += x->wait_in_ns, s.wait_out_ns += x->wait_out_ns;
     s.tuples_in += x->tuples_in, s.bytes_in += x->bytes_in;
     s.tuples_out += x->tuples_out, s.bytes_out += x->bytes_out;
+    s.rf_tested += x->rf_tested, s.rf_removed += x->rf_removed;
     jgr_ctx_free(ph.workers[w].ctx);
     jgr_error_clear(&ph.workers[w].err);
   }
@@ -272,15 +273,19 @@ static void check_phase(jgr_proc *p) {
   uint64_t cpu_ns = cpu_now_ns() - ph.cpu0;
   char extra[512] = "";
   if (jgr_extra_stats) jgr_extra_stats(p, ph.phase, extra, sizeof extra);
-  char line[1024];
+  char rf[160] = ""; /* runtime filters applied (rfilter.c, docs/runtime-filters.md) */
+  if (jgr_rf_installed())
+    snprintf(rf, sizeof rf, ",\"runtime_filters\":%u,\"rf_rows_tested\":%llu,\"rf_rows_removed\":%llu",
+             jgr_rf_installed(), (unsigned long long)s.rf_tested, (unsigned long long)s.rf_removed);
+  char line[1280];
   snprintf(line, sizeof line,
            "{\"event\":\"done\",\"phase\":%d,\"stats\":{\"wall_ns\":%llu,\"wait_in_ns\":%llu,"
            "\"wait_out_ns\":%llu,\"tuples_in\":%llu,\"bytes_in\":%llu,\"tuples_out\":%llu,"
-           "\"bytes_out\":%llu,\"threads\":%d,\"cpu_ns\":%llu%s}}",
+           "\"bytes_out\":%llu,\"threads\":%d,\"cpu_ns\":%llu%s%s}}",
            ph.phase, (unsigned long long)s.wall_ns, (unsigned long long)s.wait_in_ns,
            (unsigned long long)s.wait_out_ns, (unsigned long long)s.tuples_in,
            (unsigned long long)s.bytes_in, (unsigned long long)s.tuples_out,
-           (unsigned long long)s.bytes_out, p->threads, (unsigned long long)cpu_ns, extra);
+           (unsigned long long)s.bytes_out, p->threads, (unsigned long long)cpu_ns, extra, rf);
   ph.running = 0;
   ph.last_phase = ph.phase;
   ph.last = s;
@@ -303,6 +308,7 @@ static void stats_event(void) {
       s.tuples_in += __atomic_load_n(&x->tuples_in, __ATOMIC_RELAXED);
       s.bytes_in += __atomic_load_n(&x->bytes_in, __ATOMIC_RELAXED);
       s.bytes_out += __atomic_load_n(&x->bytes_out, __ATOMIC_RELAXED);
+      s.rf_removed += __atomic_load_n(&x->rf_removed, __ATOMIC_RELAXED);
       for (uint32_t port = 0; port < c->nouts; port++)
         s.tuples_out += __atomic_load_n(&c->outs[port]->count, __ATOMIC_RELAXED);
     }
@@ -310,14 +316,15 @@ static void stats_event(void) {
   } else if (phase >= 0) {
     s = ph.last;
   }
-  char line[512], num[16] = "null";
+  char line[512], num[16] = "null", rf[64] = "";
   if (phase >= 0) snprintf(num, sizeof num, "%d", phase);
+  if (jgr_rf_installed()) snprintf(rf, sizeof rf, ",\"rf_rows_removed\":%llu", (unsigned long long)s.rf_removed);
   snprintf(line, sizeof line,
            "{\"event\":\"stats\",\"phase\":%s,\"running\":%s,\"stats\":{\"wall_ns\":%llu,"
-           "\"tuples_in\":%llu,\"bytes_in\":%llu,\"tuples_out\":%llu,\"bytes_out\":%llu,\"threads\":%d}}",
+           "\"tuples_in\":%llu,\"bytes_in\":%llu,\"tuples_out\":%llu,\"bytes_out\":%llu,\"threads\":%d%s}}",
            num, ph.running ? "true" : "false", (unsigned long long)s.wall_ns,
            (unsigned long long)s.tuples_in, (unsigned long long)s.bytes_in, (unsigned long long)s.tuples_out,
-           (unsigned long long)s.bytes_out, ph.proc->threads);
+           (unsigned long long)s.bytes_out, ph.proc->threads, rf);
   jgr_event(line);
 }
 
@@ -439,6 +446,10 @@ static void handle_command(jgr_proc *p, char *line) {
   } else if (strcmp(cmd, "senders_done") == 0 && nt == 2) {
     if (parse_u32(tok[1], 1u << 30, &a) || (int)a >= p->ninputs) bad_command("senders_done: no input port %s", tok[1]);
     senders_done(p, a);
+  } else if (strcmp(cmd, "rfilter") == 0 && nt == 3) { /* docs/runtime-filters.md */
+    jgr_error err = {0};
+    if (parse_u32(tok[1], 1000, &a)) bad_command("rfilter: bad slot %s", tok[1]);
+    if (jgr_rf_install(a, tok[2], &err) != 0) bad_command("%s", err.message);
   } else if (strcmp(cmd, "stats") == 0 && nt == 1) {
     stats_event(); /* between phases: the latest finished phase's totals */
   } else if (strcmp(cmd, "execute") == 0 && nt == 2) {

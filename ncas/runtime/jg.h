@@ -85,6 +85,15 @@ void jg_fail(jg_ctx *ctx, const char *msg);
  * unchanged (the shuffle) instead of re-encoding it. */
 const uint8_t *jg_input_tuple(jg_ctx *ctx, uint32_t *len);
 
+/* Runtime filters (docs/runtime-filters.md, jg_rfilter.h): the probe-side scan of a hash join
+ * tests each row that passed its own filters against the filter the join's build side made (slot
+ * `slot` of this NCA, handed over with the `rfilter` command). `null` is 1 when a key is NULL (the
+ * row can match nothing), `hash` jg_hash v1 of the key tuple (when no key is NULL), `ints` the key
+ * values as int64 (integral keys; anything for the others). Returns 1 to keep the row, 0 to drop
+ * it. A slot without a filter (none came: switched off, or the build side too large) keeps every
+ * row. Counts rows tested and removed in the worker's stats. */
+int jg_rf_test(jg_ctx *ctx, uint32_t slot, int null, uint64_t hash, const int64_t *ints);
+
 #define JG_ROW_OK 0
 #define JG_ROW_ERROR (-1)
 
@@ -108,6 +117,13 @@ typedef struct {
    * strings stay valid during the call and scratch memory is reset once per call. An aggregation
    * hashes a batch of keys and prefetches their table slots before probing any. */
   int (*rows)(jg_ctx *ctx, const jg_val *rows, uint32_t n);
+  /* optional (0: none): the runtime filters the row function tests with jg_rf_test (docs/
+   * runtime-filters.md): filter slot s has rf_nkeys[s] keys, the `row` indexes rf_keys[s][0..) in
+   * key order. A columnar scan tests them before converting a row's other columns, and the row
+   * function's own test then keeps the row at once. */
+  uint32_t nrf;
+  const uint32_t *rf_nkeys;
+  const uint32_t *const *rf_keys;
 } jg_query;
 
 /* Defined by generated code. */

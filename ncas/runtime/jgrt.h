@@ -50,6 +50,8 @@ void jgr_error_clear(jgr_error *e);
 typedef struct {
   uint64_t wall_ns, wait_in_ns, wait_out_ns;
   uint64_t tuples_in, bytes_in, tuples_out, bytes_out;
+  /* runtime filters (jg_rf_test, docs/runtime-filters.md): rows tested, rows removed */
+  uint64_t rf_tested, rf_removed;
 } jgr_stats;
 
 uint64_t jgr_now_ns(void); /* CLOCK_MONOTONIC */
@@ -114,6 +116,19 @@ const char *jgr_param(const jgr_proc *p, const char *key);
 /* Integer param with a default; returns -1 and fills err when it is not a valid integer in range. */
 int jgr_param_u64(const jgr_proc *p, const char *key, uint64_t dflt, uint64_t min, uint64_t max,
                   uint64_t *out, jgr_error *err);
+
+/* ------------------------------------------------------------------ runtime filters (rfilter.c) */
+
+/* `rfilter SLOT HEX` (docs/nca-process-protocol.md): install the runtime filter blob (jg_rfilter.h)
+ * for slot SLOT of this NCA's generated code; `rfilter SLOT none` clears it. 0, or -1 with err. */
+int jgr_rf_install(uint32_t slot, const char *hex, jgr_error *err);
+/* Slots with a filter installed (for the `done` stats); 0 when the NCA has none. */
+uint32_t jgr_rf_installed(void);
+/* A driver's early test (the columnar scans): whether the row whose key columns (JG_QUERY.rf_keys,
+ * the rest may be unset) are in `row` passes every installed filter, counted as jg_rf_test counts.
+ * A driver that tested a row so sets ctx->rf_pretested while the row function runs on it, and
+ * jg_rf_test then keeps it without testing or counting it again. */
+int jgr_rf_row(jg_ctx *ctx, const jg_val *row);
 
 /* ------------------------------------------------------------------ input files (input_file.c) */
 
@@ -189,6 +204,8 @@ struct jg_ctx {
   /* the current input tuple of an NTF-reading driver (jg_input_tuple); NULL otherwise */
   const uint8_t *in_tuple;
   uint32_t in_len;
+  /* the driver already tested the rows the row function now runs on (jgr_rf_row) */
+  int rf_pretested;
 };
 
 jg_ctx *jgr_ctx_new(jgr_proc *p, int worker);

@@ -29,6 +29,7 @@
 #include <sys/mman.h>
 
 #include "jg_join.h"
+#include "jg_rfilter.h"
 #include "jgrt.h"
 
 #define HUGE_PAGE ((size_t)2 << 20)
@@ -128,6 +129,9 @@ typedef struct {
   uint64_t table_ns;
   uint64_t *matches; /* per probe worker: (probe, build) pairs that passed keys and condition */
   int nmatch_slots;
+  /* the runtime filter made at the end of the build (`param rf.out 1`, docs/runtime-filters.md) */
+  int rf_out;
+  uint64_t rf_max_bytes, rf_bytes, rf_ns;
 } join_state;
 
 /* Indexes of the columns flagged in `used` (all when `used` is NULL). */
@@ -175,6 +179,10 @@ static int join_prepare(jgr_proc *p, int phase, jgr_error *err) {
       jgr_error_set(err, "out of memory");
       return -1;
     }
+    const char *rf = jgr_param(p, "rf.out");
+    st->rf_out = rf && strcmp(rf, "1") == 0;
+    if (jgr_param_u64(p, "rf.max_bytes", (uint64_t)4 << 20, 0, (uint64_t)1 << 30, &st->rf_max_bytes, err) != 0)
+      return -1;
     st->in = jgr_in_start(p, 0, p->threads, err);
     return st->in ? 0 : -1;
   }
@@ -349,6 +357,87 @@ static int build_table(join_state *st, jgr_error *err) {
   return 0;
 }
 
+/* ------------------------------------------------------------------ the runtime filter */
+
+static int integral_key(uint8_t type) { return type != JG_STRING && type != JG_FLOAT64; }
+
+/* Make the runtime filter (jg_rfilter.h) from every stored build row, before they enter the table
+ * (which overwrites their hashes), and emit it as an `rfilter` event, hex-encoded, for the control
+ * plane to hand to the probe side's scans (docs/runtime-filters.md). A filter that could remove
+ * nothing (no Bloom because the build side is too large for rf.max_bytes, and no key range) is
+ * not sent: the event says `"data":null`. */
+static int emit_runtime_filter(join_state *st, jgr_error *err) {
+  uint64_t t0 = jgr_now_ns(), rows = 0;
+  for (int w = 0; w < st->narenas; w++) rows += st->arenas[w].rows;
+  jg_rfilter f = {0};
+  f.nkeys = st->nkeys;
+  f.rows = rows;
+  f.nblocks = jg_rf_blocks_for(rows, st->rf_max_bytes);
+  f.has_range = calloc(st->nkeys, 1);
+  f.min = calloc(st->nkeys, 8);
+  f.max = calloc(st->nkeys, 8);
+  if (f.nblocks) f.blocks = calloc((size_t)f.nblocks, JG_RF_BLOCK);
+  if (!f.has_range || !f.min || !f.max || (f.nblocks && !f.blocks)) {
+    jg_rf_free(&f);
+    jgr_error_set(err, "hash join: out of memory for the runtime filter");
+    return -1;
+  }
+  int ranged = 0;
+  for (uint32_t k = 0; k < st->nkeys; k++) {
+    f.min[k] = INT64_MAX, f.max[k] = INT64_MIN;
+    ranged |= integral_key(JG_JOIN.key_types[k]);
+  }
+  for (int w = 0; w < st->narenas; w++)
+    for (jn_chunk *c = st->arenas[w].first; c; c = c->next)
+      for (size_t off = 0; off < c->used;) {
+        const jn_entry *e = (const jn_entry *)(const void *)((const uint8_t *)c->data + off);
+        off += e->size;
+        if (f.nblocks) jg_rf_insert(&f, e->u.hash);
+        for (uint32_t k = 0; k < st->nkeys; k++)
+          if (integral_key(JG_JOIN.key_types[k])) {
+            int64_t v = jg_packed_i64(entry_keys(e), 8 * k);
+            if (v < f.min[k]) f.min[k] = v;
+            if (v > f.max[k]) f.max[k] = v;
+            f.has_range[k] = 1;
+          }
+      }
+  char head[160];
+  if (!f.nblocks && !(ranged && rows)) {
+    snprintf(head, sizeof head, "{\"event\":\"rfilter\",\"rows\":%llu,\"data\":null}", (unsigned long long)rows);
+    jgr_event(head);
+    jg_rf_free(&f);
+    st->rf_ns = jgr_now_ns() - t0;
+    return 0;
+  }
+  size_t n = jg_rf_blob_size(f.nkeys, f.nblocks);
+  uint8_t *blob = malloc(n);
+  int len = snprintf(head, sizeof head, "{\"event\":\"rfilter\",\"rows\":%llu,\"bytes\":%zu,\"bloom_bytes\":%zu,\"data\":\"",
+                     (unsigned long long)rows, n, (size_t)f.nblocks * JG_RF_BLOCK);
+  char *line = blob ? malloc((size_t)len + 2 * n + 3) : NULL;
+  if (!line) {
+    free(blob);
+    jg_rf_free(&f);
+    jgr_error_set(err, "hash join: out of memory for the runtime filter");
+    return -1;
+  }
+  jg_rf_write(&f, blob);
+  memcpy(line, head, (size_t)len);
+  static const char digits[] = "0123456789abcdef";
+  char *o = line + len;
+  for (size_t i = 0; i < n; i++) {
+    *o++ = digits[blob[i] >> 4];
+    *o++ = digits[blob[i] & 15];
+  }
+  memcpy(o, "\"}", 3);
+  jgr_event(line);
+  free(line);
+  free(blob);
+  jg_rf_free(&f);
+  st->rf_bytes = n;
+  st->rf_ns = jgr_now_ns() - t0;
+  return 0;
+}
+
 static int build_work(jgr_proc *p, jg_ctx *ctx, jgr_error *err) {
   join_state *st = p->driver_state;
   build_arg a = {st, &st->arenas[ctx->worker], calloc(st->nbuild ? st->nbuild : 1, sizeof(jg_val)),
@@ -359,6 +448,7 @@ static int build_work(jgr_proc *p, jg_ctx *ctx, jgr_error *err) {
   free(a.keys);
   if (rc != 0) return rc;
   if (__atomic_add_fetch(&st->finished, 1, __ATOMIC_ACQ_REL) == st->narenas) {
+    if (st->rf_out && emit_runtime_filter(st, err) != 0) return -1;
     if (build_table(st, err) != 0) return -1;
     __atomic_store_n(&st->built, 1, __ATOMIC_RELEASE);
   }
@@ -566,6 +656,11 @@ static void join_stats(jgr_proc *p, int phase, char *buf, size_t cap) {
              (unsigned long long)rows, (unsigned long long)nulls, (unsigned long long)st->table.distinct,
              (unsigned long long)arena, (unsigned long long)table, (unsigned long long)(arena + table),
              (unsigned long long)st->table_ns);
+    if (st->rf_out) {
+      size_t used = strlen(buf);
+      snprintf(buf + used, cap - used, ",\"rf_bytes\":%llu,\"rf_ns\":%llu", (unsigned long long)st->rf_bytes,
+               (unsigned long long)st->rf_ns);
+    }
   } else {
     uint64_t matches = 0;
     for (int w = 0; w < st->nmatch_slots; w++) matches += st->matches[w];

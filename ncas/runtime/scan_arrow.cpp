@@ -1137,7 +1137,8 @@ class Worker {
   int batch(const FileState &fs, const arrow::RecordBatch &b, int64_t first_row) {
     int64_t rows = b.num_rows();
     ctx_->stats.tuples_in += (uint64_t)rows;
-    if (fs.row_preds.empty()) {
+    const bool rf = JG_QUERY.nrf && !JG_QUERY.rows && jgr_rf_installed();  // docs/runtime-filters.md
+    if (fs.row_preds.empty() && !rf) {
       for (int64_t t0 = 0; t0 < rows; t0 += tile_rows_) {
         int n = (int)std::min<int64_t>(tile_rows_, rows - t0);
         if (tile(fs, b, Span{t0}, n, first_row) != 0) return -1;
@@ -1156,11 +1157,55 @@ class Worker {
       if (k != (size_t)-1) n = k;
       if (n == 0) return 0;
     }
-    for (size_t t0 = 0; t0 < n; t0 += (size_t)tile_rows_) {
-      int m = (int)std::min<size_t>((size_t)tile_rows_, n - t0);
-      if (tile(fs, b, Pick{sel_.data() + t0}, m, first_row) != 0) return -1;
+    if (rf) {
+      ctx_->rf_pretested = runtime_filters(fs, b, &n);
+      if (n == 0) {
+        ctx_->rf_pretested = 0;
+        return 0;
+      }
     }
-    return 0;
+    int rc = 0;
+    for (size_t t0 = 0; rc == 0 && t0 < n; t0 += (size_t)tile_rows_) {
+      int m = (int)std::min<size_t>((size_t)tile_rows_, n - t0);
+      rc = tile(fs, b, Pick{sel_.data() + t0}, m, first_row);
+    }
+    ctx_->rf_pretested = 0;
+    return rc;
+  }
+
+  // The runtime filters (docs/runtime-filters.md) on the selected rows sel_[0..*n), before their
+  // other columns are converted: per tile, convert only the key columns, test each row
+  // (jgr_rf_row) and keep the rows that pass, in order. True when every row was so tested (the row
+  // function then keeps them without testing again); false when a key column did not convert (a
+  // bad value: the rows from there on are kept untested, and the row function tests them, or the
+  // conversion fails the same way there and says why).
+  bool runtime_filters(const FileState &fs, const arrow::RecordBatch &b, size_t *n) {
+    if (rf_cols_.empty()) {
+      for (uint32_t s = 0; s < JG_QUERY.nrf; s++)
+        for (uint32_t k = 0; k < JG_QUERY.rf_nkeys[s]; k++) rf_cols_.push_back(JG_QUERY.rf_keys[s][k]);
+      std::sort(rf_cols_.begin(), rf_cols_.end());
+      rf_cols_.erase(std::unique(rf_cols_.begin(), rf_cols_.end()), rf_cols_.end());
+    }
+    const size_t stride = ncol_, total = *n;
+    size_t out = 0;
+    for (size_t t0 = 0; t0 < total; t0 += (size_t)tile_rows_) {
+      int m = (int)std::min<size_t>((size_t)tile_rows_, total - t0);
+      for (uint32_t c : rf_cols_) {
+        const ColumnPlan &pl = fs.plans[c];
+        __int128 bad_value = 0;
+        if (fill_column(*b.column_data(pl.pos), pl, JG_QUERY.columns[c], Pick{sel_.data() + t0}, m,
+                        tile_.data() + c, stride, &bad_value) != -1) {
+          for (size_t k = t0; k < total; k++) sel_[out++] = sel_[k];
+          *n = out;
+          return false;
+        }
+      }
+      const jg_val *row = tile_.data();
+      for (int k = 0; k < m; k++, row += stride)
+        if (jgr_rf_row(ctx_, row)) sel_[out++] = sel_[t0 + (size_t)k];
+    }
+    *n = out;
+    return true;
   }
 
   // Convert tile rows[0..n) of batch `b` column by column, then run the row function on each.
@@ -1234,6 +1279,7 @@ class Worker {
   std::vector<jg_val> tile_;
   std::vector<uint32_t> sel_;  // the batch's rows left by the prefilter
   std::vector<DictMatch> dict_match_;  // per row predicate
+  std::vector<uint32_t> rf_cols_;  // the runtime filters' key columns (JG_QUERY indexes), once
   std::unique_ptr<ColumnarFile> file_;
   uint32_t file_index_ = 0;
 };

@@ -346,7 +346,7 @@ assert sorted(CONFORMANCE) == sorted(CASES), f"conformance cases not found: {set
 def placements() -> dict[str, list[str]]:
     """"ran": the cases that ran; "third": those where a join or aggregate NCA ran on a node
     holding none of the case's tables."""
-    return {"ran": [], "third": []}
+    return {"ran": [], "third": [], "rf_across": []}
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -365,6 +365,21 @@ def test_conformance_case_over_nodes(hosts, server, oracle, name, placements):
     placements["ran"].append(name)
     if any(n["host"] not in holders for n in run.ncas if {kinds[o] for o in n["operations"]} & {"join", "aggregate"}):
         placements["third"].append(name)
+    # runtime filters (docs/runtime-filters.md) travel between nodes through the control plane
+    status = httpx.get(f"{server.url}/v1/jobs/{run.answer['job_id']}").json()
+    host = {n["id"]: n["host"] for n in run.ncas}
+    for f in status.get("runtime_filters", []):
+        assert f["handed"], f
+        if any(host[b] != host[s] for b in f["from"] for s in f["to"]):
+            placements["rf_across"].append((name, f["join"], f["rows_removed"]))
+
+
+def test_runtime_filters_crossed_nodes_and_removed_rows(placements):
+    """Some join's runtime filter went from its node to a scan on another node, which then
+    removed rows before sending them."""
+    if not placements["ran"]:
+        pytest.skip("no conformance case ran over the nodes")
+    assert any(removed > 0 for _, _, removed in placements["rf_across"]), placements["rf_across"]
 
 
 def test_some_join_or_aggregate_ran_on_a_node_without_tables(placements):

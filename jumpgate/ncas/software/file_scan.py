@@ -52,7 +52,8 @@ class FileScanInstance(ProcessNca):
             return generate_scan_shuffle_query(ops, layout)
         if any(isinstance(op, Aggregate) for op in ops):
             return generate_aggregate_query(ops, layout)
-        return generate_scan_query(ops, layout)
+        filters = sorted((f for f in self.spec.runtime_filters if f.role == "probe"), key=lambda f: f.slot)
+        return generate_scan_query(ops, layout, runtime_filters=[f.columns for f in filters])
 
     def params(self) -> dict[str, str]:
         return aggregation_params(self.spec.operations(), self.context)
@@ -72,6 +73,7 @@ class FileScanNca(NcaImplementation):
     reads_files: ClassVar[str] = ""  # "reads <this> only, got <the inputs>"
     instance_class: ClassVar[type[FileScanInstance]] = FileScanInstance
     operation_kinds = ("read", "filter", "project", "shuffle", "aggregate")
+    runtime_filter_probe = True  # docs/runtime-filters.md: applies_runtime_filters says when
     keyed_streams = True  # its process runtime speaks keyed streams (ncas/runtime/in_tcp.c)
 
     def unavailable(self) -> str:
@@ -87,6 +89,14 @@ class FileScanNca(NcaImplementation):
         return codegen_support({"read": self.reads_files, "filter": fused, "project": fused,
                                 "aggregate": "fused after the read's filters and projections, as their single consumer",
                                 "shuffle": "fused at the end of the read's filters and projections"}, aggregates=True)
+
+    def applies_runtime_filters(self, plan: LogicalPlan, ops: tuple[str, ...]) -> Verdict[None]:
+        """After its filters, before writing NTF (codegen/scan.py), in a plain scan: not when an
+        aggregation or a shuffle is fused in (their queries are generated elsewhere)."""
+        fused = [plan.op(n) for n in ops if isinstance(plan.op(n), (Aggregate, Shuffle))]
+        if fused:
+            return Verdict.no(f"its {fused[0].kind} '{fused[0].name}' is fused into the scan")
+        return Verdict.yes()
 
     def match_operations(self, plan: LogicalPlan, anchor: str) -> Verdict[tuple[str, ...]]:
         if not anchor:

@@ -44,6 +44,7 @@ def _structure(layout: NtfLayout) -> tuple:
 class HashJoinNca(NcaImplementation):
     name = "software.hash_join"
     keyed_streams = True  # its process runtime speaks keyed streams (ncas/runtime/in_tcp.c)
+    runtime_filter_build = True  # a Bloom filter and key ranges at the end of the build (docs/runtime-filters.md)
     description = ("Hash join (build stage, then probe stage): inner, left semi/anti/outer, any key types, "
                    "extra condition, output columns and following filters and projections fused in "
                    "(generated C)")
@@ -124,6 +125,11 @@ class HashJoinNca(NcaImplementation):
 
 class HashJoinInstance(ProcessNca):
     driver = "join"
+
+    def params(self) -> dict[str, str]:
+        """`rf.out 1` when the compiler planned a runtime filter from this join
+        (docs/runtime-filters.md): the build phase then makes it and reports it (`rfilter`)."""
+        return {"rf.out": "1"} if any(f.role == "build" for f in self.spec.runtime_filters) else {}
 
     def generate_source(self) -> str:
         return HashJoinNca._generate(self.spec.plan, self.spec.ops, self.spec.outputs[0].spec.layout)

@@ -27,6 +27,7 @@ from ...nca.interface import (
     NcaInstance,
     NcaSpec,
     PhaseStats,
+    RuntimeFilterBlob,
 )
 from .build import build_nca
 from .udp_transport import UdpEdges
@@ -87,6 +88,7 @@ class ProcessNca(NcaInstance):
         self._phase: int | None = None
         self._reading: PhaseStats | None = None
         self._reading_lock = threading.Lock()
+        self._rfilter: RuntimeFilterBlob | None = None  # what the build phase made (`rfilter` event)
 
     # -- what subclasses provide ----------------------------------------------------------
 
@@ -227,6 +229,26 @@ class ProcessNca(NcaInstance):
         except NcaError:
             pass  # destroyed or gone: its own failure, if any, is reported by execute
 
+    def runtime_filter(self) -> RuntimeFilterBlob | None:
+        """The filter the process reported with its `rfilter` event (docs/runtime-filters.md),
+        which comes before the build phase's `done`."""
+        return self._rfilter
+
+    def accept_runtime_filter(self, slot: int, blob: RuntimeFilterBlob) -> None:
+        """`rfilter SLOT HEX` before the phase's `execute` (docs/nca-process-protocol.md)."""
+        if blob.data is None:
+            return
+        self._send([f"rfilter {slot} {blob.data.hex()}"])
+
+    def _take_rfilter(self, event: dict) -> None:
+        data, rows = event.get("data"), event.get("rows", 0)
+        try:
+            blob = bytes.fromhex(data) if isinstance(data, str) else None
+        except ValueError:
+            log.warning("job %s %s: a runtime filter that is not hex: ignored", self.spec.job_id, self.spec.id)
+            return
+        self._rfilter = RuntimeFilterBlob(blob, int(rows) if isinstance(rows, int) else 0)
+
     def activity(self) -> object | None:
         """For the stall watchdog: the counters the process reports (`stats`) when it does, else
         the deployer's reading of its bytes moved and CPU used. Not the deployer's reading for a
@@ -277,6 +299,8 @@ class ProcessNca(NcaInstance):
                     event = {"event": "log", "message": raw.decode(errors="replace").rstrip()}
                 if isinstance(event, dict) and event.get("event") == "stats":
                     self._take_stats(event)  # an answer to `progress`, not for execute's wait
+                elif isinstance(event, dict) and event.get("event") == "rfilter":
+                    self._take_rfilter(event)  # before the build phase's `done`
                 elif isinstance(event, dict):
                     self._events.put(event)
         except (OSError, ValueError):

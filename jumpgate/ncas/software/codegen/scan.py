@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ....contract.ntf import NtfLayout
-from ....contract.types import DataType, Schema
+from ....contract.types import DataType, Kind, Schema
 from ....dataflow.expr import Column, Expr, walk
 from ....dataflow.plan import Operation, Read
 from .chain import ChainFold, emit_filters, emit_outputs
@@ -84,21 +84,66 @@ def column_table(schema: Schema, used: Sequence[int]) -> list[dict]:
     return rows
 
 
-def generate_scan_query(ops: Sequence[Operation], layout: NtfLayout, ports: int = 1) -> str:
+INTEGRAL = (Kind.BOOLEAN, Kind.INT32, Kind.INT64, Kind.DATE, Kind.DECIMAL)
+
+
+def _value_hash(t: DataType, v: str) -> str:
+    """jg_hash v1's value hash of the non-NULL value `v` (a C value of type `t`), as the join's."""
+    if t.kind is Kind.FLOAT64:
+        return f"jg_hash_float({v})"
+    if t.kind is Kind.STRING:
+        return f"jg_hash_bytes({v}.p, {v}.n)"
+    return f"jg_hash_int({v})"
+
+
+def emit_runtime_filters(body: FunctionBody, comp: ExprCompiler, schema: Schema,
+                         filters: Sequence[Sequence[int]]) -> None:
+    """Test the row against runtime filter `slot` for each key column list of `filters`
+    (docs/runtime-filters.md): NULL keys, the key tuple's jg_hash v1 (the hash join's), and the
+    integral keys' values for the key ranges, then jg_rf_test; a row it drops is not emitted."""
+    for slot, columns in enumerate(filters):
+        comp.where = f"runtime filter {slot}"
+        values = [comp.compile(Column(schema.fields[i].name, i, schema.fields[i].type)) for i in columns]
+        body.comment(f"runtime filter {slot} (docs/runtime-filters.md): keys are read columns "
+                     + ", ".join(f"#{i}" for i in columns))
+        nulls = [v.null for v in values if not v.never_null]
+        body.line("{")
+        body.line(f"  const int rf_null = {' || '.join(nulls) if nulls else '0'};")
+        body.line("  uint64_t rf_h = JG_HASH_SEED;")
+        body.line(f"  int64_t rf_i[{len(values)}] = {{0}};")
+        body.line("  if (!rf_null) {")
+        for j, v in enumerate(values):
+            body.line(f"    rf_h = jg_hash_combine(rf_h, {_value_hash(v.type, v.value)});")
+            if v.type.kind in INTEGRAL:
+                body.line(f"    rf_i[{j}] = (int64_t)({v.value});")
+        body.line("  }")
+        body.line(f"  if (!jg_rf_test(ctx, {slot}u, rf_null, rf_h, rf_i)) return JG_ROW_OK;")
+        body.line("}")
+
+
+def generate_scan_query(ops: Sequence[Operation], layout: NtfLayout, ports: int = 1,
+                        runtime_filters: Sequence[Sequence[int]] = ()) -> str:
     """C source of a scan NCA's query: the JG_QUERY descriptor and its row function.
 
     `ops` is the NCA's chain (read, then filters and projects, each reading the previous one),
     bound and typed; `layout` is the NTF of the last operation's output; `ports` is the number of
-    output ports (each gets every tuple)."""
+    output ports (each gets every tuple). `runtime_filters` lists, per filter slot, the key
+    columns (indexes into the read's schema) of a runtime filter the row is tested against after
+    the filters, before its tuple is written (docs/runtime-filters.md)."""
     if ports < 1:
         raise CodegenError("a scan query has at least one output port")
     scan = plan_scan(ops)
+    schema = scan.read.schema
+    keys = [Column(schema.fields[i].name, i, schema.fields[i].type) for cols in runtime_filters for i in cols]
     exprs = [e for _, e in scan.filters] + [e for _, e in scan.outputs]
-    used = used_columns(exprs)
+    used = used_columns(exprs + keys)
     pool = LiteralPool()
     body = FunctionBody(message_ref=pool.message)
-    comp = ExprCompiler(body, pool, RowEnv(scan.read.schema, used), shared=count_subtrees(exprs))
+    comp = ExprCompiler(body, pool, RowEnv(schema, used), shared=count_subtrees(exprs))
     emit_filters(body, comp, scan.filters)
+    emit_runtime_filters(body, comp, schema, runtime_filters)
     emit_outputs(body, comp, scan.outputs, layout, ports)
+    compact = {src: k for k, src in enumerate(used)}
     return render("scan_query.c.j2", kind="scan", body=body.text(), literals=pool.declarations(),
-                  columns=column_table(scan.read.schema, used), nfilters=len(scan.filters), ports=ports)
+                  columns=column_table(schema, used), nfilters=len(scan.filters), ports=ports,
+                  runtime_filters=[[compact[i] for i in cols] for cols in runtime_filters])
