@@ -118,7 +118,16 @@ struct metadata_t {
     bit<1>  v1_null_hit;
     bit<32> cnt_inc;
     bit<1>  bypass;
-    bit<1>  fresh;
+    bit<4>  way;       /* the way that holds (or took) the key; NO_WAY while every way tried missed */
+    bit<1>  fresh;     /* the key took an empty slot of that way */
+    bit<32> klo;       /* the key's first four wire bytes XOR the job's tag: what kl<w> holds */
+    bit<32> khi;       /* its last four wire bytes: what kh<w> holds */
+    bit<32> x0;        /* value 0 and 1 as 32-bit words (they are inside (-2^30, 2^30)) */
+    bit<32> x1;
+    bit<32> x0b;       /* value + JG_SUM_BIAS: a sum's first value */
+    bit<32> x1b;
+    bit<32> x0m1;      /* value - 1: the range test's operand */
+    bit<32> x1m1;
     bit<16> hash;
     bit<16> idx;
     bit<12> counter;   /* job * JG_MAX_STREAMS + stream */
@@ -132,11 +141,11 @@ struct metadata_t {
     bit<2>  o1;
     bit<2>  o2;
     /* spills */
-    bit<32> carry0;
-    bit<32> carry1;
     bit<32> spill_c;
-    bit<32> spill_h0;
-    bit<32> spill_h1;
+    bit<1>  rej0;      /* value 0 (1) did not fit its slot's sum: it goes on in a spill record */
+    bit<1>  rej1;
+    bit<1>  fit0;      /* value 0 (1) is inside (-2^30, 2^30), what a slot's sum can take */
+    bit<1>  fit1;
     bit<1>  spilled;
 }
 

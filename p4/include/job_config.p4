@@ -23,14 +23,16 @@ control JobConfig(inout headers_t hdr, inout metadata_t meta, out bool hit) {
         size = JG_MAX_JOBS;
     }
 
-    action key_w0() { meta.key = hdr.w0.data; }
-    action key_w1() { meta.key = hdr.w1.data; }
-    action key_w2() { meta.key = hdr.w2.data; }
-    action key_w3() { meta.key = hdr.w3.data; }
-    action key_w4() { meta.key = hdr.w4.data; }
-    action key_w5() { meta.key = hdr.w5.data; }
-    action key_w6() { meta.key = hdr.w6.data; }
-    action key_w7() { meta.key = hdr.w7.data; }
+    action key_w0() { meta.key = hdr.w0.data; meta.klo = hdr.w0.data[63:32] ^ meta.tag; meta.khi = hdr.w0.data[31:0]; }
+    action key_w1() { meta.key = hdr.w1.data; meta.klo = hdr.w1.data[63:32] ^ meta.tag; meta.khi = hdr.w1.data[31:0]; }
+    action key_w2() { meta.key = hdr.w2.data; meta.klo = hdr.w2.data[63:32] ^ meta.tag; meta.khi = hdr.w2.data[31:0]; }
+    action key_w3() { meta.key = hdr.w3.data; meta.klo = hdr.w3.data[63:32] ^ meta.tag; meta.khi = hdr.w3.data[31:0]; }
+    action key_w4() { meta.key = hdr.w4.data; meta.klo = hdr.w4.data[63:32] ^ meta.tag; meta.khi = hdr.w4.data[31:0]; }
+    action key_w5() { meta.key = hdr.w5.data; meta.klo = hdr.w5.data[63:32] ^ meta.tag; meta.khi = hdr.w5.data[31:0]; }
+    action key_w6() { meta.key = hdr.w6.data; meta.klo = hdr.w6.data[63:32] ^ meta.tag; meta.khi = hdr.w6.data[31:0]; }
+    action key_w7() { meta.key = hdr.w7.data; meta.klo = hdr.w7.data[63:32] ^ meta.tag; meta.khi = hdr.w7.data[31:0]; }
+    /* the key, and its halves as the slot table stores them (kl<w>: the first four bytes XOR the
+     * job's tag; kh<w>: the last four), here so that way 0 can start in the next stage */
     table key_select {
         key = { meta.job : exact; }
         actions = { key_w0; key_w1; key_w2; key_w3; key_w4; key_w5; key_w6; key_w7; }

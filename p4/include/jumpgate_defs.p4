@@ -6,11 +6,17 @@
 #ifndef JUMPGATE_DEFS_P4
 #define JUMPGATE_DEFS_P4
 
-/* The register hash table: 64K slots, leased to jobs in aligned power-of-two blocks. */
-#define JG_TABLE_SLOTS 65536
-#define JG_SLOT_BITS 16
-#define JG_BLOCK_SLOTS 1024          /* the smallest lease */
-#define JG_MAX_JOBS 64               /* JG_TABLE_SLOTS / JG_BLOCK_SLOTS: job numbers 0 .. 63 */
+/* The register hash table: JG_WAYS ways, each its own register arrays in its own MAU stages and its
+ * own hash of the key (CRC-32 of the key's 8 bytes rotated by the way's number of bytes), each of
+ * JG_WAY_SLOTS slots. A key tries way 0, 1, .. and stays in the first that holds it or has room.
+ * Jobs lease an aligned power-of-two block of slot indices, the same block in every way. */
+#define JG_WAYS 8
+#define JG_WAY_SLOTS 32768
+#define JG_SLOT_BITS 15
+#define JG_TABLE_SLOTS 262144        /* JG_WAYS * JG_WAY_SLOTS */
+#define JG_BLOCK_SLOTS 512           /* the smallest lease, per way */
+#define JG_MAX_JOBS 64               /* JG_WAY_SLOTS / JG_BLOCK_SLOTS: job numbers 0 .. 63 */
+#define JG_FLUSH_WAY_SHIFT 16        /* a FLUSH's seq: way << 16 | slot index in the job's block */
 
 /* Per-job counters: one per (job, input stream). */
 #define JG_MAX_STREAMS 64
@@ -21,11 +27,13 @@
 #define JG_MIN_TUPLE_BYTES 16
 #define JG_MAX_TUPLE_BYTES 72
 
-/* Sums never wrap: values outside [-2^58, 2^58) go downstream untouched, and a slot's sum is kept
- * inside [-2^58, 2^58) by sending its high half downstream (a spill) when the high 32 bits leave
- * [-2^26, 2^26). Counts spill at 2^31 - 1. */
-#define JG_SUM_SAFE_BITS 58
-#define JG_HI_SAFE_BITS 26
+/* Sums never wrap. A slot's sum is a 32-bit register holding 0 (no value yet) or the sum plus
+ * JG_SUM_BIAS, kept inside [1, 2^31): the sum inside (-2^30, 2^30). A value outside (-2^30, 2^30)
+ * sends its tuple downstream untouched (a bypass); a value the slot's sum cannot take (it would
+ * leave its range) goes downstream in a record of its own (a spill). Counts spill at 2^31 - 1. */
+#define JG_VALUE_BITS 30
+#define JG_SUM_BIAS 0x40000000
+#define JG_SUM_SPAN 0x7fffffff       /* 1 <= stored sum < 2^31: (stored + value - 1) < JG_SUM_SPAN */
 #define JG_COUNT_SPILL 0x7fffffff
 
 /* The UDP transport (docs/udp-transport.md, ncas/runtime/jg_udp.h). */

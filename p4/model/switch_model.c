@@ -1,8 +1,9 @@
 /* The switch MODEL: a software stand-in for the P4 partial aggregator (p4/v1model, p4/tna), for
  * machines without a programmable switch. It is not an aggregator of its own design: it runs the
  * P4 pipeline's per-packet logic step for step, with the same tables (written by the plugin's
- * ModelBackend exactly as P4Runtime or BF Runtime would write them), the same registers (64K
- * slots, 32-bit halves, the same spills), the same hash (CRC-32 of the key's 8 wire bytes) and the
+ * ModelBackend exactly as P4Runtime or BF Runtime would write them), the same registers (8 ways of
+ * 32K slots, the same encodings and spills), the same hashes (CRC-32 of the key's 8 wire bytes, rotated
+ * by the way's number of bytes) and the
  * same output datagrams. docs/switch.md specifies the pipeline; p4/README.md maps each step to the
  * P4 source.
  *
@@ -83,30 +84,33 @@ static int out_select[JG_MAX_OUT_WORDS][JG_MAX_JOBS], out_set[JG_MAX_OUT_WORDS][
 
 /* ------------------------------------------------------------------ registers (p4/v1model and p4/tna jumpgate_agg.p4) */
 
-static uint32_t occ[JG_TABLE_SLOTS], key_lo[JG_TABLE_SLOTS], key_hi[JG_TABLE_SLOTS], count_r[JG_TABLE_SLOTS];
-static uint32_t s0_lo[JG_TABLE_SLOTS], s0_hi[JG_TABLE_SLOTS], s1_lo[JG_TABLE_SLOTS], s1_hi[JG_TABLE_SLOTS];
-static uint8_t s0_has[JG_TABLE_SLOTS], s1_has[JG_TABLE_SLOTS];
+/* Per way w (docs/switch.md, "The pipeline"): kl<w> the key's first four wire bytes XOR the job's
+ * tag (0: the slot is empty), kh<w> the last four (low word) and the count (high word), s0_<w> and s1_<w>
+ * the sums, each 0 (no value yet) or sum + JG_SUM_BIAS. */
+static uint32_t kl[JG_WAYS][JG_WAY_SLOTS], s0r[JG_WAYS][JG_WAY_SLOTS], s1r[JG_WAYS][JG_WAY_SLOTS];
+static uint64_t kh[JG_WAYS][JG_WAY_SLOTS];
 static uint32_t received[JG_STREAM_COUNTERS], out_seq[JG_MAX_JOBS], flushed[JG_MAX_JOBS];
 static uint32_t bypassed[JG_MAX_JOBS], spilled[JG_MAX_JOBS];
 
 typedef struct {
   const char *name;
   void *cells;
-  int bytes; /* 1 or 4 */
+  int bytes; /* 4 or 8 (a pair: low word, high word) */
   uint32_t size;
 } reg_desc;
 
+#define WAY_REGS(w)                                                                               \
+  {"kl" #w, kl[w], 4, JG_WAY_SLOTS}, {"kh" #w, kh[w], 8, JG_WAY_SLOTS}, {"s0_" #w, s0r[w], 4, JG_WAY_SLOTS}, \
+      {"s1_" #w, s1r[w], 4, JG_WAY_SLOTS}
 static const reg_desc REGISTERS[] = {
-    {"occ", occ, 4, JG_TABLE_SLOTS},           {"key_lo", key_lo, 4, JG_TABLE_SLOTS},
-    {"key_hi", key_hi, 4, JG_TABLE_SLOTS},     {"count", count_r, 4, JG_TABLE_SLOTS},
-    {"s0_lo", s0_lo, 4, JG_TABLE_SLOTS},       {"s0_hi", s0_hi, 4, JG_TABLE_SLOTS},
-    {"s0_has", s0_has, 1, JG_TABLE_SLOTS},     {"s1_lo", s1_lo, 4, JG_TABLE_SLOTS},
-    {"s1_hi", s1_hi, 4, JG_TABLE_SLOTS},       {"s1_has", s1_has, 1, JG_TABLE_SLOTS},
+    WAY_REGS(0), WAY_REGS(1), WAY_REGS(2), WAY_REGS(3), WAY_REGS(4), WAY_REGS(5), WAY_REGS(6), WAY_REGS(7),
     {"received", received, 4, JG_STREAM_COUNTERS}, {"out_seq", out_seq, 4, JG_MAX_JOBS},
     {"flushed", flushed, 4, JG_MAX_JOBS},      {"bypassed", bypassed, 4, JG_MAX_JOBS},
     {"spilled", spilled, 4, JG_MAX_JOBS},
 };
 #define NREGISTERS (sizeof REGISTERS / sizeof REGISTERS[0])
+_Static_assert(JG_WAYS == 8, "WAY_REGS lists eight ways");
+_Static_assert(JG_WAY_SLOTS == 1 << JG_SLOT_BITS && JG_TABLE_SLOTS == JG_WAYS * JG_WAY_SLOTS, "sizes");
 
 /* ------------------------------------------------------------------ the hash (docs/switch.md) */
 
@@ -126,6 +130,14 @@ static uint32_t crc32_8(const uint8_t *p) {
   uint32_t c = 0xffffffffu;
   for (int i = 0; i < 8; i++) c = crc_table[(c ^ p[i]) & 0xff] ^ (c >> 8);
   return c ^ 0xffffffffu;
+}
+
+/* Way w's hash: the CRC-32 of the key's bytes rotated left by w bytes (bytes w..7, then 0..w-1),
+ * which is what the P4 programs' field lists { key[63-8w:0], key[63:64-8w] } feed their CRC-32. */
+static uint32_t way_hash(const uint8_t *key_wire, int w) {
+  uint8_t r[8];
+  for (int i = 0; i < 8; i++) r[i] = key_wire[(i + w) % 8];
+  return crc32_8(r);
 }
 
 /* ------------------------------------------------------------------ output */
@@ -217,11 +229,9 @@ static uint64_t load_wire(const uint8_t *p) { /* a bit<64> field as the P4 parse
 
 static void store_le64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 
-static int fits_safe(int64_t v) { /* -2^58 <= v < 2^58 */
-  return v >= -((int64_t)1 << JG_SUM_SAFE_BITS) && v < ((int64_t)1 << JG_SUM_SAFE_BITS);
+static int fits_value(int64_t v) { /* -2^30 < v < 2^30: a value a slot's sum can take */
+  return v > -((int64_t)1 << JG_VALUE_BITS) && v < ((int64_t)1 << JG_VALUE_BITS);
 }
-
-static int hi_safe(int32_t h) { return h >= -(1 << JG_HI_SAFE_BITS) && h < (1 << JG_HI_SAFE_BITS); }
 
 typedef struct {
   const job_entry *job;
@@ -261,24 +271,24 @@ static void to_controller(const ctx_t *c, const uint8_t *dg, size_t len, uint16_
   if (set_rcv) memcpy(d + JG_UDP_HEADER + 8, &rcv, 8);
 }
 
-static void flush_slot(const ctx_t *c, uint64_t i, int discard) {
+/* FLUSH: seq = way << JG_FLUSH_WAY_SHIFT | slot index in the job's block. Read and clear the slot
+ * of that way; emit it when it holds a key (kl != 0) and this is not a DISCARD. */
+static void flush_slot(const ctx_t *c, uint64_t seq, int discard) {
   const job_entry *jb = c->job;
-  uint32_t idx = jb->base | ((uint32_t)i & jb->mask);
+  uint32_t w = (uint32_t)(seq >> JG_FLUSH_WAY_SHIFT) & 7u;
+  uint32_t idx = jb->base | ((uint32_t)seq & jb->mask & (JG_WAY_SLOTS - 1));
   flushed[c->j]++;
-  int occupied = occ[idx] == jb->tag;
+  uint32_t lo = kl[w][idx], t0 = s0r[w][idx], t1 = s1r[w][idx];
+  uint64_t h = kh[w][idx];
+  kl[w][idx] = s0r[w][idx] = s1r[w][idx] = 0; /* read and clear, as the P4 does */
+  kh[w][idx] = 0;
+  if (lo == 0 || discard) return;
+  uint32_t first = lo ^ jb->tag, last = (uint32_t)h;
   uint8_t key_wire[8];
-  uint32_t hi = key_hi[idx], lo = key_lo[idx];
-  for (int b = 0; b < 4; b++) key_wire[b] = (uint8_t)(hi >> (24 - 8 * b)), key_wire[4 + b] = (uint8_t)(lo >> (24 - 8 * b));
-  uint64_t cnt = count_r[idx];
-  int64_t a = (int64_t)(int32_t)s0_hi[idx] * ((int64_t)1 << 32) + s0_lo[idx];
-  int64_t b = (int64_t)(int32_t)s1_hi[idx] * ((int64_t)1 << 32) + s1_lo[idx];
-  uint8_t nulls = (uint8_t)((s0_has[idx] ? 0 : c->route->s0_out_null) | (s1_has[idx] ? 0 : c->route->s1_out_null));
-  if (!s0_has[idx]) a = 0;
-  if (!s1_has[idx]) b = 0;
-  occ[idx] = key_lo[idx] = key_hi[idx] = count_r[idx] = 0; /* read and clear, as the P4 does */
-  s0_lo[idx] = s0_hi[idx] = s1_lo[idx] = s1_hi[idx] = 0;
-  s0_has[idx] = s1_has[idx] = 0;
-  if (occupied && !discard) emit_record(c, key_wire, nulls, cnt, a, b);
+  for (int b = 0; b < 4; b++) key_wire[b] = (uint8_t)(first >> (24 - 8 * b)), key_wire[4 + b] = (uint8_t)(last >> (24 - 8 * b));
+  uint8_t nulls = (uint8_t)((t0 ? 0 : c->route->s0_out_null) | (t1 ? 0 : c->route->s1_out_null));
+  int64_t a = t0 ? (int64_t)t0 - JG_SUM_BIAS : 0, b = t1 ? (int64_t)t1 - JG_SUM_BIAS : 0;
+  emit_record(c, key_wire, nulls, h >> 32, a, b);
 }
 
 static void finish(const ctx_t *c, const uint8_t *dg, size_t len) {
@@ -295,34 +305,25 @@ static void finish(const ctx_t *c, const uint8_t *dg, size_t len) {
 
 static int64_t sext32(uint64_t v) { return (int64_t)(int32_t)(uint32_t)v; }
 
-/* Add `v` (native, |v| < 2^58) to one sum's registers at idx; returns the spilled high half
- * (0 = no spill) through *spill. */
-static int add_sum(uint32_t *lo, uint32_t *hi, uint8_t *has, uint32_t idx, int fresh, int64_t v, int null,
-                   int64_t *spill, int *spilled_flag) {
-  uint32_t vlo = (uint32_t)(uint64_t)v, vhi = (uint32_t)((uint64_t)v >> 32);
-  if (fresh) {
-    lo[idx] = vlo, hi[idx] = vhi, has[idx] = !null;
+/* One sum's register (s0_<w> or s1_<w>) for a non-NULL value v: 0 (no value yet) becomes
+ * v + JG_SUM_BIAS; otherwise it adds v when the result stays in [1, 2^31), and else leaves the slot
+ * as it is and says the value must go on downstream (returns 1). */
+static int add_sum(uint32_t *t, int64_t v) {
+  uint32_t vb = (uint32_t)(v + JG_SUM_BIAS), vm1 = (uint32_t)(v - 1);
+  if (*t == 0) {
+    *t = vb;
     return 0;
   }
-  uint32_t carry = lo[idx] > ~vlo; /* the SALU's carry test */
-  lo[idx] += vlo;
-  int32_t nh = (int32_t)(hi[idx] + vhi + carry);
-  if (!hi_safe(nh)) {
-    *spill = (int64_t)nh * ((int64_t)1 << 32);
-    *spilled_flag = 1;
-    hi[idx] = 0;
-  } else {
-    hi[idx] = (uint32_t)nh;
+  if (*t + vm1 < (uint32_t)JG_SUM_SPAN) { /* the SALU's range test */
+    *t += (uint32_t)v;
+    return 0;
   }
-  has[idx] |= !null;
-  return 0;
+  return 1;
 }
 
 static void data_packet(const ctx_t *c, const uint8_t *dg, size_t len, const jg_udp_header *h) {
   const job_entry *jb = c->job;
   const uint8_t *t = dg + JG_UDP_HEADER + 4;
-  uint32_t L;
-  memcpy(&L, dg + JG_UDP_HEADER, 4);
   received[c->j * JG_MAX_STREAMS + h->stream]++;
   uint64_t nulls = load_wire(t);
   int kw = key_set[c->j] ? key_select[c->j] : 0;
@@ -333,39 +334,53 @@ static void data_packet(const ctx_t *c, const uint8_t *dg, size_t len, const jg_
   int64_t v0 = jb->flags & V0_INT32 ? sext32(w0) : (int64_t)w0;
   int64_t v1 = jb->flags & V1_INT32 ? sext32(w1) : (int64_t)w1;
   int key_null = (nulls & jb->key_null) != 0, n0 = (nulls & jb->v0_null) != 0, n1 = (nulls & jb->v1_null) != 0;
-  uint64_t inc = (nulls & jb->cnt_null) == 0;
+  uint32_t inc = (nulls & jb->cnt_null) == 0;
   uint8_t out_nulls = (uint8_t)((key_null ? 1 : 0) | (n0 ? c->route->s0_out_null : 0) | (n1 ? c->route->s1_out_null : 0));
-  int bypass = key_null || !fits_safe(v0) || !fits_safe(v1);
-  (void)L;
+  if (n0) v0 = 0; /* a NULL value's bytes are zero (contract §2) */
+  if (n1) v1 = 0;
+  uint64_t kwv = load_wire(key_wire);
+  /* kl holds the key's first four wire bytes (an integer's low-order bytes: they tell keys apart
+   * the soonest), kh the last four */
+  uint32_t key_hi = (uint32_t)kwv, klo = (uint32_t)(kwv >> 32) ^ jb->tag;
+  /* a NULL key, or the one key whose stored first half would read as empty: on at once */
+  int bypass = key_null || klo == 0;
   if (!bypass) {
-    uint32_t idx = jb->base | (crc32_8(key_wire) & 0xffffu & jb->mask);
-    int fresh = occ[idx] != jb->tag;
-    uint64_t kwv = load_wire(key_wire);
-    if (fresh) {
-      occ[idx] = jb->tag;
-      key_hi[idx] = (uint32_t)(kwv >> 32), key_lo[idx] = (uint32_t)kwv;
-    } else if (key_hi[idx] != (uint32_t)(kwv >> 32) || key_lo[idx] != (uint32_t)kwv) {
-      bypass = 1; /* the slot holds another key: the tuple goes on downstream */
+    int way = -1, fresh = 0;
+    uint32_t idx = 0;
+    for (int w = 0; w < JG_WAYS; w++) { /* stage by stage: way w's kl, only while every earlier way missed */
+      idx = jb->base | (way_hash(key_wire, w) & jb->mask & (JG_WAY_SLOTS - 1));
+      if (kl[w][idx] == klo) { way = w; break; }                 /* the low half matches: this way */
+      if (kl[w][idx] == 0) { kl[w][idx] = klo, way = w, fresh = 1; break; } /* empty: claimed */
     }
-    if (!bypass) {
+    if (way >= 0) {
+      uint64_t *k = &kh[way][idx];
       uint64_t spill_c = 0;
-      int64_t spill0 = 0, spill1 = 0;
-      int any = 0, sp0 = 0, sp1 = 0;
-      if (fresh) count_r[idx] = (uint32_t)inc;
-      else if (count_r[idx] >= JG_COUNT_SPILL) spill_c = (uint64_t)count_r[idx] + inc, count_r[idx] = 0, any = 1;
-      else count_r[idx] += (uint32_t)inc;
-      add_sum(s0_lo, s0_hi, s0_has, idx, fresh, v0, n0, &spill0, &sp0);
-      add_sum(s1_lo, s1_hi, s1_has, idx, fresh, v1, n1, &spill1, &sp1);
-      if (any || sp0 || sp1) {
-        spilled[c->j]++;
-        uint8_t sn = (uint8_t)((sp0 ? 0 : c->route->s0_out_null) | (sp1 ? 0 : c->route->s1_out_null));
-        emit_record(c, key_wire, sn, spill_c, spill0, spill1);
+      int any = 0;
+      if (fresh) {
+        *k = (uint64_t)inc << 32 | key_hi;
+      } else if ((uint32_t)*k != key_hi) {
+        bypass = 1; /* another key with the same low half holds the slot (the later ways were not tried) */
+      } else {
+        uint32_t cnt = (uint32_t)(*k >> 32);
+        if (cnt >= JG_COUNT_SPILL) spill_c = (uint64_t)cnt + inc, cnt = 0, any = 1;
+        else cnt += inc;
+        *k = (uint64_t)cnt << 32 | key_hi;
       }
-      return;
+      if (!bypass) {
+        /* a value no slot's sum can take (outside (-2^30, 2^30)) goes on like one its sum refused */
+        int r0 = n0 ? 0 : !fits_value(v0) ? 1 : add_sum(&s0r[way][idx], v0);
+        int r1 = n1 ? 0 : !fits_value(v1) ? 1 : add_sum(&s1r[way][idx], v1);
+        if (any || r0 || r1) {
+          spilled[c->j]++;
+          uint8_t sn = (uint8_t)((r0 ? 0 : c->route->s0_out_null) | (r1 ? 0 : c->route->s1_out_null));
+          emit_record(c, key_wire, sn, spill_c, r0 ? v0 : 0, r1 ? v1 : 0);
+        }
+        return;
+      }
     }
   }
   bypassed[c->j]++;
-  emit_record(c, key_wire, out_nulls, inc, n0 ? 0 : v0, n1 ? 0 : v1);
+  emit_record(c, key_wire, out_nulls, inc, v0, v1);
 }
 
 static void packet(uint16_t udp_port, const uint8_t *dg, size_t len) {
@@ -550,14 +565,15 @@ static void reg_access(char **toks, int nt) {
     return reply("{\"event\":\"error\",\"message\":\"bad index or value\"}");
   if (strcmp(toks[0], "write") == 0) {
     if (idx >= r->size) return reply("{\"event\":\"error\",\"message\":\"index out of range\"}");
-    if (r->bytes == 1) ((uint8_t *)r->cells)[idx] = (uint8_t)v;
+    if (r->bytes == 8) ((uint64_t *)r->cells)[idx] = v;
     else ((uint32_t *)r->cells)[idx] = (uint32_t)v;
     return reply("{\"event\":\"ok\"}");
   }
   if (idx > r->size || v > r->size - idx) return reply("{\"event\":\"error\",\"message\":\"range out of bounds\"}");
   fputs("{\"event\":\"values\",\"values\":[", stdout);
   for (uint64_t i = idx; i < idx + v; i++)
-    printf("%s%u", i == idx ? "" : ",", r->bytes == 1 ? ((uint8_t *)r->cells)[i] : ((uint32_t *)r->cells)[i]);
+    printf("%s%llu", i == idx ? "" : ",",
+           r->bytes == 8 ? (unsigned long long)((uint64_t *)r->cells)[i] : (unsigned long long)((uint32_t *)r->cells)[i]);
   (void)nt;
   reply("]}");
 }

@@ -2,13 +2,16 @@
  *
  * Shared with the BMv2 program (p4/v1model/jumpgate_agg.p4): sizes (../include/jumpgate_defs.p4),
  * headers and metadata, parser states, and the table-owning controls JobConfig, Output and Emit.
- * Here: the registers as Tofino RegisterActions (one access per register array per packet, each
- * array in its own stage), the CRC32 Hash extern, forwarding and the TNA package.
+ * Here: the registers as Tofino RegisterActions (one access per register array per packet; way w's
+ * kl in one stage, its kh in the next, its sums in the one after: docs/switch.md, "Resources"), a
+ * CRC32 Hash extern per way, forwarding and the TNA package.
  *
  *   bf-p4c --target tofino --arch tna -o build p4/tna/jumpgate_agg.p4      (Intel's SDE)
  *
  * Written against TNA's documented API and never compiled on the machines this project is built
- * on (bf-p4c is proprietary): expect to adjust stateful-ALU expressions to what the compiler fits.
+ * on (bf-p4c is proprietary): expect to adjust stateful-ALU expressions to what the compiler fits
+ * (kh<w>_take reads both words of the pair, as TNA's RegisterAction allows with a second output;
+ * docs/switch.md says what to do if Tofino 1 refuses it).
  */
 #include <core.p4>
 #include <tna.p4>
@@ -28,132 +31,192 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #include "../include/parser_states.p4"
 }
 
-#define HI_BIAS 32w0x4000000   /* 2^26: h is safe when (h + 2^26) mod 2^32 < 2^27 */
-#define HI_SPAN 32w0x8000000
+#define NO_WAY 15
+#define KL_MISS 0
+#define KL_MATCH 1
+#define KL_FRESH 2
+#define KH_SAME 0
+#define KH_OTHER 1
+#define KH_SPILL 2
 
+/* Way w's hash input: the key's 8 wire bytes rotated left by w bytes (CRC-32 over them). */
+#define ROT0 { meta.key }
+#define ROT1 { meta.key[55:0], meta.key[63:56] }
+#define ROT2 { meta.key[47:0], meta.key[63:48] }
+#define ROT3 { meta.key[39:0], meta.key[63:40] }
+#define ROT4 { meta.key[31:0], meta.key[63:32] }
+#define ROT5 { meta.key[23:0], meta.key[63:24] }
+#define ROT6 { meta.key[15:0], meta.key[63:16] }
+#define ROT7 { meta.key[7:0], meta.key[63:8] }
+
+struct pair_t {
+    bit<32> lo;   /* kh: the key's last four wire bytes */
+    bit<32> hi;   /* kh: the count */
+}
+
+/* The stateful ALU programs of way W (docs/switch.md, "The pipeline"; one access per register per
+ * packet): kl<W> tries (the key's, empty and taken, or another key's) or is taken by a FLUSH; kh<W>
+ * is claimed, checked-and-counted, or taken; s0_/s1_<W> add a value or refuse it, or are taken. */
+#define WAY_ACTIONS(W)                                                                            \
+    RegisterAction<bit<32>, bit<15>, bit<8>>(kl##W) kl##W##_try = {                              \
+        void apply(inout bit<32> v, out bit<8> r) {                                               \
+            if (v == meta.klo) { r = KL_MATCH; }                                                  \
+            else if (v == 0) { v = meta.klo; r = KL_FRESH; }                                      \
+            else { r = KL_MISS; }                                                                 \
+        }                                                                                         \
+    };                                                                                            \
+    RegisterAction<bit<32>, bit<15>, bit<32>>(kl##W) kl##W##_take = {                            \
+        void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }                          \
+    };                                                                                            \
+    RegisterAction<pair_t, bit<15>, bit<8>>(kh##W) kh##W##_claim = {                             \
+        void apply(inout pair_t v, out bit<8> r) { v.lo = meta.khi; v.hi = meta.cnt_inc; r = KH_SAME; } \
+    };                                                                                            \
+    RegisterAction<pair_t, bit<15>, bit<8>>(kh##W) kh##W##_count = {                             \
+        void apply(inout pair_t v, out bit<8> r) {                                                \
+            if (v.lo != meta.khi) { r = KH_OTHER; }                                               \
+            else if (v.hi >= JG_COUNT_SPILL) { v.hi = 0; r = KH_SPILL; }                          \
+            else { v.hi = v.hi + meta.cnt_inc; r = KH_SAME; }                                     \
+        }                                                                                         \
+    };                                                                                            \
+    RegisterAction<pair_t, bit<15>, bit<32>>(kh##W) kh##W##_take = {                             \
+        void apply(inout pair_t v, out bit<32> key_last, out bit<32> count) {                     \
+            key_last = v.lo; count = v.hi; v.lo = 0; v.hi = 0;                                    \
+        }                                                                                         \
+    };                                                                                            \
+    RegisterAction<bit<32>, bit<15>, bit<8>>(s0_##W) s0_##W##_add = {                            \
+        void apply(inout bit<32> v, out bit<8> rej) {                                             \
+            if (v == 0) { v = meta.x0b; rej = 0; }                                                \
+            else if (v + meta.x0m1 < JG_SUM_SPAN) { v = v + meta.x0; rej = 0; }                   \
+            else { rej = 1; }                                                                     \
+        }                                                                                         \
+    };                                                                                            \
+    RegisterAction<bit<32>, bit<15>, bit<32>>(s0_##W) s0_##W##_take = {                          \
+        void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }                          \
+    };                                                                                            \
+    RegisterAction<bit<32>, bit<15>, bit<8>>(s1_##W) s1_##W##_add = {                            \
+        void apply(inout bit<32> v, out bit<8> rej) {                                             \
+            if (v == 0) { v = meta.x1b; rej = 0; }                                                \
+            else if (v + meta.x1m1 < JG_SUM_SPAN) { v = v + meta.x1; rej = 0; }                   \
+            else { rej = 1; }                                                                     \
+        }                                                                                         \
+    };                                                                                            \
+    RegisterAction<bit<32>, bit<15>, bit<32>>(s1_##W) s1_##W##_take = {                          \
+        void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }                          \
+    };
+
+/* Way W's first stage, tried only while every earlier way missed. */
+#define TRY_WAY(W)                                                                                \
+    if (meta.way == NO_WAY) {                                                                     \
+        meta.hash = hash##W.get(ROT##W);                                                          \
+        idx = (bit<15>)(meta.base | (meta.hash & meta.mask));                                     \
+        r = kl##W##_try.execute(idx);                                                             \
+        if (r != KL_MISS) { meta.way = W; meta.idx = (bit<16>)idx; }                              \
+        if (r == KL_FRESH) { meta.fresh = 1; }                                                    \
+    }
+
+/* The way that took the key: the count, then the sums (a NULL value leaves its sum alone). */
+#define AT_WAY(W)                                                                                 \
+    if (meta.way == W) {                                                                          \
+        idx = (bit<15>)meta.idx;                                                                  \
+        if (meta.fresh == 1) { r = kh##W##_claim.execute(idx); }                                  \
+        else { r = kh##W##_count.execute(idx); }                                                  \
+        if (r == KH_OTHER) { meta.bypass = 1; }                                                   \
+        if (r == KH_SPILL) { meta.spilled = 1; meta.spill_c = JG_COUNT_SPILL + meta.cnt_inc; }    \
+        if (meta.bypass == 0 && meta.v0_null_hit == 0) {                                          \
+            if (meta.fit0 == 0) { meta.rej0 = 1; } else { meta.rej0 = (bit<1>)s0_##W##_add.execute(idx); } \
+        }                                                                                         \
+        if (meta.bypass == 0 && meta.v1_null_hit == 0) {                                          \
+            if (meta.fit1 == 0) { meta.rej1 = 1; } else { meta.rej1 = (bit<1>)s1_##W##_add.execute(idx); } \
+        }                                                                                         \
+    }
+
+#define TAKE_WAY(W)                                                                               \
+    if (way == W) {                                                                               \
+        x = kl##W##_take.execute(idx);                                                            \
+        kh_last = kh##W##_take.execute(idx, c);                                                   \
+        t0 = s0_##W##_take.execute(idx);                                                          \
+        t1 = s1_##W##_take.execute(idx);                                                          \
+    }
+
+/* The slot table: JG_WAYS ways of JG_WAY_SLOTS slots, each way its own registers, in its own MAU
+ * stages, and its own CRC32 hash (docs/switch.md, "Resources" for the stage and memory budget). */
 control Aggregator(inout headers_t hdr, inout metadata_t meta) {
-    Hash<bit<16>>(HashAlgorithm_t.CRC32) key_hash;
-
-    Register<bit<32>, bit<16>>(JG_TABLE_SLOTS, 0) occ;
-    Register<bit<32>, bit<16>>(JG_TABLE_SLOTS, 0) key_lo;
-    Register<bit<32>, bit<16>>(JG_TABLE_SLOTS, 0) key_hi;
-    Register<bit<32>, bit<16>>(JG_TABLE_SLOTS, 0) count;
-    Register<bit<32>, bit<16>>(JG_TABLE_SLOTS, 0) s0_lo;
-    Register<bit<32>, bit<16>>(JG_TABLE_SLOTS, 0) s0_hi;
-    Register<bit<8>, bit<16>>(JG_TABLE_SLOTS, 0) s0_has;
-    Register<bit<32>, bit<16>>(JG_TABLE_SLOTS, 0) s1_lo;
-    Register<bit<32>, bit<16>>(JG_TABLE_SLOTS, 0) s1_hi;
-    Register<bit<8>, bit<16>>(JG_TABLE_SLOTS, 0) s1_has;
-
-    bit<32> key_hi_in;
-    bit<32> key_lo_in;
-    bit<32> not_v0_lo;
-    bit<32> not_v1_lo;
-    bit<32> v0_hi_c;
-    bit<32> v1_hi_c;
-    bit<8> has0_in;
-    bit<8> has1_in;
-    bit<8> key_match;
-
-    RegisterAction<bit<32>, bit<16>, bit<1>>(occ) occ_claim = {
-        void apply(inout bit<32> v, out bit<1> fresh) {
-            if (v == meta.tag) { fresh = 0; } else { v = meta.tag; fresh = 1; }
-        }
-    };
-    RegisterAction<bit<32>, bit<16>, bit<32>>(occ) occ_take = {
-        void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }
-    };
-
-    RegisterAction<bit<32>, bit<16>, bit<8>>(key_hi) key_hi_set = {
-        void apply(inout bit<32> v, out bit<8> same) { v = key_hi_in; same = 1; }
-    };
-    RegisterAction<bit<32>, bit<16>, bit<8>>(key_hi) key_hi_check = {
-        void apply(inout bit<32> v, out bit<8> same) { if (v == key_hi_in) { same = 1; } else { same = 0; } }
-    };
-    RegisterAction<bit<32>, bit<16>, bit<32>>(key_hi) key_hi_take = {
-        void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }
-    };
-    RegisterAction<bit<32>, bit<16>, bit<8>>(key_lo) key_lo_set = {
-        void apply(inout bit<32> v, out bit<8> same) { v = key_lo_in; same = 1; }
-    };
-    RegisterAction<bit<32>, bit<16>, bit<8>>(key_lo) key_lo_check = {
-        void apply(inout bit<32> v, out bit<8> same) { if (v == key_lo_in) { same = 1; } else { same = 0; } }
-    };
-    RegisterAction<bit<32>, bit<16>, bit<32>>(key_lo) key_lo_take = {
-        void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }
-    };
-
-    RegisterAction<bit<32>, bit<16>, bit<32>>(count) count_set = {
-        void apply(inout bit<32> v, out bit<32> spill) { v = meta.cnt_inc; spill = 0; }
-    };
-    RegisterAction<bit<32>, bit<16>, bit<32>>(count) count_add = {
-        void apply(inout bit<32> v, out bit<32> spill) {
-            if (v >= JG_COUNT_SPILL) { spill = v + meta.cnt_inc; v = 0; } else { v = v + meta.cnt_inc; spill = 0; }
-        }
-    };
-    RegisterAction<bit<32>, bit<16>, bit<32>>(count) count_take = {
-        void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }
-    };
-
-#define SUM_ACTIONS(S, VLO, NOT_VLO, VHI, VHI_C, HAS_IN)                                          \
-    RegisterAction<bit<32>, bit<16>, bit<32>>(S##_lo) S##_lo_set = {                          \
-        void apply(inout bit<32> v, out bit<32> carry) { v = VLO; carry = 0; }                \
-    };                                                                                        \
-    RegisterAction<bit<32>, bit<16>, bit<32>>(S##_lo) S##_lo_add = {                          \
-        void apply(inout bit<32> v, out bit<32> carry) {                                      \
-            if (v > NOT_VLO) { carry = 1; } else { carry = 0; }                               \
-            v = v + VLO;                                                                      \
-        }                                                                                     \
-    };                                                                                        \
-    RegisterAction<bit<32>, bit<16>, bit<32>>(S##_lo) S##_lo_take = {                         \
-        void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }                      \
-    };                                                                                        \
-    RegisterAction<bit<32>, bit<16>, bit<32>>(S##_hi) S##_hi_set = {                          \
-        void apply(inout bit<32> v, out bit<32> spill) { v = VHI; spill = 0; }                \
-    };                                                                                        \
-    RegisterAction<bit<32>, bit<16>, bit<32>>(S##_hi) S##_hi_add = {                          \
-        void apply(inout bit<32> v, out bit<32> spill) {                                      \
-            if (v + VHI_C + HI_BIAS >= HI_SPAN) { spill = v + VHI_C; v = 0; }                 \
-            else { v = v + VHI_C; spill = 0; }                                                \
-        }                                                                                     \
-    };                                                                                        \
-    RegisterAction<bit<32>, bit<16>, bit<32>>(S##_hi) S##_hi_take = {                         \
-        void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }                      \
-    };                                                                                        \
-    RegisterAction<bit<8>, bit<16>, bit<8>>(S##_has) S##_has_set = {                          \
-        void apply(inout bit<8> v) { v = HAS_IN; }                                            \
-    };                                                                                        \
-    RegisterAction<bit<8>, bit<16>, bit<8>>(S##_has) S##_has_or = {                           \
-        void apply(inout bit<8> v) { v = v | HAS_IN; }                                        \
-    };                                                                                        \
-    RegisterAction<bit<8>, bit<16>, bit<8>>(S##_has) S##_has_take = {                         \
-        void apply(inout bit<8> v, out bit<8> old) { old = v; v = 0; }                        \
-    };
-
-    SUM_ACTIONS(s0, meta.v0[31:0], not_v0_lo, meta.v0[63:32], v0_hi_c, has0_in)
-    SUM_ACTIONS(s1, meta.v1[31:0], not_v1_lo, meta.v1[63:32], v1_hi_c, has1_in)
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kl0;
+    Register<pair_t, bit<15>>(JG_WAY_SLOTS, {0, 0}) kh0;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s0_0;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s1_0;
+    Hash<bit<16>>(HashAlgorithm_t.CRC32) hash0;
+    WAY_ACTIONS(0)
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kl1;
+    Register<pair_t, bit<15>>(JG_WAY_SLOTS, {0, 0}) kh1;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s0_1;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s1_1;
+    Hash<bit<16>>(HashAlgorithm_t.CRC32) hash1;
+    WAY_ACTIONS(1)
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kl2;
+    Register<pair_t, bit<15>>(JG_WAY_SLOTS, {0, 0}) kh2;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s0_2;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s1_2;
+    Hash<bit<16>>(HashAlgorithm_t.CRC32) hash2;
+    WAY_ACTIONS(2)
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kl3;
+    Register<pair_t, bit<15>>(JG_WAY_SLOTS, {0, 0}) kh3;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s0_3;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s1_3;
+    Hash<bit<16>>(HashAlgorithm_t.CRC32) hash3;
+    WAY_ACTIONS(3)
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kl4;
+    Register<pair_t, bit<15>>(JG_WAY_SLOTS, {0, 0}) kh4;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s0_4;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s1_4;
+    Hash<bit<16>>(HashAlgorithm_t.CRC32) hash4;
+    WAY_ACTIONS(4)
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kl5;
+    Register<pair_t, bit<15>>(JG_WAY_SLOTS, {0, 0}) kh5;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s0_5;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s1_5;
+    Hash<bit<16>>(HashAlgorithm_t.CRC32) hash5;
+    WAY_ACTIONS(5)
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kl6;
+    Register<pair_t, bit<15>>(JG_WAY_SLOTS, {0, 0}) kh6;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s0_6;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s1_6;
+    Hash<bit<16>>(HashAlgorithm_t.CRC32) hash6;
+    WAY_ACTIONS(6)
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kl7;
+    Register<pair_t, bit<15>>(JG_WAY_SLOTS, {0, 0}) kh7;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s0_7;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s1_7;
+    Hash<bit<16>>(HashAlgorithm_t.CRC32) hash7;
+    WAY_ACTIONS(7)
 
     apply {
+        bit<15> idx;
+        bit<8> r;
         if ((hdr.ntu.flags & JG_F_FLUSH) != 0) {
-            meta.idx = meta.base | (SWAP64(hdr.ntu.seq)[15:0] & meta.mask);
-            bit<32> o = occ_take.execute(meta.idx);
-            bit<32> kh = key_hi_take.execute(meta.idx);
-            bit<32> kl = key_lo_take.execute(meta.idx);
-            bit<32> c = count_take.execute(meta.idx);
-            bit<32> lo0 = s0_lo_take.execute(meta.idx);
-            bit<32> hi0 = s0_hi_take.execute(meta.idx);
-            bit<8> h0 = s0_has_take.execute(meta.idx);
-            bit<32> lo1 = s1_lo_take.execute(meta.idx);
-            bit<32> hi1 = s1_hi_take.execute(meta.idx);
-            bit<8> h1 = s1_has_take.execute(meta.idx);
-            if (o == meta.tag && (hdr.ntu.flags & JG_F_DISCARD) == 0) {
-                meta.key = kh ++ kl;
+            bit<64> seq = SWAP64(hdr.ntu.seq);
+            bit<3> way = seq[18:16];
+            bit<32> x = 0;
+            bit<32> kh_last = 0;
+            bit<32> c = 0;
+            bit<32> t0 = 0;
+            bit<32> t1 = 0;
+            idx = (bit<15>)(meta.base | (seq[15:0] & meta.mask));
+            TAKE_WAY(0) TAKE_WAY(1) TAKE_WAY(2) TAKE_WAY(3) TAKE_WAY(4) TAKE_WAY(5) TAKE_WAY(6) TAKE_WAY(7)
+            if (x != 0 && (hdr.ntu.flags & JG_F_DISCARD) == 0) {
+                meta.key = (x ^ meta.tag) ++ kh_last;
                 meta.r_count = (bit<64>)c;
                 meta.r_s0 = 0;
                 meta.r_s1 = 0;
                 meta.r_nulls = meta.s0_out_null | meta.s1_out_null;
-                if (h0 != 0) { meta.r_s0 = hi0 ++ lo0; meta.r_nulls = meta.r_nulls & ~meta.s0_out_null; }
-                if (h1 != 0) { meta.r_s1 = hi1 ++ lo1; meta.r_nulls = meta.r_nulls & ~meta.s1_out_null; }
+                if (t0 != 0) {
+                    meta.r_s0 = (bit<64>)((int<64>)((int<32>)(t0 - JG_SUM_BIAS)));
+                    meta.r_nulls = meta.r_nulls & ~meta.s0_out_null;
+                }
+                if (t1 != 0) {
+                    meta.r_s1 = (bit<64>)((int<64>)((int<32>)(t1 - JG_SUM_BIAS)));
+                    meta.r_nulls = meta.r_nulls & ~meta.s1_out_null;
+                }
                 meta.out_kind = OUT_RECORD;
             }
         } else if (hdr.ntu.flags == 0) {
@@ -161,61 +224,31 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
             if ((hdr.nulls.data & meta.key_null) != 0) { key_is_null = 1; }
             meta.v0_null_hit = 0;
             meta.v1_null_hit = 0;
-            has0_in = 1;
-            has1_in = 1;
-            if ((hdr.nulls.data & meta.v0_null) != 0) { meta.v0_null_hit = 1; has0_in = 0; }
-            if ((hdr.nulls.data & meta.v1_null) != 0) { meta.v1_null_hit = 1; has1_in = 0; }
+            if ((hdr.nulls.data & meta.v0_null) != 0) { meta.v0_null_hit = 1; meta.v0 = 0; }
+            if ((hdr.nulls.data & meta.v1_null) != 0) { meta.v1_null_hit = 1; meta.v1 = 0; }
             meta.cnt_inc = 1;
             if ((hdr.nulls.data & meta.cnt_null) != 0) { meta.cnt_inc = 0; }
+            meta.x0 = meta.v0[31:0];
+            meta.x1 = meta.v1[31:0];
+            meta.x0b = meta.v0[31:0] + JG_SUM_BIAS;
+            meta.x1b = meta.v1[31:0] + JG_SUM_BIAS;
+            meta.x0m1 = meta.v0[31:0] - 1;
+            meta.x1m1 = meta.v1[31:0] - 1;
             meta.bypass = key_is_null;
-            if (!(meta.v0[63:58] == 0 || meta.v0[63:58] == 0x3f)) { meta.bypass = 1; }
-            if (!(meta.v1[63:58] == 0 || meta.v1[63:58] == 0x3f)) { meta.bypass = 1; }
-            key_hi_in = meta.key[63:32];
-            key_lo_in = meta.key[31:0];
-            not_v0_lo = ~meta.v0[31:0];
-            not_v1_lo = ~meta.v1[31:0];
+            if (meta.klo == 0) { meta.bypass = 1; }
+            /* -2^30 < v < 2^30: a value a slot's sum can take; another goes on in a spill record */
+            meta.fit0 = 1;
+            meta.fit1 = 1;
+            if (!(meta.v0[63:30] == 0 || meta.v0[63:30] == 0x3ffffffff) || meta.v0 == 0xffffffffc0000000) { meta.fit0 = 0; }
+            if (!(meta.v1[63:30] == 0 || meta.v1[63:30] == 0x3ffffffff) || meta.v1 == 0xffffffffc0000000) { meta.fit1 = 0; }
+            meta.way = NO_WAY;
+            meta.fresh = 0;
             if (meta.bypass == 0) {
-                meta.hash = key_hash.get({ meta.key });
-                meta.idx = meta.base | (meta.hash & meta.mask);
-                meta.fresh = occ_claim.execute(meta.idx);
-                if (meta.fresh == 1) {
-                    key_hi_set.execute(meta.idx);
-                    key_lo_set.execute(meta.idx);
-                } else {
-                    key_match = key_hi_check.execute(meta.idx) & key_lo_check.execute(meta.idx);
-                    if (key_match == 0) { meta.bypass = 1; }
-                }
+                TRY_WAY(0) TRY_WAY(1) TRY_WAY(2) TRY_WAY(3) TRY_WAY(4) TRY_WAY(5) TRY_WAY(6) TRY_WAY(7)
+                if (meta.way == NO_WAY) { meta.bypass = 1; }
             }
             if (meta.bypass == 0) {
-                if (meta.fresh == 1) {
-                    count_set.execute(meta.idx);
-                    s0_lo_set.execute(meta.idx);
-                    s0_hi_set.execute(meta.idx);
-                    s0_has_set.execute(meta.idx);
-                    s1_lo_set.execute(meta.idx);
-                    s1_hi_set.execute(meta.idx);
-                    s1_has_set.execute(meta.idx);
-                } else {
-                    meta.spill_c = count_add.execute(meta.idx);
-                    meta.carry0 = s0_lo_add.execute(meta.idx);
-                    meta.carry1 = s1_lo_add.execute(meta.idx);
-                    v0_hi_c = meta.v0[63:32] + meta.carry0;
-                    v1_hi_c = meta.v1[63:32] + meta.carry1;
-                    meta.spill_h0 = s0_hi_add.execute(meta.idx);
-                    meta.spill_h1 = s1_hi_add.execute(meta.idx);
-                    s0_has_or.execute(meta.idx);
-                    s1_has_or.execute(meta.idx);
-                    if (meta.spill_c != 0 || meta.spill_h0 != 0 || meta.spill_h1 != 0) {
-                        meta.spilled = 1;
-                        meta.r_count = (bit<64>)meta.spill_c;
-                        meta.r_s0 = (bit<64>)((int<64>)((int<32>)meta.spill_h0)) << 32;
-                        meta.r_s1 = (bit<64>)((int<64>)((int<32>)meta.spill_h1)) << 32;
-                        meta.r_nulls = 0;
-                        if (meta.spill_h0 == 0) { meta.r_nulls = meta.r_nulls | meta.s0_out_null; }
-                        if (meta.spill_h1 == 0) { meta.r_nulls = meta.r_nulls | meta.s1_out_null; }
-                        meta.out_kind = OUT_RECORD;
-                    }
-                }
+                AT_WAY(0) AT_WAY(1) AT_WAY(2) AT_WAY(3) AT_WAY(4) AT_WAY(5) AT_WAY(6) AT_WAY(7)
             }
             if (meta.bypass == 1) {
                 meta.r_count = (bit<64>)meta.cnt_inc;
@@ -224,6 +257,15 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
                 meta.r_nulls = (bit<8>)key_is_null;
                 if (meta.v0_null_hit == 1) { meta.r_nulls = meta.r_nulls | meta.s0_out_null; }
                 if (meta.v1_null_hit == 1) { meta.r_nulls = meta.r_nulls | meta.s1_out_null; }
+                meta.out_kind = OUT_RECORD;
+            } else if (meta.spilled == 1 || meta.rej0 == 1 || meta.rej1 == 1) {
+                meta.spilled = 1;
+                meta.r_count = (bit<64>)meta.spill_c;  /* a count spills at exactly JG_COUNT_SPILL */
+                meta.r_s0 = 0;
+                meta.r_s1 = 0;
+                meta.r_nulls = meta.s0_out_null | meta.s1_out_null;
+                if (meta.rej0 == 1) { meta.r_s0 = meta.v0; meta.r_nulls = meta.r_nulls & ~meta.s0_out_null; }
+                if (meta.rej1 == 1) { meta.r_s1 = meta.v1; meta.r_nulls = meta.r_nulls & ~meta.s1_out_null; }
                 meta.out_kind = OUT_RECORD;
             }
         }

@@ -27,64 +27,128 @@ control SwitchVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
     apply { }
 }
 
-#define SAFE64(v) (v[63:58] == 0 || v[63:58] == 0x3f)   /* -2^58 <= v < 2^58 */
-#define SAFE_HI(h) (h[31:26] == 0 || h[31:26] == 0x3f)  /* -2^26 <= h < 2^26 */
+#define NO_WAY 15
+/* -2^30 < v < 2^30: a value a slot's sum can take (docs/switch.md); others go on in a spill record */
+#define FITS(v) ((v[63:30] == 0 || v[63:30] == 0x3ffffffff) && v != 0xffffffffc0000000)
 
-/* The slot table: 64K slots, each a tag (the job that holds it), a 64-bit key in two halves, a
- * count and two 64-bit sums in 32-bit halves with a has-a-value flag. */
+/* Way w's hash input: the key's 8 wire bytes rotated left by w bytes (CRC-32 over them). */
+#define ROT0 { meta.key }
+#define ROT1 { meta.key[55:0], meta.key[63:56] }
+#define ROT2 { meta.key[47:0], meta.key[63:48] }
+#define ROT3 { meta.key[39:0], meta.key[63:40] }
+#define ROT4 { meta.key[31:0], meta.key[63:32] }
+#define ROT5 { meta.key[23:0], meta.key[63:24] }
+#define ROT6 { meta.key[15:0], meta.key[63:16] }
+#define ROT7 { meta.key[7:0], meta.key[63:8] }
+
+/* Way W's first stage: its hash, then kl<W>: the key's first half (the slot is this key's, or
+ * empty and now this key's), or another key's, and the key tries the next way. Tried only while
+ * every earlier way missed. */
+#define TRY_WAY(W)                                                                                  \
+    if (meta.way == NO_WAY) {                                                                       \
+        hash(meta.hash, HashAlgorithm.crc32, 16w0, ROT##W, 32w65536);                              \
+        i = (bit<32>)(meta.base | (meta.hash & meta.mask));                                         \
+        kl##W.read(x, i);                                                                           \
+        if (x == meta.klo) { meta.way = W; meta.idx = (bit<16>)i; }                                  \
+        else if (x == 0) { kl##W.write(i, meta.klo); meta.way = W; meta.idx = (bit<16>)i; meta.fresh = 1; } \
+    }
+
+/* The way that took the key: kh<W> (its second half and the count), then the sums. */
+#define AT_WAY(W)                                                                                   \
+    if (meta.way == W) {                                                                            \
+        i = (bit<32>)meta.idx;                                                                      \
+        kh##W.read(k, i);                                                                           \
+        if (meta.fresh == 1) {                                                                      \
+            kh##W.write(i, meta.cnt_inc ++ meta.khi);                                                \
+        } else if (k[31:0] != meta.khi) {                                                           \
+            meta.bypass = 1;  /* another key with the same first half holds the slot */            \
+        } else if (k[63:32] >= JG_COUNT_SPILL) {                                                    \
+            meta.spill_c = k[63:32] + meta.cnt_inc;                                                 \
+            meta.spilled = 1;                                                                       \
+            kh##W.write(i, 32w0 ++ meta.khi);                                                       \
+        } else {                                                                                    \
+            kh##W.write(i, (k[63:32] + meta.cnt_inc) ++ meta.khi);                                  \
+        }                                                                                           \
+        if (meta.bypass == 0 && meta.v0_null_hit == 0 && !FITS(meta.v0)) { meta.rej0 = 1; }          \
+        if (meta.bypass == 0 && meta.v1_null_hit == 0 && !FITS(meta.v1)) { meta.rej1 = 1; }          \
+        if (meta.bypass == 0 && meta.v0_null_hit == 0 && meta.rej0 == 0) {                          \
+            s0_##W.read(x, i);                                                                      \
+            if (x == 0) { s0_##W.write(i, meta.x0b); }                                              \
+            else if (x + meta.x0m1 < JG_SUM_SPAN) { s0_##W.write(i, x + meta.x0); }                 \
+            else { meta.rej0 = 1; }                                                                 \
+        }                                                                                           \
+        if (meta.bypass == 0 && meta.v1_null_hit == 0 && meta.rej1 == 0) {                          \
+            s1_##W.read(x, i);                                                                      \
+            if (x == 0) { s1_##W.write(i, meta.x1b); }                                              \
+            else if (x + meta.x1m1 < JG_SUM_SPAN) { s1_##W.write(i, x + meta.x1); }                 \
+            else { meta.rej1 = 1; }                                                                 \
+        }                                                                                           \
+    }
+
+/* FLUSH of slot meta.idx of way W: read and clear. */
+#define TAKE_WAY(W)                                                                                 \
+    if (way == W) {                                                                                 \
+        kl##W.read(x, i); kh##W.read(k, i); s0_##W.read(t0, i); s1_##W.read(t1, i);                 \
+        kl##W.write(i, 0); kh##W.write(i, 0); s0_##W.write(i, 0); s1_##W.write(i, 0);               \
+    }
+
+/* The slot table: JG_WAYS ways of JG_WAY_SLOTS slots, each way its own registers and hash
+ * (docs/switch.md, "The pipeline"): kl<w> the key's first four wire bytes XOR the job's tag (0:
+ * empty), kh<w> its last four (low word) and the count (high word), s0_<w> and s1_<w> the sums
+ * (0: no value yet, else the sum + JG_SUM_BIAS). */
 control Aggregator(inout headers_t hdr, inout metadata_t meta) {
-    register<bit<32>>(JG_TABLE_SLOTS) occ;
-    register<bit<32>>(JG_TABLE_SLOTS) key_lo;
-    register<bit<32>>(JG_TABLE_SLOTS) key_hi;
-    register<bit<32>>(JG_TABLE_SLOTS) count;
-    register<bit<32>>(JG_TABLE_SLOTS) s0_lo;
-    register<bit<32>>(JG_TABLE_SLOTS) s0_hi;
-    register<bit<8>>(JG_TABLE_SLOTS) s0_has;
-    register<bit<32>>(JG_TABLE_SLOTS) s1_lo;
-    register<bit<32>>(JG_TABLE_SLOTS) s1_hi;
-    register<bit<8>>(JG_TABLE_SLOTS) s1_has;
+    register<bit<32>>(JG_WAY_SLOTS) kl0;
+    register<bit<64>>(JG_WAY_SLOTS) kh0;
+    register<bit<32>>(JG_WAY_SLOTS) s0_0;
+    register<bit<32>>(JG_WAY_SLOTS) s1_0;
+    register<bit<32>>(JG_WAY_SLOTS) kl1;
+    register<bit<64>>(JG_WAY_SLOTS) kh1;
+    register<bit<32>>(JG_WAY_SLOTS) s0_1;
+    register<bit<32>>(JG_WAY_SLOTS) s1_1;
+    register<bit<32>>(JG_WAY_SLOTS) kl2;
+    register<bit<64>>(JG_WAY_SLOTS) kh2;
+    register<bit<32>>(JG_WAY_SLOTS) s0_2;
+    register<bit<32>>(JG_WAY_SLOTS) s1_2;
+    register<bit<32>>(JG_WAY_SLOTS) kl3;
+    register<bit<64>>(JG_WAY_SLOTS) kh3;
+    register<bit<32>>(JG_WAY_SLOTS) s0_3;
+    register<bit<32>>(JG_WAY_SLOTS) s1_3;
+    register<bit<32>>(JG_WAY_SLOTS) kl4;
+    register<bit<64>>(JG_WAY_SLOTS) kh4;
+    register<bit<32>>(JG_WAY_SLOTS) s0_4;
+    register<bit<32>>(JG_WAY_SLOTS) s1_4;
+    register<bit<32>>(JG_WAY_SLOTS) kl5;
+    register<bit<64>>(JG_WAY_SLOTS) kh5;
+    register<bit<32>>(JG_WAY_SLOTS) s0_5;
+    register<bit<32>>(JG_WAY_SLOTS) s1_5;
+    register<bit<32>>(JG_WAY_SLOTS) kl6;
+    register<bit<64>>(JG_WAY_SLOTS) kh6;
+    register<bit<32>>(JG_WAY_SLOTS) s0_6;
+    register<bit<32>>(JG_WAY_SLOTS) s1_6;
+    register<bit<32>>(JG_WAY_SLOTS) kl7;
+    register<bit<64>>(JG_WAY_SLOTS) kh7;
+    register<bit<32>>(JG_WAY_SLOTS) s0_7;
+    register<bit<32>>(JG_WAY_SLOTS) s1_7;
 
     apply {
-        bit<32> o;
-        bit<32> kh;
-        bit<32> kl;
-        bit<32> c;
-        bit<32> lo;
-        bit<32> hi;
-        bit<32> nh;
-        bit<8> has0;
-        bit<8> has1;
-        bit<32> lo1;
-        bit<32> hi1;
+        bit<32> i;
+        bit<32> x;
+        bit<64> k;
+        bit<32> t0;
+        bit<32> t1;
         if ((hdr.ntu.flags & JG_F_FLUSH) != 0) {
-            /* read and clear slot `seq` of the job's block; emit it when the job holds it */
-            meta.idx = meta.base | (SWAP64(hdr.ntu.seq)[15:0] & meta.mask);
-            occ.read(o, (bit<32>)meta.idx);
-            key_hi.read(kh, (bit<32>)meta.idx);
-            key_lo.read(kl, (bit<32>)meta.idx);
-            count.read(c, (bit<32>)meta.idx);
-            s0_lo.read(lo, (bit<32>)meta.idx);
-            s0_hi.read(hi, (bit<32>)meta.idx);
-            s0_has.read(has0, (bit<32>)meta.idx);
-            s1_lo.read(lo1, (bit<32>)meta.idx);
-            s1_hi.read(hi1, (bit<32>)meta.idx);
-            s1_has.read(has1, (bit<32>)meta.idx);
-            occ.write((bit<32>)meta.idx, 0);
-            key_hi.write((bit<32>)meta.idx, 0);
-            key_lo.write((bit<32>)meta.idx, 0);
-            count.write((bit<32>)meta.idx, 0);
-            s0_lo.write((bit<32>)meta.idx, 0);
-            s0_hi.write((bit<32>)meta.idx, 0);
-            s0_has.write((bit<32>)meta.idx, 0);
-            s1_lo.write((bit<32>)meta.idx, 0);
-            s1_hi.write((bit<32>)meta.idx, 0);
-            s1_has.write((bit<32>)meta.idx, 0);
-            if (o == meta.tag && (hdr.ntu.flags & JG_F_DISCARD) == 0) {
-                meta.key = kh ++ kl;
-                meta.r_count = (bit<64>)c;
-                meta.r_s0 = has0 != 0 ? hi ++ lo : 64w0;
-                meta.r_s1 = has1 != 0 ? hi1 ++ lo1 : 64w0;
-                meta.r_nulls = (has0 != 0 ? 8w0 : meta.s0_out_null) | (has1 != 0 ? 8w0 : meta.s1_out_null);
+            /* FLUSH: seq = way << JG_FLUSH_WAY_SHIFT | slot index in the job's block */
+            bit<64> seq = SWAP64(hdr.ntu.seq);
+            bit<3> way = seq[18:16];
+            i = (bit<32>)(meta.base | (seq[15:0] & meta.mask));
+            x = 0; k = 0; t0 = 0; t1 = 0;
+            TAKE_WAY(0) TAKE_WAY(1) TAKE_WAY(2) TAKE_WAY(3) TAKE_WAY(4) TAKE_WAY(5) TAKE_WAY(6) TAKE_WAY(7)
+            if (x != 0 && (hdr.ntu.flags & JG_F_DISCARD) == 0) {
+                meta.key = (x ^ meta.tag) ++ k[31:0];
+                meta.r_count = (bit<64>)k[63:32];
+                meta.r_s0 = t0 != 0 ? (bit<64>)((int<64>)((int<32>)(t0 - JG_SUM_BIAS))) : 64w0;
+                meta.r_s1 = t1 != 0 ? (bit<64>)((int<64>)((int<32>)(t1 - JG_SUM_BIAS))) : 64w0;
+                meta.r_nulls = (t0 != 0 ? 8w0 : meta.s0_out_null) | (t1 != 0 ? 8w0 : meta.s1_out_null);
                 meta.out_kind = OUT_RECORD;
             }
         } else if (hdr.ntu.flags == 0) {
@@ -93,83 +157,25 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
             meta.v0_null_hit = (hdr.nulls.data & meta.v0_null) != 0 ? 1w1 : 1w0;
             meta.v1_null_hit = (hdr.nulls.data & meta.v1_null) != 0 ? 1w1 : 1w0;
             meta.cnt_inc = (hdr.nulls.data & meta.cnt_null) != 0 ? 32w0 : 32w1;
-            meta.bypass = (key_is_null == 1 || !SAFE64(meta.v0) || !SAFE64(meta.v1)) ? 1w1 : 1w0;
+            if (meta.v0_null_hit == 1) { meta.v0 = 0; }
+            if (meta.v1_null_hit == 1) { meta.v1 = 0; }
+            meta.x0 = meta.v0[31:0];
+            meta.x1 = meta.v1[31:0];
+            meta.x0b = meta.v0[31:0] + JG_SUM_BIAS;
+            meta.x1b = meta.v1[31:0] + JG_SUM_BIAS;
+            meta.x0m1 = meta.v0[31:0] - 1;
+            meta.x1m1 = meta.v1[31:0] - 1;
+            meta.bypass = (key_is_null == 1 || meta.klo == 0) ? 1w1 : 1w0;
+            meta.way = NO_WAY;
+            meta.fresh = 0;
             if (meta.bypass == 0) {
-                hash(meta.hash, HashAlgorithm.crc32, 16w0, { meta.key }, 32w65536);
-                meta.idx = meta.base | (meta.hash & meta.mask);
-                occ.read(o, (bit<32>)meta.idx);
-                meta.fresh = o != meta.tag ? 1w1 : 1w0;
-                if (meta.fresh == 1) {
-                    occ.write((bit<32>)meta.idx, meta.tag);
-                    key_hi.write((bit<32>)meta.idx, meta.key[63:32]);
-                    key_lo.write((bit<32>)meta.idx, meta.key[31:0]);
-                } else {
-                    key_hi.read(kh, (bit<32>)meta.idx);
-                    key_lo.read(kl, (bit<32>)meta.idx);
-                    if (kh != meta.key[63:32] || kl != meta.key[31:0]) {
-                        meta.bypass = 1;  /* the slot holds another key: on downstream */
-                    }
+                TRY_WAY(0) TRY_WAY(1) TRY_WAY(2) TRY_WAY(3) TRY_WAY(4) TRY_WAY(5) TRY_WAY(6) TRY_WAY(7)
+                if (meta.way == NO_WAY) {
+                    meta.bypass = 1;  /* no way had room: on downstream */
                 }
             }
             if (meta.bypass == 0) {
-                count.read(c, (bit<32>)meta.idx);
-                s0_lo.read(lo, (bit<32>)meta.idx);
-                s0_hi.read(hi, (bit<32>)meta.idx);
-                s0_has.read(has0, (bit<32>)meta.idx);
-                s1_lo.read(lo1, (bit<32>)meta.idx);
-                s1_hi.read(hi1, (bit<32>)meta.idx);
-                s1_has.read(has1, (bit<32>)meta.idx);
-                if (meta.fresh == 1) {
-                    count.write((bit<32>)meta.idx, meta.cnt_inc);
-                    s0_lo.write((bit<32>)meta.idx, meta.v0[31:0]);
-                    s0_hi.write((bit<32>)meta.idx, meta.v0[63:32]);
-                    s0_has.write((bit<32>)meta.idx, meta.v0_null_hit == 1 ? 8w0 : 8w1);
-                    s1_lo.write((bit<32>)meta.idx, meta.v1[31:0]);
-                    s1_hi.write((bit<32>)meta.idx, meta.v1[63:32]);
-                    s1_has.write((bit<32>)meta.idx, meta.v1_null_hit == 1 ? 8w0 : 8w1);
-                } else {
-                    /* count: spill at 2^31 - 1 */
-                    if (c >= JG_COUNT_SPILL) {
-                        meta.spill_c = c + meta.cnt_inc;
-                        meta.spilled = 1;
-                        count.write((bit<32>)meta.idx, 0);
-                    } else {
-                        count.write((bit<32>)meta.idx, c + meta.cnt_inc);
-                    }
-                    /* sum 0: low half with carry, high half kept inside [-2^26, 2^26) */
-                    meta.carry0 = lo > ~meta.v0[31:0] ? 32w1 : 32w0;
-                    s0_lo.write((bit<32>)meta.idx, lo + meta.v0[31:0]);
-                    nh = hi + meta.v0[63:32] + meta.carry0;
-                    if (SAFE_HI(nh)) {
-                        s0_hi.write((bit<32>)meta.idx, nh);
-                    } else {
-                        meta.spill_h0 = nh;
-                        meta.spilled = 1;
-                        s0_hi.write((bit<32>)meta.idx, 0);
-                    }
-                    s0_has.write((bit<32>)meta.idx, has0 | (meta.v0_null_hit == 1 ? 8w0 : 8w1));
-                    /* sum 1 */
-                    meta.carry1 = lo1 > ~meta.v1[31:0] ? 32w1 : 32w0;
-                    s1_lo.write((bit<32>)meta.idx, lo1 + meta.v1[31:0]);
-                    nh = hi1 + meta.v1[63:32] + meta.carry1;
-                    if (SAFE_HI(nh)) {
-                        s1_hi.write((bit<32>)meta.idx, nh);
-                    } else {
-                        meta.spill_h1 = nh;
-                        meta.spilled = 1;
-                        s1_hi.write((bit<32>)meta.idx, 0);
-                    }
-                    s1_has.write((bit<32>)meta.idx, has1 | (meta.v1_null_hit == 1 ? 8w0 : 8w1));
-                    if (meta.spilled == 1) {
-                        /* a spill record: what left the slot, the other sums NULL */
-                        meta.r_count = (bit<64>)meta.spill_c;
-                        meta.r_s0 = (bit<64>)((int<64>)((int<32>)meta.spill_h0)) << 32;
-                        meta.r_s1 = (bit<64>)((int<64>)((int<32>)meta.spill_h1)) << 32;
-                        meta.r_nulls = (meta.spill_h0 != 0 ? 8w0 : meta.s0_out_null)
-                                     | (meta.spill_h1 != 0 ? 8w0 : meta.s1_out_null);
-                        meta.out_kind = OUT_RECORD;
-                    }
-                }
+                AT_WAY(0) AT_WAY(1) AT_WAY(2) AT_WAY(3) AT_WAY(4) AT_WAY(5) AT_WAY(6) AT_WAY(7)
             }
             if (meta.bypass == 1) {
                 /* the tuple as a partial row of its own */
@@ -179,6 +185,14 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
                 meta.r_nulls = (key_is_null == 1 ? 8w1 : 8w0)
                              | (meta.v0_null_hit == 1 ? meta.s0_out_null : 8w0)
                              | (meta.v1_null_hit == 1 ? meta.s1_out_null : 8w0);
+                meta.out_kind = OUT_RECORD;
+            } else if (meta.spilled == 1 || meta.rej0 == 1 || meta.rej1 == 1) {
+                /* a spill record: what the slot could not take, the other sums NULL */
+                meta.spilled = 1;
+                meta.r_count = (bit<64>)meta.spill_c;
+                meta.r_s0 = meta.rej0 == 1 ? meta.v0 : 64w0;
+                meta.r_s1 = meta.rej1 == 1 ? meta.v1 : 64w0;
+                meta.r_nulls = (meta.rej0 == 1 ? 8w0 : meta.s0_out_null) | (meta.rej1 == 1 ? 8w0 : meta.s1_out_null);
                 meta.out_kind = OUT_RECORD;
             }
         }

@@ -30,11 +30,12 @@ def server(data_root, tmp_path_factory):
     assert not left, f"NCA processes left behind: {left}"
 
 
-def switch_model_server(root: Path, logs: Path) -> Iterator[LocalServer]:
-    """A server that offers the switch model (JUMPGATE_SWITCH_MODEL=1) over `root`; afterwards no
-    NCA or model process may be left."""
+def switch_model_server(root: Path, logs: Path, env: dict[str, str] | None = None) -> Iterator[LocalServer]:
+    """A server that offers the switch model (JUMPGATE_SWITCH_MODEL=1, and `env`) over `root`;
+    afterwards no NCA or model process may be left."""
     cache = os.environ.get("JUMPGATE_TEST_CACHE")
-    srv = LocalServer(root, Path(cache) if cache else None, logs / "server.log", env={"JUMPGATE_SWITCH_MODEL": "1"})
+    srv = LocalServer(root, Path(cache) if cache else None, logs / "server.log",
+                      env={"JUMPGATE_SWITCH_MODEL": "1", **(env or {})})
     yield srv
     left = srv.children()
     srv.stop()

@@ -83,7 +83,8 @@ def test_table_keys_match_the_controller():
 
 
 def test_one_file_of_sizes_for_programs_model_and_plugin():
-    assert defs.TABLE_SLOTS == 1 << 16 == defs.MAX_JOBS * defs.BLOCK_SLOTS
+    assert defs.WAY_SLOTS == 1 << defs.SLOT_BITS == defs.MAX_JOBS * defs.BLOCK_SLOTS
+    assert defs.TABLE_SLOTS == defs.WAYS * defs.WAY_SLOTS and defs.SUM_BIAS == 1 << defs.VALUE_BITS
     assert defs.MAX_JOBS * defs.MAX_STREAMS == defs.read_defs()["JG_STREAM_COUNTERS"]
     assert defs.MAX_TUPLE_BYTES == 8 + 8 * defs.MAX_IN_FIELDS
     for path in (*PROGRAMS.values(), P4 / "model" / "switch_model.c"):
@@ -99,7 +100,23 @@ def test_model_implements_every_table_action_and_register():
         for table in getattr(cls, "tables", ()):
             assert f'"{table}"' in model or table.startswith("out"), table
         for reg in getattr(cls, "registers", ()):
-            assert f'{{"{reg}"' in model, reg
+            if reg in defs.SLOT_REGISTERS:  # a way's registers: WAY_REGS(w) names them "kl" #w, ...
+                name = re.fullmatch(r"([a-z]+\d?_?)(\d)", reg).group(1)
+                assert f'{{"{name}" #w' in model and f"WAY_REGS({reg[-1]})" in model, reg
+            else:
+                assert f'{{"{reg}"' in model, reg
+
+
+@pytest.mark.parametrize("arch", sorted(PROGRAMS))
+def test_every_way_has_its_registers_hash_and_steps(arch):
+    """The ways are written out (P4 has no loops): each has its registers, its hash input and its
+    three steps (try, count and sums, take), and the FLUSH's way field is JG_FLUSH_WAY_SHIFT up."""
+    text = PROGRAMS[arch].read_text()
+    for w in range(defs.WAYS):
+        assert f"#define ROT{w} " in text
+        for step in ("TRY_WAY", "AT_WAY", "TAKE_WAY"):
+            assert f"{step}({w})" in text, (step, w)
+    assert "seq[18:16]" in text and defs.FLUSH_WAY_SHIFT == 16 and defs.WAYS == 8
 
 
 def _compile(cmd: list[str], tmp_path: Path) -> subprocess.CompletedProcess:

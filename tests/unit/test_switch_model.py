@@ -2,8 +2,8 @@
 configured through the controller classes exactly as the plugin configures them, datagrams sent
 as a scan and the controller send them, the records received as the final aggregation would
 receive them. The records of a job must add up to the exact aggregation whatever happens on the
-way: slot collisions, NULL keys and values, int32 values, values too large for the table, sums
-that spill their high half, counts of nullable columns."""
+way: keys that find no room in any way, NULL keys and values, int32 values, values too large for a
+slot, sums that would leave a slot's range (the value spills), counts of nullable columns."""
 from __future__ import annotations
 
 import random
@@ -18,7 +18,7 @@ from jumpgate.client.udp import UdpReceiver
 from jumpgate.contract import udp
 from jumpgate.ncas.switch import defs
 from jumpgate.ncas.switch.backends import ModelBackend
-from jumpgate.ncas.switch.controller import JobSlots, RegisterWrite
+from jumpgate.ncas.switch.controller import JobSlots, RegisterWrite, StreamCounters
 
 from .fixtures.switch_harness import ModelJob, bind, exact, merge_partials, partial_request
 
@@ -58,70 +58,101 @@ def run_job(model, plan, rows_by_stream: dict[int, list[tuple]], slots: JobSlots
 
 
 def test_records_add_up_to_the_exact_aggregation(model):
-    """1024 slots for 3000 keys (many collisions), NULL keys and values, int32 values both signs,
-    values beyond 2^58 (bypass) and near 2^57 (the high half spills), count of a nullable column."""
+    """512 slots in each of 8 ways for 8000 keys (many find no room), NULL keys and values, int32
+    values both signs, values beyond 2^30 (no slot's sum takes them) and near 2^29 (a slot's sum
+    cannot take them all): both spill; count of a nullable column."""
     rng = random.Random(7)
     plan = bind(partial_request({"g": "int64", "x": "int32", "b": "int64"}, "g",
                                 [{"name": "n", "fn": "count", "expr": "x"},
                                  {"name": "sx", "fn": "sum", "expr": "x"},
                                  {"name": "sb", "fn": "sum", "expr": "b"}]))
     rows = []
-    for _ in range(20000):
-        g = None if rng.random() < 0.01 else rng.randrange(3000) - 1500
-        x = None if rng.random() < 0.1 else rng.randrange(-2**31, 2**31)
+    for _ in range(30000):
+        g = None if rng.random() < 0.01 else rng.randrange(8000) - 4000
+        x = None if rng.random() < 0.1 else rng.randrange(-2**29, 2**29)
         r = rng.random()
-        b = (None if r < 0.05 else rng.choice([2**62, -2**63, 2**58]) if r < 0.07
-             else rng.randrange(2**56, 2**57) * rng.choice([1, -1]) if r < 0.5 else rng.randrange(-1000, 1000))
+        b = (None if r < 0.05 else rng.choice([2**62, -2**63, 2**30, -2**30]) if r < 0.07
+             else rng.randrange(2**28, 2**29) * rng.choice([1, -1]) if r < 0.5 else rng.randrange(-1000, 1000))
         rows.append((g, x, b))
-    streams = {0: rows[:12000], 5: rows[12000:]}
-    table, job, notices = run_job(model, plan, streams, JobSlots(job=3, base=3072, size=1024, tag=0xBEEF))
+    streams = {0: rows[:18000], 5: rows[18000:]}
+    slots = JobSlots(job=3, base=1536, size=512, tag=0xBEEF)
+    table, job, notices = run_job(model, plan, streams, slots)
     assert notices == {s: (len(r), len(r), len(r)) for s, r in streams.items()}
     got = merge_partials(table, "g", ["n", "sx", "sb"], {"n": "count", "sx": "sum", "sb": "sum"})
     assert got == exact(rows, 0, [("n", "count", 1), ("sx", "sum", 1), ("sb", "sum", 2)])
     out, bypassed, spilled = (job.register(r, 3)[0] for r in ("out_seq", "bypassed", "spilled"))
     assert table.num_rows == out
-    assert bypassed > 400 and spilled > 100  # collisions, NULL keys and huge values; high halves
+    assert bypassed > 400 and spilled > 100  # no room and NULL keys; huge values and sums out of range
     occupied = table.num_rows - bypassed - spilled
-    assert 0 < occupied <= 1024
-    assert all(v == 0 for r in defs.SLOT_REGISTERS for v in job.register(r, 3072, 1024)), "flush clears the block"
+    assert 0 < occupied <= defs.WAYS * 512
+    assert all(v == 0 for r in defs.SLOT_REGISTERS for v in job.register(r, 1536, 512)), "flush clears the block"
 
 
-def test_slot_is_crc32_of_the_key_bytes(model):
+def way_index(key: int, way: int, slots: JobSlots) -> int:
+    """docs/switch.md: way w's slot is base | (CRC-32 of the key's 8 bytes rotated left by w) & mask."""
+    b = key.to_bytes(8, "little", signed=True)
+    return slots.base | (zlib.crc32(b[way:] + b[:way]) & slots.mask)
+
+
+def test_a_key_takes_the_first_way_with_room_and_the_slot_is_crc32_of_its_bytes(model):
     plan = bind(partial_request({"k": "int64", "v": "decimal(7,2)"}, "k",
                                 [{"name": "c", "fn": "count_star"}, {"name": "s", "fn": "sum", "expr": "v"}]))
-    slots = JobSlots(job=1, base=1024, size=1024, tag=77)
+    slots = JobSlots(job=1, base=512, size=512, tag=77)
     job = ModelJob(model, plan, slots, None)
     try:
         for k in (0, 1, 123456789, -5):
-            job.send_rows([(k, 150)])
-            idx = slots.base | (zlib.crc32(k.to_bytes(8, "little", signed=True)) & slots.mask)
-            assert job.register("occ", idx) == [77]
-            assert job.register("key_lo", idx) + job.register("key_hi", idx) == [
-                int.from_bytes(k.to_bytes(8, "little", signed=True)[4:], "big"),
-                int.from_bytes(k.to_bytes(8, "little", signed=True)[:4], "big")]
-            assert job.register("s0_lo", idx) == [15000]  # decimal(7,2) 150 -> unscaled 15000
+            job.send_rows([(k, 150), (k, 1)])
+            b = k.to_bytes(8, "little", signed=True)
+            idx = way_index(k, 0, slots)
+            assert job.register("kl0", idx) == [int.from_bytes(b[:4], "big") ^ 77]  # first four wire bytes
+            assert job.register("kh0", idx) == [2 << 32 | int.from_bytes(b[4:], "big")]  # count 2, the last four
+            assert job.register("s0_0", idx) == [15100 + defs.SUM_BIAS]  # decimal(7,2): 150 + 1 -> 15100
+        # a key whose way-0 slot another key holds goes to way 1
+        taken = next(k for k in range(1000, 10**6) if way_index(k, 0, slots) == way_index(1, 0, slots))
+        job.send_rows([(taken, 2)])
+        assert job.register("kh1", way_index(taken, 1, slots)) == [1 << 32]
+        assert job.register("s0_1", way_index(taken, 1, slots)) == [200 + defs.SUM_BIAS]
         job.flush(discard=True)
         job.end()
         job.notice()  # the END notice comes after every FLUSH before it
-        assert all(v == 0 for r in defs.SLOT_REGISTERS for v in job.register(r, 1024, 1024))
+        assert all(v == 0 for r in defs.SLOT_REGISTERS for v in job.register(r, 512, 512))
     finally:
         job.close()
 
 
-def test_a_slot_with_another_jobs_tag_is_free(model):
-    """Stale slots of a job that ended without flushing never leak into the next one."""
+def test_a_block_another_job_left_is_cleared_before_use(model):
+    """Slots another job left behind (its server died before clearing them) hold keys stored with
+    that job's tag, which this job would flush as keys of its own: the plugin clears a block not
+    known to be clear (a FLUSH with DISCARD of every slot) before the job uses it (docs/switch.md)."""
     plan = bind(partial_request({"k": "int64", "v": "int64"}, "k", [{"name": "s", "fn": "sum", "expr": "v"}]))
-    slots = JobSlots(job=4, base=4096, size=1024, tag=1001)
-    idx = slots.base | (zlib.crc32((9).to_bytes(8, "little")) & slots.mask)
-    for reg, value in (("occ", 999), ("key_hi", 0), ("key_lo", 12345), ("s0_lo", 500), ("s0_has", 1)):
+    slots = JobSlots(job=4, base=2048, size=512, tag=1001)
+    idx = way_index(9, 0, slots)
+    for reg, value in (("kl0", int.from_bytes((9).to_bytes(8, "little")[:4], "big") ^ 999), ("kh0", 7 << 32),
+                       ("s0_0", 500 + defs.SUM_BIAS), ("kl3", 5), ("s1_7", 1)):
         model.write_registers([RegisterWrite(reg, idx, value)])
-    table, *_ = run_job(model, plan, {0: [(9, 1), (9, 2)]}, slots)
-    assert table.to_pylist() == [{"k": 9, "s": 3}]
+    dst = UdpReceiver()
+    job = ModelJob(model, plan, slots, dst)
+    dst.start(1, job.query.layout)
+    try:
+        job.flush(discard=True)  # what SwitchInstance.configure does for a block not known clear
+        job.end()
+        job.notice()  # after every FLUSH
+        model.write_registers(StreamCounters.reset(slots.job))  # count this job's FLUSHes from here
+        job.seq.clear()
+        job.send_rows([(9, 1), (9, 2)])
+        job.end()
+        job.notice()
+        job.flush()
+        assert dst.wait(10), dst.error
+        assert dst.table().to_pylist() == [{"k": 9, "s": 3}]
+    finally:
+        dst.close()
+        job.close()
 
 
 def test_end_notice_counts_what_arrived_and_bad_datagrams_are_reported(model):
     plan = bind(partial_request({"k": "int64", "v": "int64"}, "k", [{"name": "s", "fn": "sum", "expr": "v"}]))
-    job = ModelJob(model, plan, JobSlots(job=5, base=5120, size=1024, tag=5), None)
+    job = ModelJob(model, plan, JobSlots(job=5, base=2560, size=512, tag=5), None)
     try:
         job.send_rows([(1, 1)] * 7, stream=2)
         job.seq[2] += 3  # the sender says it sent 10: three were "lost"
@@ -143,7 +174,7 @@ def test_end_notice_counts_what_arrived_and_bad_datagrams_are_reported(model):
 def test_finish_reports_lost_flushes(model):
     plan = bind(partial_request({"k": "int64", "v": "int64"}, "k", [{"name": "s", "fn": "sum", "expr": "v"}]))
     dst = UdpReceiver()
-    job = ModelJob(model, plan, JobSlots(job=6, base=6144, size=1024, tag=6), dst)
+    job = ModelJob(model, plan, JobSlots(job=6, base=3072, size=512, tag=6), dst)
     dst.start(1, job.query.layout)
     try:
         job.send_raw(udp.pack_header(0, 0, 0, udp.F_FINISH) + udp.FINISH_PAYLOAD.pack(5))  # 5 sent, 0 arrived
@@ -160,7 +191,7 @@ def test_coalesced_runs_of_datagrams_are_cut_into_their_datagrams(model):
     the END that ends a run as its shorter last segment included."""
     plan = bind(partial_request({"k": "int64", "v": "int64"}, "k", [{"name": "s", "fn": "sum", "expr": "v"}]))
     dst = UdpReceiver()
-    job = ModelJob(model, plan, JobSlots(job=7, base=7168, size=1024, tag=7), dst)
+    job = ModelJob(model, plan, JobSlots(job=7, base=3584, size=512, tag=7), dst)
     dst.start(1, job.query.layout)
     rows = [(i % 300, i) for i in range(1000)]
     dgrams = [udp.data_datagram(0, i, [encode_tuple(r, job.in_layout)]) for i, r in enumerate(rows)]

@@ -67,7 +67,7 @@ def test_the_thesis_aggregation_fits(model_nca):
     [out] = model_nca.match_output(plan, ("p",), (udp_in(plan),), (None,)).value
     assert (out.spec.transport, out.streams, out.spec.layout) == ("udp", 1, generate_ntf(plan.schemas["p"]))
     res = model_nca.resources(plan, ("p",))
-    assert res.pools == {"switch.model.slots": defs.TABLE_SLOTS} and res.deployment == "switch"
+    assert res.pools == {"switch.model.slots": defs.WAY_SLOTS} and res.deployment == "switch"
 
 
 @pytest.mark.parametrize("schema,key,aggs,why", [
@@ -155,11 +155,11 @@ def test_mapping_picks_the_switch_and_falls_back_to_software_without_free_slots(
     assert taken(job) == {"r": "software.scan_json", "p": "switch.model", "f": "software.aggregate", "out": None}
     assert [e.spec.transport for e in job.pipeline.edges] == ["udp", "udp", "tcp"]
     pool = service.registry.get("switch.model").pool
-    pool.acquire("another-job", defs.TABLE_SLOTS)  # every slot leased
+    pool.acquire("another-job", defs.WAY_SLOTS)  # every slot leased
     job = service.submit(request)
     assert taken(job)["p"] == "software.scan_json"  # the scan fuses the partial aggregation again
     verdict = next(v for v in job.pipeline.decisions["p"].verdicts if v.implementation == "switch.model")
-    assert verdict.step == "capacity" and "no free block of 65536" in verdict.reason
+    assert verdict.step == "capacity" and "no free block of 32768" in verdict.reason
     pool.release("another-job")
 
 
@@ -205,7 +205,7 @@ def test_life_cycle_against_the_model(service, tmp_path):
         dst.close()
         backend = impl.backend
         inst.destroy()
-    assert impl.pool.free == defs.TABLE_SLOTS and backend.proc is None  # lease released, model stopped
+    assert impl.pool.free == defs.WAY_SLOTS and backend.proc is None  # lease released, model stopped
 
 
 def test_loss_before_the_switch_fails_the_job_and_destroy_clears_the_slots(service, tmp_path):
@@ -219,7 +219,7 @@ def test_loss_before_the_switch_fails_the_job_and_destroy_clears_the_slots(servi
         with pytest.raises(NcaError, match="UDP loss between the sender of stream 0 and the switch: it sent 104"):
             inst.execute(0)
         slots = inst.slots
-        assert sum(impl.backend.read_register("occ", slots.base, slots.size)) > 0
+        assert sum(sum(impl.backend.read_register(f"kl{w}", slots.base, slots.size)) for w in range(defs.WAYS)) > 0
         inst.destroy()
         for reg in defs.SLOT_REGISTERS:
             assert not any(impl.backend.read_register(reg, slots.base, slots.size)), reg
@@ -228,6 +228,30 @@ def test_loss_before_the_switch_fails_the_job_and_destroy_clears_the_slots(servi
         inst.destroy()
         impl.backend.close()
     assert impl.backend.proc is None
+
+
+def test_configure_clears_a_block_not_known_clear(service, tmp_path):
+    """A slot holds no job number (docs/switch.md, "Clear slots"): a block the backend does not know
+    to be clear (another job's leftovers, a real switch's registers at connect) is cleared with a
+    FLUSH+DISCARD of every slot of every way before the job's first tuple; a clear one is not."""
+    from jumpgate.ncas.switch.controller import RegisterWrite
+
+    impl, inst = switch_instance(service, tmp_path)
+    try:
+        inst.compile()
+        inst.allocate()
+        slots = inst.slots
+        assert impl.backend.clean_blocks >= inst._blocks()  # a fresh model: every block clear
+        impl.backend.clean_blocks -= {slots.base}
+        impl.backend.write_registers([RegisterWrite("kl5", slots.base + 3, 77), RegisterWrite("kh5", slots.base + 3, 9)])
+        inst.configure([[Destination(Endpoint("127.0.0.1", 9, "udp"), 0, 1)]])
+        assert impl.backend.read_register("kl5", slots.base + 3) == [0]
+        assert impl.backend.read_register("kh5", slots.base + 3) == [0]
+        assert impl.backend.read_register("flushed", slots.job) == [defs.WAYS * slots.size]
+        assert not impl.backend.clean_blocks & inst._blocks()  # in use now
+    finally:
+        inst.destroy()
+    assert impl.backend.clean_blocks >= inst._blocks()  # destroy cleared it again
 
 
 def test_destroy_wakes_a_waiting_execute(service, tmp_path):
@@ -319,7 +343,7 @@ def test_the_executor_tells_each_receiver_when_its_senders_finished(service, tmp
 
 
 def test_two_jobs_never_share_slots(service, tmp_path, monkeypatch):
-    monkeypatch.setenv("JUMPGATE_SWITCH_SLOTS", "32768")
+    monkeypatch.setenv("JUMPGATE_SWITCH_SLOTS", "16384")
     service.registry.implementations["switch.model"] = SwitchModelNca()
     service.pools = {n: p for i in service.registry.all() for n, p in i.resource_pools().items()}
     insts = [switch_instance(service, tmp_path, f"job{i}")[1] for i in range(3)]
@@ -328,9 +352,9 @@ def test_two_jobs_never_share_slots(service, tmp_path, monkeypatch):
     try:
         insts[0].allocate()
         insts[1].allocate()
-        assert {(i.lease.start, i.lease.size) for i in insts[:2]} == {(0, 32768), (32768, 32768)}
+        assert {(i.lease.start, i.lease.size) for i in insts[:2]} == {(0, 16384), (16384, 16384)}
         assert insts[0].slots.job != insts[1].slots.job and insts[0].slots.tag != insts[1].slots.tag
-        with pytest.raises(NcaError, match="no free block of 32768.*resubmit"):
+        with pytest.raises(NcaError, match="no free block of 16384.*resubmit"):
             insts[2].allocate()
     finally:
         for inst in insts:

@@ -38,15 +38,22 @@ class SwitchBackend(ABC):
 
     kind: str = ""
 
+    fresh_registers = False  # whether connecting starts a switch whose slot registers are all zero
+
     def __init__(self) -> None:
         self._users = 0
         self._lock = threading.Lock()
+        # Starts of the BLOCK_SLOTS-sized blocks of slot indices known to be clear in every way: a
+        # job that leases a block not known clear clears it first (docs/switch.md, "Clear slots").
+        self.clean_blocks: set[int] = set()
 
     # -- life ------------------------------------------------------------------------------
     def open(self, cache_dir: Path) -> None:
         with self._lock:
             if self._users == 0:
                 self._connect(Path(cache_dir))
+                self.clean_blocks = (set(range(0, defs.WAY_SLOTS, defs.BLOCK_SLOTS)) if self.fresh_registers
+                                     else set())
             self._users += 1
 
     def close(self) -> None:
@@ -121,6 +128,7 @@ class ModelBackend(SwitchBackend):
     started when the first one opens it and stopped when the last one closes it."""
 
     kind = "model"
+    fresh_registers = True  # a new process: every register is zero
 
     def __init__(self, host: str = "127.0.0.1") -> None:
         super().__init__()

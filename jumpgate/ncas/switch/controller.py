@@ -42,8 +42,10 @@ class RegisterWrite:
 
 @dataclass(frozen=True, slots=True)
 class JobSlots:
-    """A job's place on the switch: its number, its lease of the slot table, and the tag its slots
-    carry (a slot whose `occ` register holds another tag is free for this job)."""
+    """A job's place on the switch: its number, its lease of the slot table (slot indices base ..
+    base + size - 1 in every one of the WAYS ways), and its tag: a random non-zero 32-bit number
+    XORed into the key's low half where a slot stores it, so that no key of the job but one (whose
+    low half equals the tag, and which always goes downstream) stores the 0 of an empty slot."""
 
     job: int
     base: int
@@ -110,6 +112,16 @@ class Aggregator:
     p4_instance = "aggregator"  # the instance name in SwitchIngress (p4/*/jumpgate_agg.p4)
 
     registers = defs.SLOT_REGISTERS
+
+    @staticmethod
+    def flush_seq(way: int, index: int) -> int:
+        """The `seq` of the FLUSH datagram for slot `index` (of the job's block) of `way`."""
+        return way << defs.FLUSH_WAY_SHIFT | index
+
+    @staticmethod
+    def flushes(slots: JobSlots) -> list[int]:
+        """Every FLUSH a job's block needs: each slot of each way."""
+        return [Aggregator.flush_seq(w, i) for w in range(defs.WAYS) for i in range(slots.size)]
 
 
 class StreamCounters:

@@ -23,20 +23,29 @@ def read_defs(path: Path | None = None) -> dict[str, int]:
 
 
 _D = read_defs()
-TABLE_SLOTS: int = _D["JG_TABLE_SLOTS"]
+WAYS: int = _D["JG_WAYS"]
+WAY_SLOTS: int = _D["JG_WAY_SLOTS"]  # slot indices per way: what jobs lease blocks of
+SLOT_BITS: int = _D["JG_SLOT_BITS"]
+TABLE_SLOTS: int = _D["JG_TABLE_SLOTS"]  # slots in all, WAYS * WAY_SLOTS
+FLUSH_WAY_SHIFT: int = _D["JG_FLUSH_WAY_SHIFT"]
 BLOCK_SLOTS: int = _D["JG_BLOCK_SLOTS"]
 MAX_JOBS: int = _D["JG_MAX_JOBS"]
 MAX_STREAMS: int = _D["JG_MAX_STREAMS"]
 MAX_IN_FIELDS: int = _D["JG_MAX_IN_FIELDS"]
 MIN_TUPLE_BYTES: int = _D["JG_MIN_TUPLE_BYTES"]
 MAX_TUPLE_BYTES: int = _D["JG_MAX_TUPLE_BYTES"]
-SUM_SAFE_BITS: int = _D["JG_SUM_SAFE_BITS"]
-HI_SAFE_BITS: int = _D["JG_HI_SAFE_BITS"]
+VALUE_BITS: int = _D["JG_VALUE_BITS"]
+SUM_BIAS: int = _D["JG_SUM_BIAS"]
+SUM_SPAN: int = _D["JG_SUM_SPAN"]
 COUNT_SPILL: int = _D["JG_COUNT_SPILL"]
 MAX_OUT_WORDS: int = _D["JG_MAX_OUT_WORDS"]
 MAX_SUMS = 2  # registers s0_* and s1_*
 
-# Registers, as named in both P4 programs and the model, with their sizes.
-SLOT_REGISTERS = ("occ", "key_lo", "key_hi", "count", "s0_lo", "s0_hi", "s0_has", "s1_lo", "s1_hi", "s1_has")
+# Registers, as named in both P4 programs and the model, with their sizes. Per way w: kl<w> (the
+# key's first four wire bytes XOR the job's tag; 0 = empty), kh<w> (a pair: its last four bytes,
+# the count),
+# s0_<w> and s1_<w> (0 = no value, else the sum + SUM_BIAS); WAY_SLOTS cells each.
+WAY_REGISTERS = tuple((f"kl{w}", f"kh{w}", f"s0_{w}", f"s1_{w}") for w in range(WAYS))
+SLOT_REGISTERS = tuple(r for way in WAY_REGISTERS for r in way)
 JOB_REGISTERS = ("out_seq", "flushed", "bypassed", "spilled")  # one cell per job
 STREAM_REGISTER = "received"  # one cell per (job, stream): job * MAX_STREAMS + stream

@@ -74,7 +74,7 @@ from ...nca.interface import (
 from ...nca.support import Support
 from . import defs
 from .backends import ModelBackend, SwitchBackend, backend_from_url, resolve_ipv4
-from .controller import JobConfig, JobSlots, Output, StreamCounters, TableEntry
+from .controller import Aggregator, JobConfig, JobSlots, Output, StreamCounters, TableEntry
 from .query import (
     COLUMNS_ONLY,
     FIXED_SIZE_ONLY,
@@ -93,7 +93,7 @@ log = logging.getLogger(__name__)
 
 SWITCH_ENV = "JUMPGATE_SWITCH"  # tofino://HOST:PORT?... or bmv2://HOST:PORT?... (docs/switch.md)
 MODEL_ENV = "JUMPGATE_SWITCH_MODEL"  # "1": offer the switch model
-SLOTS_ENV = "JUMPGATE_SWITCH_SLOTS"  # slots leased per job (a power of two, 1024 .. 65536)
+SLOTS_ENV = "JUMPGATE_SWITCH_SLOTS"  # slot indices leased per job and way (a power of two, 512 .. 32768)
 POLL_S = 0.2
 # How long an END notice may take after the control plane said the senders finished, and how long
 # the switch's `flushed` counter may stand still while FLUSHes are outstanding, before the job fails
@@ -102,13 +102,13 @@ LOSS_GRACE_S = 2.0
 
 
 def _slots_per_job() -> int:
-    text = os.environ.get(SLOTS_ENV) or str(defs.TABLE_SLOTS)
+    text = os.environ.get(SLOTS_ENV) or str(defs.WAY_SLOTS)
     try:
         n = int(text)
     except ValueError:
         n = 0
-    if n < defs.BLOCK_SLOTS or n > defs.TABLE_SLOTS or n & (n - 1):
-        raise ValueError(f"{SLOTS_ENV}={text!r}: a power of two from {defs.BLOCK_SLOTS} to {defs.TABLE_SLOTS}")
+    if n < defs.BLOCK_SLOTS or n > defs.WAY_SLOTS or n & (n - 1):
+        raise ValueError(f"{SLOTS_ENV}={text!r}: a power of two from {defs.BLOCK_SLOTS} to {defs.WAY_SLOTS}")
     return n
 
 
@@ -123,7 +123,7 @@ class SwitchAggregatorNca(NcaImplementation):
     def __init__(self) -> None:
         self.backend, self.unavailable = self.make_backend()
         self.slots = _slots_per_job()
-        self.pool = BlockPool(f"{self.name}.slots", defs.TABLE_SLOTS, defs.BLOCK_SLOTS)
+        self.pool = BlockPool(f"{self.name}.slots", defs.WAY_SLOTS, defs.BLOCK_SLOTS)
         self._tags = itertools.count(random.randrange(1, 1 << 31))
 
     def make_backend(self) -> tuple[SwitchBackend | None, str]:
@@ -134,7 +134,7 @@ class SwitchAggregatorNca(NcaImplementation):
         return backend_from_url(url), ""
 
     def next_tag(self) -> int:
-        return next(self._tags) % ((1 << 32) - 1) + 1  # never 0: an empty slot's tag
+        return next(self._tags) % ((1 << 32) - 1) + 1  # never 0 (XORed into stored keys; docs/switch.md)
 
     # -- operator interface --------------------------------------------------------------
     def support(self) -> Support:
@@ -281,6 +281,10 @@ class SwitchInstance(NcaInstance):
                                          dest.endpoint.port, dest.first_stream, resolve_ipv4(ctrl_host), ctrl_port))
         self.backend.write_registers(StreamCounters.reset(self.slots.job))
         self.backend.write_entries(self.entries)
+        blocks = self._blocks()
+        if not blocks <= self.backend.clean_blocks:
+            self._flush(F_DISCARD)  # slots another job may have left (a failed clear, a restarted server)
+        self.backend.clean_blocks -= blocks
 
     def execute(self, phase: int) -> PhaseStats:
         t0 = time.monotonic_ns()
@@ -289,6 +293,7 @@ class SwitchInstance(NcaInstance):
         flush_t0 = time.monotonic_ns()
         self._flush(0)
         self.flushed = True
+        self.backend.clean_blocks |= self._blocks()
         assert self.slots is not None
         job = self.slots.job
         out, bypassed, spilled = (self.backend.read_register(r, job)[0] for r in ("out_seq", "bypassed", "spilled"))
@@ -297,7 +302,7 @@ class SwitchInstance(NcaInstance):
         return PhaseStats(wall_ns=wall, wait_in_ns=flush_t0 - t0, tuples_in=received,
                           bytes_in=received * (HEADER_SIZE + 4 + self.query.in_len),  # type: ignore[union-attr]
                           tuples_out=out, bytes_out=out * record,
-                          extra={"switch_slots": self.slots.size, "switch_bypassed": bypassed,
+                          extra={"switch_slots": self.slots.size * defs.WAYS, "switch_bypassed": bypassed,
                                  "switch_spilled": spilled, "switch_flush_ms": (time.monotonic_ns() - flush_t0) / 1e6})
 
     def senders_finished(self, port: int) -> None:
@@ -314,8 +319,9 @@ class SwitchInstance(NcaInstance):
         try:
             if self.entries and not self.flushed:
                 self._flush(F_DISCARD)  # a failed job's slots: clear them without output
+                self.backend.clean_blocks |= self._blocks()
         except Exception:
-            log.warning("switch: clearing the slots of %s failed (stale slots carry a dead tag)", self.owner)
+            log.warning("switch: clearing the slots of %s failed (the next job on them clears them)", self.owner)
         try:
             if self.entries:
                 self.backend.delete_entries(self.entries)
@@ -332,6 +338,10 @@ class SwitchInstance(NcaInstance):
             self.impl.pool.release(self.owner)
 
     # -- the data plane -------------------------------------------------------------------
+    def _blocks(self) -> set[int]:
+        assert self.slots is not None
+        return set(range(self.slots.base, self.slots.base + self.slots.size, defs.BLOCK_SLOTS))
+
     def _wait_for_senders(self) -> dict[int, tuple[int, int, int]]:
         """END notices of every input stream: stream -> (datagrams sent, tuples sent, received)."""
         expected = self.spec.inputs[0].expected_streams
@@ -382,14 +392,16 @@ class SwitchInstance(NcaInstance):
                        f"received {counts[stream]} data datagrams of the stream and is not receiving more)")
 
     def _flush(self, flags: int) -> None:
-        """One FLUSH per slot of the job's block (the data plane reads and clears it, and emits it
-        unless DISCARD), then, for a real flush, FINISH (the switch's END) three times. Waits until
-        the switch has processed every FLUSH (its `flushed` counter)."""
+        """One FLUSH per slot of the job's block in every way (the data plane reads and clears it,
+        and emits it unless DISCARD), then, for a real flush, FINISH (the switch's END) three times.
+        Waits until the switch has processed every FLUSH (its `flushed` counter)."""
         assert self.slots is not None and self.ingress is not None and self.sock is not None
-        job, n = self.slots.job, self.slots.size
+        job = self.slots.job
+        seqs = Aggregator.flushes(self.slots)
+        n = len(seqs)
         before = self.backend.read_register("flushed", job)[0]
-        for i in range(n):
-            self.sock.sendto(pack_header(0, i, 0, F_FLUSH | flags), self.ingress)
+        for seq in seqs:
+            self.sock.sendto(pack_header(0, seq, 0, F_FLUSH | flags), self.ingress)
         watch = _StillCounters()
         while (flushed := self.backend.read_register("flushed", job)[0]) < before + n:
             # it stands still only when what is missing will never come (a backlog still moves)
