@@ -66,13 +66,17 @@ def install(admin: client.ApiClient, data: Path, grace_seconds: int = 3) -> Inst
     return Installed(docs, secret)
 
 
-def service_account_kubeconfig(cluster: KubeCluster, core: client.CoreV1Api, path: Path,
-                               account: str = "jumpgate-server") -> Path:
-    """A kubeconfig with a token of `account` (TokenRequest), as its pod would have."""
+def service_account_token(core: client.CoreV1Api, account: str = "jumpgate-server") -> str:
+    """A bound token of `account` from the TokenRequest API, as its pod would have (an hour)."""
     request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[],
                                                                                  expiration_seconds=3600))
-    token = core.create_namespaced_service_account_token(account, NAMESPACE, request).status.token
-    return cluster.write_kubeconfig(path, token=token, user=account)
+    return core.create_namespaced_service_account_token(account, NAMESPACE, request).status.token
+
+
+def service_account_kubeconfig(cluster: KubeCluster, core: client.CoreV1Api, path: Path,
+                               account: str = "jumpgate-server") -> Path:
+    """A kubeconfig with a token of `account`."""
+    return cluster.write_kubeconfig(path, token=service_account_token(core, account), user=account)
 
 
 def server_inventory(installed: Installed, work: Path, kubeconfig: Path | None = None) -> Path:

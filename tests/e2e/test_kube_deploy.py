@@ -62,6 +62,7 @@ from jumpgate.deploy.kube_testbed import (  # noqa: E402
     ready_agent_pods,
     server_inventory,
     service_account_kubeconfig,
+    service_account_token,
     set_agent_label,
 )
 from jumpgate.deploy.kubelet_fixture import KubeletHarness  # noqa: E402
@@ -359,10 +360,7 @@ def test_the_server_as_its_pod_runs_it_uses_the_in_cluster_configuration(cluster
     pods = {p.metadata.name for p in agent_pods(core, 2, nodes)}
     account = tmp_path / "serviceaccount"
     account.mkdir()
-    request = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[],
-                                                                                 expiration_seconds=3600))
-    (account / "token").write_text(
-        core.create_namespaced_service_account_token("jumpgate-server", NS, request).status.token)
+    (account / "token").write_text(service_account_token(core))
     shutil.copy(cluster.ca_file, account / "ca.crt")
     (account / "namespace").write_text(NS)
     inventory = server_inventory(installed, tmp_path)
