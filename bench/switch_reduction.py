@@ -1,7 +1,8 @@
 """The data reduction of the switch's partial aggregation on TPC-DS store_sales (thesis §3.5.6:
 "Partial aggregation reduces the output data volume by 43x to 2.29% of the original input stream",
-that is tuples (one per datagram) into the switch over tuples out of it; here the same ratio, with
-bytes alongside).
+that is tuples into the switch over tuples out of it; here the same ratio, with bytes alongside:
+the switch's UDP payload in (datagrams of up to JG_TUPLES_PER_DATAGRAM tuples, docs/switch.md) over
+its payload out).
 
 1. Measured, sf 1 and sf 10: the thesis' job (count rows and sum the sales price per item, the price
    as a decimal) through a real server with the switch MODEL (p4/model, the P4 pipeline's logic on
@@ -52,7 +53,6 @@ from tests.e2e.test_switch import REQUEST  # noqa: E402
 
 # TPC-DS: items and store_sales rows at scale factors 1, 10, 100
 SCALES = {1: (18_000, 2_880_404), 10: (102_000, 28_800_991), 100: (204_000, 287_997_024)}
-IN_BYTES, OUT_BYTES = 24 + 4 + 24, 24 + 4 + 32  # a datagram in (2 fields), a record out (key, count, sum)
 
 
 def sample_sf100(out: Path) -> Path:
@@ -108,6 +108,7 @@ def measured(root: Path, label: str, attempts: int = 3) -> dict:
     got = (table.num_rows, sum(table.column("items").to_pylist()),
            sum(v for v in table.column("sales").to_pylist() if v is not None))
     return {"label": label, "rows": phase["tuples_in"], "out": phase["tuples_out"],
+            "bytes_in": phase["bytes_in"], "bytes_out": phase["bytes_out"],
             "bypassed": phase["switch_bypassed"], "spilled": phase["switch_spilled"],
             "slots": phase["switch_slots"], "flush_ms": phase["switch_flush_ms"], "job_s": wall,
             "matches_duckdb": got == tuple(want), "items": table.num_rows, "attempts": attempt}
@@ -117,7 +118,7 @@ def report(m: dict) -> None:
     flushed = m["out"] - m["bypassed"] - m["spilled"]
     print(f"measured, {m['label']} ({m['items']:,} items) through the switch model ({m['slots']:,} slots):")
     print(f"  {m['rows']:,} tuples in, {m['out']:,} out: {m['rows'] / m['out']:.1f}x reduction "
-          f"({100 * m['out'] / m['rows']:.2f}% of the input; bytes {m['rows'] * IN_BYTES / (m['out'] * OUT_BYTES):.1f}x); "
+          f"({100 * m['out'] / m['rows']:.2f}% of the input; bytes {m['bytes_in'] / m['bytes_out']:.1f}x); "
           f"flushed {flushed:,}, bypassed {m['bypassed']:,}, spilled {m['spilled']:,}")
     print(f"  job {m['job_s']:.1f} s (flush {m['flush_ms']:.0f} ms, attempt {m['attempts']}); "
           f"answer matches DuckDB: {m['matches_duckdb']}")

@@ -5,13 +5,15 @@
 #define JUMPGATE_HEADERS_P4
 
 #define OUT_NONE 0
-#define OUT_RECORD 1
+#define OUT_RECORD 1   /* leaves for the destination with its records */
 #define OUT_NOTICE 2
 #define OUT_END 3
+#define OUT_PASS 4     /* tuples remain: recirculated for the next pass */
 
-#define SWAP16(x) (x[7:0] ++ x[15:8])
-#define SWAP32(x) (x[7:0] ++ x[15:8] ++ x[23:16] ++ x[31:24])
-#define SWAP64(x) (x[7:0] ++ x[15:8] ++ x[23:16] ++ x[31:24] ++ x[39:32] ++ x[47:40] ++ x[55:48] ++ x[63:56])
+/* x in parentheses: an argument may be an expression (a cast, a sum), which is sliced whole */
+#define SWAP16(x) ((x)[7:0] ++ (x)[15:8])
+#define SWAP32(x) ((x)[7:0] ++ (x)[15:8] ++ (x)[23:16] ++ (x)[31:24])
+#define SWAP64(x) ((x)[7:0] ++ (x)[15:8] ++ (x)[23:16] ++ (x)[31:24] ++ (x)[39:32] ++ (x)[47:40] ++ (x)[55:48] ++ (x)[63:56])
 
 header ethernet_h {
     bit<48> dst_addr;
@@ -63,13 +65,38 @@ header finish_h {    /* a FINISH datagram's payload */
 header tuple_len_h { bit<32> len; }   /* the tuple's u32 length prefix */
 header word_h { bit<64> data; }       /* the null vector, or one 8-byte field */
 
+/* Between the passes of a datagram of several tuples (docs/switch.md, "Several tuples per
+ * datagram"): after the NTU header (flags JG_F_PASS), how many records the datagram's earlier
+ * tuples left, of which kind (rec<words>), in how many bytes; then the records, then the tuples
+ * still to come. Only inside the switch, never on a wire. */
+header pass_h {
+    bit<8>  records;
+    bit<8>  words;
+    bit<16> bytes;
+}
+
+/* A record: a tuple of the job's output layout (u32 length, null vector, key, out_words words).
+ * One header type per number of words, a stack of JG_TUPLES_PER_DATAGRAM of each: a datagram's
+ * records gather there, newest first (push_front), and leave together. A job uses one kind. */
+header rec0_h { bit<32> len; bit<64> nulls; bit<64> key; }
+header rec1_h { bit<32> len; bit<64> nulls; bit<64> key; bit<64> w0; }
+header rec2_h { bit<32> len; bit<64> nulls; bit<64> key; bit<64> w0; bit<64> w1; }
+header rec3_h { bit<32> len; bit<64> nulls; bit<64> key; bit<64> w0; bit<64> w1; bit<64> w2; }
+
 struct headers_t {
     ethernet_h ethernet;
     ipv4_h     ipv4;
     udp_h      udp;
     ntu_h      ntu;
+    pass_h     pass;
     end_h      end;
     finish_h   finish;
+    /* the records the datagram's tuples left so far: before the tuples still to come */
+    rec0_h[JG_TUPLES_PER_DATAGRAM] rec0;
+    rec1_h[JG_TUPLES_PER_DATAGRAM] rec1;
+    rec2_h[JG_TUPLES_PER_DATAGRAM] rec2;
+    rec3_h[JG_TUPLES_PER_DATAGRAM] rec3;
+    /* the tuple of this pass (the datagram's first one not yet taken); the rest stays payload */
     tuple_len_h tlen;
     word_h     nulls;
     word_h     w0;
@@ -80,13 +107,6 @@ struct headers_t {
     word_h     w5;
     word_h     w6;
     word_h     w7;
-    /* the record the switch emits: a tuple of the job's output layout */
-    tuple_len_h out_len;
-    word_h     out_nulls;
-    word_h     out_key;
-    word_h     out_w0;
-    word_h     out_w1;
-    word_h     out_w2;
 }
 
 struct metadata_t {
@@ -136,7 +156,12 @@ struct metadata_t {
     bit<64> r_s0;
     bit<64> r_s1;
     bit<8>  r_nulls;
-    bit<2>  out_kind;  /* OUT_NONE, OUT_RECORD (to the destination), OUT_NOTICE (to the controller), OUT_END */
+    bit<3>  out_kind;  /* OUT_NONE, OUT_RECORD (to the destination), OUT_NOTICE (to the controller), OUT_END, OUT_PASS */
+    bit<1>  rec;       /* this pass leaves a record (a bypass, a spill, a flushed slot) */
+    bit<8>  n_rec;     /* the datagram's records with this pass's */
+    bit<16> rec_bytes; /* their bytes */
+    bit<1>  recirculated;  /* the datagram comes back from the switch's own recirculation */
+    bit<32> out_records;   /* FINISH: the records the job sent (its END's tuple count) */
     bit<2>  o0;  /* 0 count, 1 s0, 2 s1 */
     bit<2>  o1;
     bit<2>  o2;

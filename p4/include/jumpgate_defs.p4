@@ -27,6 +27,13 @@
 #define JG_MIN_TUPLE_BYTES 16
 #define JG_MAX_TUPLE_BYTES 72
 
+/* Tuples per data datagram towards the switch: 1 .. JG_TUPLES_PER_DATAGRAM of the job's length.
+ * The pipeline takes one tuple per pass and recirculates the rest; the records a datagram's
+ * tuples leave (bypasses, spills) ride along in a header stack of this many entries and leave
+ * together in one datagram. The stack is what bounds it: docs/switch.md, "Several tuples per
+ * datagram", has the PHV arithmetic. */
+#define JG_TUPLES_PER_DATAGRAM 4
+
 /* Sums never wrap. A slot's sum is a 32-bit register holding 0 (no value yet) or the sum plus
  * JG_SUM_BIAS, kept inside [1, 2^31): the sum inside (-2^30, 2^30). A value outside (-2^30, 2^30)
  * sends its tuple downstream untouched (a bypass); a value the slot's sum cannot take (it would
@@ -45,6 +52,7 @@
 #define JG_F_FINISH 0x0800
 #define JG_F_DISCARD 0x1000
 #define JG_F_ERROR 0x2000
+#define JG_F_PASS 0x0080             /* 0x8000: a datagram the switch recirculates (only inside it) */
 
 /* Output words of a record (after its key): count, sum 0, sum 1 in the order the job asks. */
 #define JG_MAX_OUT_WORDS 3

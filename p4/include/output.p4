@@ -1,8 +1,9 @@
 /* Controls Output (controller: controller.py Output) and Emit, shared by both programs. Output
  * holds where a job's records and END go and which output word carries count, sum 0 or sum 1;
- * Emit rewrites the datagram into what meta.out_kind says: a record (a tuple of the job's output
- * layout: null vector, key, out_words words) to the destination, a notice to the controller, or
- * the END of the switch's output stream. */
+ * Emit pushes the record a pass leaves (a tuple of the job's output layout: null vector, key,
+ * out_words words) onto the datagram's records and rewrites the datagram into what meta.out_kind
+ * says: its records to the destination, the rest of it for its next pass, a notice to the
+ * controller, or the END of the switch's output stream. */
 control Output(inout headers_t hdr, inout metadata_t meta) {
     action set_route(bit<32> dst_ip, bit<16> dst_port, bit<32> out_stream, bit<32> ctrl_ip, bit<16> ctrl_port,
                      bit<8> out_words, bit<8> s0_out_null, bit<8> s1_out_null) {
@@ -61,6 +62,13 @@ control Output(inout headers_t hdr, inout metadata_t meta) {
 control Emit(inout headers_t hdr, inout metadata_t meta, in bit<64> seq) {
     bit<64> word;
 #define PICK(o) if (o == 1) { word = meta.r_s0; } else if (o == 2) { word = meta.r_s1; } else { word = meta.r_count; }
+/* this pass's record onto the front of the stack of its kind (the datagram's records, newest first) */
+#define PUSH_REC(K)                                                                                 \
+        hdr.rec##K.push_front(1);                                                                   \
+        hdr.rec##K[0].setValid();                                                                   \
+        hdr.rec##K[0].len = SWAP32((bit<32>)(K * 8 + 16));  /* null vector, key, K words */         \
+        hdr.rec##K[0].nulls = (bit<64>)meta.r_nulls << 56;  /* byte 0 of the null vector */         \
+        hdr.rec##K[0].key = meta.key;
 
     action strip_tuple() {
         hdr.tlen.setInvalid(); hdr.nulls.setInvalid();
@@ -70,31 +78,56 @@ control Emit(inout headers_t hdr, inout metadata_t meta, in bit<64> seq) {
     }
 
     apply {
+        bit<16> grow = 0;
+        if (meta.rec == 1) {
+            grow = ((bit<16>)meta.out_words << 3) + 20;
+            if (meta.out_words == 0) {
+                PUSH_REC(0)
+            } else if (meta.out_words == 1) {
+                PUSH_REC(1)
+                PICK(meta.o0) hdr.rec1[0].w0 = SWAP64(word);
+            } else if (meta.out_words == 2) {
+                PUSH_REC(2)
+                PICK(meta.o0) hdr.rec2[0].w0 = SWAP64(word);
+                PICK(meta.o1) hdr.rec2[0].w1 = SWAP64(word);
+            } else {
+                PUSH_REC(3)
+                PICK(meta.o0) hdr.rec3[0].w0 = SWAP64(word);
+                PICK(meta.o1) hdr.rec3[0].w1 = SWAP64(word);
+                PICK(meta.o2) hdr.rec3[0].w2 = SWAP64(word);
+            }
+        }
         if (meta.out_kind == OUT_RECORD) {
+            /* the datagram's records, to the destination: one datagram of the switch's output stream */
             strip_tuple();
+            hdr.pass.setInvalid();
             hdr.ntu.stream = SWAP32(meta.out_stream);
             hdr.ntu.seq = SWAP64(seq);
-            hdr.ntu.count = 0x0100;  /* 1, little-endian */
+            hdr.ntu.count = SWAP16((bit<16>)meta.n_rec);
             hdr.ntu.flags = 0;
-            hdr.out_len.setValid();
-            hdr.out_len.len = SWAP32(((bit<32>)meta.out_words << 3) + 16);
-            hdr.out_nulls.setValid();
-            hdr.out_nulls.data = (bit<64>)meta.r_nulls << 56;  /* byte 0 of the null vector */
-            hdr.out_key.setValid();
-            hdr.out_key.data = meta.key;
-            if (meta.out_words > 0) { PICK(meta.o0) hdr.out_w0.setValid(); hdr.out_w0.data = SWAP64(word); }
-            if (meta.out_words > 1) { PICK(meta.o1) hdr.out_w1.setValid(); hdr.out_w1.data = SWAP64(word); }
-            if (meta.out_words > 2) { PICK(meta.o2) hdr.out_w2.setValid(); hdr.out_w2.data = SWAP64(word); }
             hdr.ipv4.dst_addr = meta.dst_ip;
             hdr.udp.dst_port = meta.dst_port;
-            hdr.udp.len = 8 + JG_UDP_HEADER_BYTES + 4 + 16 + ((bit<16>)meta.out_words << 3);
+            hdr.udp.len = 8 + JG_UDP_HEADER_BYTES + meta.rec_bytes;
+        } else if (meta.out_kind == OUT_PASS) {
+            /* the next pass takes the next tuple: this one leaves the datagram, its record (if any)
+             * joins the others before the tuples still to come */
+            bit<16> left = SWAP16(hdr.ntu.count) - 1;
+            if (!hdr.pass.isValid()) { grow = grow + 4; }
+            hdr.udp.len = hdr.udp.len + grow - (meta.in_len + 4);
+            strip_tuple();
+            hdr.pass.setValid();
+            hdr.pass.records = meta.n_rec;
+            hdr.pass.words = meta.out_words;
+            hdr.pass.bytes = meta.rec_bytes;
+            hdr.ntu.count = SWAP16(left);
+            hdr.ntu.flags = JG_F_PASS;
         } else if (meta.out_kind == OUT_END) {
             strip_tuple();
             hdr.ntu.stream = SWAP32(meta.out_stream);
             hdr.ntu.seq = SWAP64(seq);
             hdr.ntu.count = 0;
             hdr.end.setValid();
-            hdr.end.tuples = SWAP64(seq);
+            hdr.end.tuples = SWAP64((bit<64>)meta.out_records);
             hdr.end.received = 0;
             hdr.ipv4.dst_addr = meta.dst_ip;
             hdr.udp.dst_port = meta.dst_port;

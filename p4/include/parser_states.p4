@@ -1,7 +1,12 @@
 /* Parser states shared by both programs, included inside each one's parser after its own start
  * state (TNA first skips its intrinsic metadata). A datagram is NTF over UDP when its payload
- * starts with "NTU1"; a data datagram's tuple is read whole: its length prefix selects how many
- * of the eight 8-byte fields follow the null vector (docs/switch.md, "What the switch parses"). */
+ * starts with "NTU1". A data datagram carries 1 .. JG_TUPLES_PER_DATAGRAM tuples; a pass of the
+ * pipeline takes the first one not yet taken, read whole (its length prefix selects how many of
+ * the eight 8-byte fields follow the null vector), and leaves the rest unparsed, as payload. A
+ * datagram recirculated for its next pass (flags JG_F_PASS) carries before it the records its
+ * earlier tuples left: parse_pass reads them into the record stack of their kind (docs/switch.md,
+ * "Several tuples per datagram"). The record states are written out for 1 .. JG_TUPLES_PER_DATAGRAM
+ * - 1 records (tests/unit/test_p4.py checks that they match the define). */
 
     state parse_ethernet {
         pkt.extract(hdr.ethernet);
@@ -31,11 +36,47 @@
         pkt.extract(hdr.ntu);
         transition select(hdr.ntu.flags) {
             0: parse_tuple;
+            JG_F_PASS: parse_pass;
             JG_F_END &&& JG_F_END: parse_end;
             JG_F_FINISH &&& JG_F_FINISH: parse_finish;
             default: accept;   /* FLUSH: no payload */
         }
     }
+
+    state parse_pass {
+        pkt.extract(hdr.pass);
+        transition select(hdr.pass.words, hdr.pass.records) {
+            (_, 0): parse_tuple;
+            (0, 1): parse_rec0_1;
+            (0, 2): parse_rec0_2;
+            (0, 3): parse_rec0_3;
+            (1, 1): parse_rec1_1;
+            (1, 2): parse_rec1_2;
+            (1, 3): parse_rec1_3;
+            (2, 1): parse_rec2_1;
+            (2, 2): parse_rec2_2;
+            (2, 3): parse_rec2_3;
+            (3, 1): parse_rec3_1;
+            (3, 2): parse_rec3_2;
+            (3, 3): parse_rec3_3;
+            default: accept;   /* cannot happen: the pipeline wrote it */
+        }
+    }
+
+#define REC_STATES(K)                                                                               \
+    state parse_rec##K##_1 { pkt.extract(hdr.rec##K.next); transition parse_tuple; }                \
+    state parse_rec##K##_2 {                                                                        \
+        pkt.extract(hdr.rec##K.next); pkt.extract(hdr.rec##K.next);                                 \
+        transition parse_tuple;                                                                     \
+    }                                                                                               \
+    state parse_rec##K##_3 {                                                                        \
+        pkt.extract(hdr.rec##K.next); pkt.extract(hdr.rec##K.next); pkt.extract(hdr.rec##K.next);   \
+        transition parse_tuple;                                                                     \
+    }
+    REC_STATES(0)
+    REC_STATES(1)
+    REC_STATES(2)
+    REC_STATES(3)
 
     state parse_end {
         pkt.extract(hdr.end);

@@ -15,14 +15,21 @@
  * flow control, so whatever it cannot keep up with waits in its socket's receive buffer, and what
  * does not fit there is lost (the sender's END copies, which come last, first of all). Two things
  * keep that from happening to a healthy host. Its ingress sockets take coalesced datagrams
- * (UDP_GRO): a sender's GSO burst (out_udp.c sends runs of one-tuple datagrams that way) stays
- * one buffer of up to 64 datagrams, which the model cuts into its datagrams itself, instead of 64
- * buffers of ~800 bytes of kernel accounting each for 50-byte datagrams; the same receive buffer
- * then holds ten times as many datagrams, and a receive returns up to 64 of them. And it sends its
- * own output the same way (UDP_SEGMENT): its records are one-tuple datagrams of one size towards
- * one destination, and handing them to the kernel one by one cost the model most of its time
- * (each is routed and delivered separately; a receiver with UDP_GRO, as the runtime's UDP input,
- * takes a run whole). The datagrams on the wire are the same either way.
+ * (UDP_GRO): a sender's GSO burst (out_udp.c sends runs of equal datagrams of up to
+ * JG_TUPLES_PER_DATAGRAM tuples that way) stays one buffer of up to 64 datagrams, which the model
+ * cuts into its datagrams itself, instead of 64 buffers of ~800 bytes of kernel accounting each for
+ * datagrams of 50 to 140 bytes; the same receive buffer then holds several times as many datagrams,
+ * and a receive returns up to 64 of them. And it sends its own output the same way (UDP_SEGMENT):
+ * runs of its output datagrams of one size towards one destination (a flush's records, one each)
+ * are one send, where handing them to the kernel one by one cost the model most of its time (each
+ * is routed and delivered separately; a receiver with UDP_GRO, as the runtime's UDP input, takes a
+ * run whole). The datagrams on the wire are the same either way.
+ *
+ * Several tuples per datagram. The switch takes a data datagram's tuples one per pass of its
+ * pipeline, recirculating the rest, and the records they leave gather in the datagram and leave
+ * together after its last pass (docs/switch.md, "Several tuples per datagram"). The model runs the
+ * passes of a datagram one after the other at once (packet, tuple_pass) with the same counters
+ * and the same output datagram.
  *
  *   switch_model --bind HOST
  *
@@ -91,6 +98,10 @@ static uint32_t kl[JG_WAYS][JG_WAY_SLOTS], s0r[JG_WAYS][JG_WAY_SLOTS], s1r[JG_WA
 static uint64_t kh[JG_WAYS][JG_WAY_SLOTS];
 static uint32_t received[JG_STREAM_COUNTERS], out_seq[JG_MAX_JOBS], flushed[JG_MAX_JOBS];
 static uint32_t bypassed[JG_MAX_JOBS], spilled[JG_MAX_JOBS];
+/* tuples: input tuples taken through the table (received counts datagrams, which carry 1 ..
+ * JG_TUPLES_PER_DATAGRAM of them); records: tuples in the job's output datagrams (out_seq counts
+ * those datagrams, which carry a datagram's records together) */
+static uint32_t tuples[JG_MAX_JOBS], records[JG_MAX_JOBS];
 
 typedef struct {
   const char *name;
@@ -106,7 +117,8 @@ static const reg_desc REGISTERS[] = {
     WAY_REGS(0), WAY_REGS(1), WAY_REGS(2), WAY_REGS(3), WAY_REGS(4), WAY_REGS(5), WAY_REGS(6), WAY_REGS(7),
     {"received", received, 4, JG_STREAM_COUNTERS}, {"out_seq", out_seq, 4, JG_MAX_JOBS},
     {"flushed", flushed, 4, JG_MAX_JOBS},      {"bypassed", bypassed, 4, JG_MAX_JOBS},
-    {"spilled", spilled, 4, JG_MAX_JOBS},
+    {"spilled", spilled, 4, JG_MAX_JOBS},      {"tuples", tuples, 4, JG_MAX_JOBS},
+    {"records", records, 4, JG_MAX_JOBS},
 };
 #define NREGISTERS (sizeof REGISTERS / sizeof REGISTERS[0])
 _Static_assert(JG_WAYS == 8, "WAY_REGS lists eight ways");
@@ -147,7 +159,8 @@ static int out_gso = 1; /* send runs of equal datagrams as one UDP GSO send (off
 static struct mmsghdr out_msgs[2 * BATCH];
 static struct iovec out_iov[2 * BATCH];
 static struct sockaddr_in out_addr[2 * BATCH];
-static uint8_t out_buf[2 * BATCH][JG_UDP_HEADER + 4 + 16 + 8 * JG_MAX_OUT_WORDS + JG_UDP_END_PAYLOAD];
+#define RECORD_MAX (4 + 16 + 8 * JG_MAX_OUT_WORDS) /* a record: u32 length, null vector, key, words */
+static uint8_t out_buf[2 * BATCH][JG_UDP_HEADER + JG_TUPLES_PER_DATAGRAM * RECORD_MAX + JG_UDP_END_PAYLOAD];
 static char out_ctrl[2 * BATCH][CMSG_SPACE(sizeof(uint16_t))];
 static int nout;
 
@@ -239,16 +252,26 @@ typedef struct {
   uint32_t j;
 } ctx_t;
 
-/* Emit one record (a partial-state tuple of the job's output layout) to the destination. */
-static void emit_record(const ctx_t *c, const uint8_t key_wire[8], uint8_t nulls, uint64_t count,
+/* A datagram's records, as the P4 programs' header stack rec<k> holds them while the datagram
+ * recirculates: each pass that leaves a record pushes it to the front (push_front), so they leave
+ * newest first. */
+typedef struct {
+  int n;
+  size_t bytes;
+  uint8_t rec[JG_TUPLES_PER_DATAGRAM][RECORD_MAX];
+} rec_stack;
+
+/* Push one record (a partial-state tuple of the job's output layout) onto `rs`. */
+static void push_record(const ctx_t *c, rec_stack *rs, const uint8_t key_wire[8], uint8_t nulls, uint64_t count,
                         int64_t s0, int64_t s1) {
   const route_entry *r = c->route;
   size_t tlen = 16 + 8 * (size_t)r->out_words;
-  uint8_t *d = out_datagram(r->dst_ip, r->dst_port, JG_UDP_HEADER + 4 + tlen);
-  jg_udp_put_header(d, r->out_stream, out_seq[c->j]++, 1, 0);
+  memmove(rs->rec[1], rs->rec[0], (size_t)rs->n * RECORD_MAX);
+  rs->n++;
+  rs->bytes += 4 + tlen;
   uint32_t L = (uint32_t)tlen;
-  memcpy(d + JG_UDP_HEADER, &L, 4);
-  uint8_t *t = d + JG_UDP_HEADER + 4;
+  memcpy(rs->rec[0], &L, 4);
+  uint8_t *t = rs->rec[0] + 4;
   memset(t, 0, tlen);
   t[0] = nulls;
   memcpy(t + 8, key_wire, 8);
@@ -257,6 +280,18 @@ static void emit_record(const ctx_t *c, const uint8_t key_wire[8], uint8_t nulls
     uint64_t v = what == OUT_COUNT ? count : what == OUT_S0 ? (uint64_t)s0 : (uint64_t)s1;
     store_le64(t + 16 + 8 * w, v);
   }
+}
+
+/* The datagram leaves with its records: one data datagram of the job's output stream, numbered
+ * out_seq[job] (+1), its records counted in records[job]. Without records it is dropped. */
+static void emit_records(const ctx_t *c, const rec_stack *rs) {
+  if (rs->n == 0) return;
+  const route_entry *r = c->route;
+  uint8_t *d = out_datagram(r->dst_ip, r->dst_port, JG_UDP_HEADER + rs->bytes);
+  jg_udp_put_header(d, r->out_stream, out_seq[c->j]++, (uint16_t)rs->n, 0);
+  records[c->j] += (uint32_t)rs->n;
+  size_t at = JG_UDP_HEADER, each = rs->bytes / (size_t)rs->n;
+  for (int i = 0; i < rs->n; i++, at += each) memcpy(d + at, rs->rec[i], each);
 }
 
 static void to_controller(const ctx_t *c, const uint8_t *dg, size_t len, uint16_t add_flags, uint64_t rcv, int set_rcv) {
@@ -288,7 +323,9 @@ static void flush_slot(const ctx_t *c, uint64_t seq, int discard) {
   for (int b = 0; b < 4; b++) key_wire[b] = (uint8_t)(first >> (24 - 8 * b)), key_wire[4 + b] = (uint8_t)(last >> (24 - 8 * b));
   uint8_t nulls = (uint8_t)((t0 ? 0 : c->route->s0_out_null) | (t1 ? 0 : c->route->s1_out_null));
   int64_t a = t0 ? (int64_t)t0 - JG_SUM_BIAS : 0, b = t1 ? (int64_t)t1 - JG_SUM_BIAS : 0;
-  emit_record(c, key_wire, nulls, h >> 32, a, b);
+  rec_stack rs = {0};
+  push_record(c, &rs, key_wire, nulls, h >> 32, a, b);
+  emit_records(c, &rs);
 }
 
 static void finish(const ctx_t *c, const uint8_t *dg, size_t len) {
@@ -298,7 +335,7 @@ static void finish(const ctx_t *c, const uint8_t *dg, size_t len) {
   uint8_t *d = out_datagram(r->dst_ip, r->dst_port, JG_UDP_HEADER + JG_UDP_END_PAYLOAD);
   uint16_t flags = JG_UDP_F_END | (flushed[c->j] != sent ? JG_UDP_F_LOSS : 0);
   jg_udp_put_header(d, r->out_stream, out_seq[c->j], 0, flags);
-  uint64_t n = out_seq[c->j], zero = 0;
+  uint64_t n = records[c->j], zero = 0;
   memcpy(d + JG_UDP_HEADER, &n, 8);
   memcpy(d + JG_UDP_HEADER + 8, &zero, 8);
 }
@@ -321,10 +358,11 @@ static int add_sum(uint32_t *t, int64_t v) {
   return 1;
 }
 
-static void data_packet(const ctx_t *c, const uint8_t *dg, size_t len, const jg_udp_header *h) {
+/* One pass of the pipeline: the tuple `t` (after its length) through the slot table; a record it
+ * leaves (a bypass, a spill) is pushed onto the datagram's records. */
+static void tuple_pass(const ctx_t *c, const uint8_t *t, rec_stack *rs) {
   const job_entry *jb = c->job;
-  const uint8_t *t = dg + JG_UDP_HEADER + 4;
-  received[c->j * JG_MAX_STREAMS + h->stream]++;
+  tuples[c->j]++;
   uint64_t nulls = load_wire(t);
   int kw = key_set[c->j] ? key_select[c->j] : 0;
   int a0 = v0_set[c->j] ? v0_select[c->j] : PICK_NONE, a1 = v1_set[c->j] ? v1_select[c->j] : PICK_NONE;
@@ -373,14 +411,14 @@ static void data_packet(const ctx_t *c, const uint8_t *dg, size_t len, const jg_
         if (any || r0 || r1) {
           spilled[c->j]++;
           uint8_t sn = (uint8_t)((r0 ? 0 : c->route->s0_out_null) | (r1 ? 0 : c->route->s1_out_null));
-          emit_record(c, key_wire, sn, spill_c, r0 ? v0 : 0, r1 ? v1 : 0);
+          push_record(c, rs, key_wire, sn, spill_c, r0 ? v0 : 0, r1 ? v1 : 0);
         }
         return;
       }
     }
   }
   bypassed[c->j]++;
-  emit_record(c, key_wire, out_nulls, inc, v0, v1);
+  push_record(c, rs, key_wire, out_nulls, inc, v0, v1);
 }
 
 static void packet(uint16_t udp_port, const uint8_t *dg, size_t len) {
@@ -408,14 +446,28 @@ static void packet(uint16_t udp_port, const uint8_t *dg, size_t len) {
     finish(&c, dg, len);
     return;
   }
-  uint32_t L = 0;
-  if (len >= JG_UDP_HEADER + 4) memcpy(&L, dg + JG_UDP_HEADER, 4);
-  if (h.flags || h.count != 1 || h.stream >= JG_MAX_STREAMS || L != jb->in_len || len != JG_UDP_HEADER + 4 + L ||
-      L < JG_MIN_TUPLE_BYTES || L > JG_MAX_TUPLE_BYTES || L % 8) {
+  /* the first pass: 1 .. JG_TUPLES_PER_DATAGRAM tuples of the job's length fill the datagram (the
+   * P4 programs compare the UDP length with 32 + count * (4 + in_len)) */
+  size_t L = jb->in_len;
+  if (h.flags || h.count < 1 || h.count > JG_TUPLES_PER_DATAGRAM || h.stream >= JG_MAX_STREAMS ||
+      len != JG_UDP_HEADER + (size_t)h.count * (4 + L) || L < JG_MIN_TUPLE_BYTES || L > JG_MAX_TUPLE_BYTES || L % 8) {
     to_controller(&c, dg, len, JG_UDP_F_ERROR, 0, 0);
     return;
   }
-  data_packet(&c, dg, len, &h);
+  received[c.j * JG_MAX_STREAMS + h.stream]++;
+  /* then a pass per tuple, each checking its own length, as the recirculating datagram does */
+  rec_stack rs = {0};
+  for (size_t i = 0; i < h.count; i++) {
+    const uint8_t *at = dg + JG_UDP_HEADER + i * (4 + L);
+    uint32_t Li;
+    memcpy(&Li, at, 4);
+    if (Li != L) {
+      to_controller(&c, dg, len, JG_UDP_F_ERROR, 0, 0);
+      return;
+    }
+    tuple_pass(&c, at + 4, &rs);
+  }
+  emit_records(&c, &rs);
 }
 
 /* One receive: a datagram, or with UDP_GRO a run of datagrams of `seg` bytes each (the last may be

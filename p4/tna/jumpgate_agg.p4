@@ -1,10 +1,12 @@
 /* Jumpgate's switch aggregator for Tofino (TNA): the partial aggregation of docs/switch.md.
  *
  * Shared with the BMv2 program (p4/v1model/jumpgate_agg.p4): sizes (../include/jumpgate_defs.p4),
- * headers and metadata, parser states, and the table-owning controls JobConfig, Output and Emit.
- * Here: the registers as Tofino RegisterActions (one access per register array per packet; way w's
- * kl in one stage, its kh in the next, its sums in the one after: docs/switch.md, "Resources"), a
- * CRC32 Hash extern per way, forwarding and the TNA package.
+ * headers and metadata, parser states, the table-owning controls JobConfig, Output and Emit, and
+ * Admit and Passes (a datagram of several tuples, a pass per tuple). Here: the registers as
+ * Tofino RegisterActions (one access per register array per packet; way w's kl in one stage, its
+ * kh in the next, its sums in the one after: docs/switch.md, "Resources"), a CRC32 Hash extern per
+ * way, recirculation (a datagram's next pass goes out of the pipe's recirculation port and back into
+ * its ingress parser), forwarding and the TNA package.
  *
  *   bf-p4c --target tofino --arch tna -o build p4/tna/jumpgate_agg.p4      (Intel's SDE)
  *
@@ -20,6 +22,11 @@
 #include "../include/headers.p4"
 #include "../include/job_config.p4"
 #include "../include/output.p4"
+#include "../include/passes.p4"
+
+/* Pipe 0's recirculation port on Tofino 1 (ports 68-71 loop back into pipe 0's ingress): a datagram
+ * with tuples left goes there for its next pass. Another pipe p: p * 128 + 68. */
+#define RECIRC_PORT 68
 
 parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
                            out ingress_intrinsic_metadata_t ig_intr_md) {
@@ -217,9 +224,9 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
                     meta.r_s1 = (bit<64>)((int<64>)((int<32>)(t1 - JG_SUM_BIAS)));
                     meta.r_nulls = meta.r_nulls & ~meta.s1_out_null;
                 }
-                meta.out_kind = OUT_RECORD;
+                meta.rec = 1;
             }
-        } else if (hdr.ntu.flags == 0) {
+        } else if (hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) {  /* this pass's tuple */
             bit<1> key_is_null = 0;
             if ((hdr.nulls.data & meta.key_null) != 0) { key_is_null = 1; }
             meta.v0_null_hit = 0;
@@ -257,7 +264,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
                 meta.r_nulls = (bit<8>)key_is_null;
                 if (meta.v0_null_hit == 1) { meta.r_nulls = meta.r_nulls | meta.s0_out_null; }
                 if (meta.v1_null_hit == 1) { meta.r_nulls = meta.r_nulls | meta.s1_out_null; }
-                meta.out_kind = OUT_RECORD;
+                meta.rec = 1;
             } else if (meta.spilled == 1 || meta.rej0 == 1 || meta.rej1 == 1) {
                 meta.spilled = 1;
                 meta.r_count = (bit<64>)meta.spill_c;  /* a count spills at exactly JG_COUNT_SPILL */
@@ -266,15 +273,20 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
                 meta.r_nulls = meta.s0_out_null | meta.s1_out_null;
                 if (meta.rej0 == 1) { meta.r_s0 = meta.v0; meta.r_nulls = meta.r_nulls & ~meta.s0_out_null; }
                 if (meta.rej1 == 1) { meta.r_s1 = meta.v1; meta.r_nulls = meta.r_nulls & ~meta.s1_out_null; }
-                meta.out_kind = OUT_RECORD;
+                meta.rec = 1;
             }
         }
     }
 }
 
+/* Per job: data datagrams received per input stream (on their first pass), tuples taken through
+ * the table (a pass each), output datagrams (out_seq numbers them) and the records in them,
+ * FLUSHes processed, bypasses, spills. */
 control StreamCounters(inout headers_t hdr, inout metadata_t meta, out bit<64> seq) {
     Register<bit<32>, bit<12>>(JG_STREAM_COUNTERS, 0) received;
+    Register<bit<32>, bit<8>>(JG_MAX_JOBS, 0) tuples;
     Register<bit<32>, bit<8>>(JG_MAX_JOBS, 0) out_seq;
+    Register<bit<32>, bit<8>>(JG_MAX_JOBS, 0) records;
     Register<bit<32>, bit<8>>(JG_MAX_JOBS, 0) flushed;
     Register<bit<32>, bit<8>>(JG_MAX_JOBS, 0) bypassed;
     Register<bit<32>, bit<8>>(JG_MAX_JOBS, 0) spilled;
@@ -283,6 +295,15 @@ control StreamCounters(inout headers_t hdr, inout metadata_t meta, out bit<64> s
         void apply(inout bit<32> v) { v = v + 1; }
     };
     RegisterAction<bit<32>, bit<12>, bit<32>>(received) received_read = {
+        void apply(inout bit<32> v, out bit<32> rv) { rv = v; }
+    };
+    RegisterAction<bit<32>, bit<8>, bit<32>>(tuples) tuples_inc = {
+        void apply(inout bit<32> v) { v = v + 1; }
+    };
+    RegisterAction<bit<32>, bit<8>, bit<32>>(records) records_add = {
+        void apply(inout bit<32> v) { v = v + (bit<32>)meta.n_rec; }
+    };
+    RegisterAction<bit<32>, bit<8>, bit<32>>(records) records_read = {
         void apply(inout bit<32> v, out bit<32> rv) { rv = v; }
     };
     RegisterAction<bit<32>, bit<8>, bit<32>>(out_seq) out_seq_next = {
@@ -308,23 +329,27 @@ control StreamCounters(inout headers_t hdr, inout metadata_t meta, out bit<64> s
         seq = 0;
         meta.counter = ((bit<12>)meta.job << 6) | (bit<12>)(SWAP32(hdr.ntu.stream)[5:0]);
         if ((hdr.ntu.flags & JG_F_END) != 0) {
-            hdr.end.received = SWAP64((bit<64>)received_read.execute(meta.counter));
+            bit<64> got = (bit<64>)received_read.execute(meta.counter);  /* once: SWAP64 slices it 8 times */
+            hdr.end.received = SWAP64(got);
             meta.out_kind = OUT_NOTICE;
         } else if ((hdr.ntu.flags & JG_F_FLUSH) != 0) {
             flushed_inc.execute(meta.job);
         } else if ((hdr.ntu.flags & JG_F_FINISH) != 0) {
             bit<32> f = flushed_read.execute(meta.job);
             seq = (bit<64>)out_seq_read.execute(meta.job);
+            meta.out_records = records_read.execute(meta.job);
             hdr.ntu.flags = JG_F_END;
             if ((bit<64>)f != SWAP64(hdr.finish.flushes)) { hdr.ntu.flags = JG_F_END | JG_F_LOSS; }
             meta.out_kind = OUT_END;
         } else {
-            received_inc.execute(meta.counter);
+            if (hdr.ntu.flags == 0) { received_inc.execute(meta.counter); }  /* a datagram's first pass */
+            tuples_inc.execute(meta.job);
             if (meta.bypass == 1) { bypassed_inc.execute(meta.job); }
             if (meta.spilled == 1) { spilled_inc.execute(meta.job); }
         }
         if (meta.out_kind == OUT_RECORD) {
             seq = (bit<64>)out_seq_next.execute(meta.job);
+            records_add.execute(meta.job);
         }
     }
 }
@@ -336,7 +361,9 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
                       inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
     JobConfig() job_config;
     Output() output;
+    Admit() admit;
     Aggregator() aggregator;
+    Passes() passes;
     StreamCounters() counters;
     Emit() emit;
 
@@ -352,29 +379,32 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
 
     apply {
         bool hit = false;
+        bool ok = true;
         bit<64> seq = 0;
         meta.out_kind = OUT_NONE;
+        meta.recirculated = 0;
+        if (ig_intr_md.ingress_port == RECIRC_PORT) { meta.recirculated = 1; }
         if (hdr.ntu.isValid()) {
             job_config.apply(hdr, meta, hit);
         }
         if (hit) {
             output.apply(hdr, meta);
-            if (hdr.ntu.flags == 0 && !(hdr.w0.isValid() && hdr.ntu.count == 0x0100
-                                        && SWAP32(hdr.tlen.len) == (bit<32>)meta.in_len
-                                        && SWAP32(hdr.ntu.stream) < JG_MAX_STREAMS)) {
-                hdr.ntu.flags = JG_F_ERROR;
-                meta.out_kind = OUT_NOTICE;
-            } else if ((hdr.ntu.flags & JG_F_END) != 0 && SWAP32(hdr.ntu.stream) >= JG_MAX_STREAMS) {
-                hdr.ntu.flags = hdr.ntu.flags | JG_F_ERROR;
+            admit.apply(hdr, meta, ok);
+            if (!ok) {
+                hdr.ntu.flags = hdr.ntu.flags | JG_F_ERROR;  /* not tuples of the job's layout: tell the controller */
                 meta.out_kind = OUT_NOTICE;
             } else {
                 aggregator.apply(hdr, meta);
+                passes.apply(hdr, meta);
                 counters.apply(hdr, meta, seq);
             }
             emit.apply(hdr, meta, seq);
         }
         if (hit && meta.out_kind == OUT_NONE) {
             drop();
+        } else if (meta.out_kind == OUT_PASS) {
+            ig_tm_md.ucast_egress_port = RECIRC_PORT;  /* the next pass: out and back into this ingress */
+            ig_tm_md.bypass_egress = 1;
         } else if (hdr.ipv4.isValid()) {
             forward.apply();
         }

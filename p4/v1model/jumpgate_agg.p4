@@ -1,9 +1,11 @@
 /* Jumpgate's switch aggregator for BMv2 (v1model): the partial aggregation of docs/switch.md.
  *
  * Shared with the Tofino program (p4/tna/jumpgate_agg.p4): sizes (../include/jumpgate_defs.p4),
- * headers and metadata, parser states, and the table-owning controls JobConfig, Output and Emit.
- * Here: the registers and their updates (controls Aggregator and StreamCounters), forwarding,
- * the IPv4 checksum and the v1model package. p4/model/switch_model.c runs the same steps.
+ * headers and metadata, parser states, the table-owning controls JobConfig, Output and Emit, and
+ * Admit and Passes (a datagram of several tuples, a pass per tuple). Here: the registers and
+ * their updates (controls Aggregator and StreamCounters), recirculation (a datagram's next pass:
+ * egress recirculates it), forwarding, the IPv4 checksum and the v1model package.
+ * p4/model/switch_model.c runs the same steps.
  *
  *   p4c --target bmv2 --arch v1model --p4runtime-files build/jumpgate_agg.p4info.txt \
  *       -o build p4/v1model/jumpgate_agg.p4
@@ -15,6 +17,9 @@
 #include "../include/headers.p4"
 #include "../include/job_config.p4"
 #include "../include/output.p4"
+#include "../include/passes.p4"
+
+#define PKT_INSTANCE_TYPE_RECIRC 4  /* BMv2's standard_metadata.instance_type of a recirculated packet */
 
 parser SwitchParser(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
     state start {
@@ -149,10 +154,10 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
                 meta.r_s0 = t0 != 0 ? (bit<64>)((int<64>)((int<32>)(t0 - JG_SUM_BIAS))) : 64w0;
                 meta.r_s1 = t1 != 0 ? (bit<64>)((int<64>)((int<32>)(t1 - JG_SUM_BIAS))) : 64w0;
                 meta.r_nulls = (t0 != 0 ? 8w0 : meta.s0_out_null) | (t1 != 0 ? 8w0 : meta.s1_out_null);
-                meta.out_kind = OUT_RECORD;
+                meta.rec = 1;
             }
-        } else if (hdr.ntu.flags == 0) {
-            /* a data tuple */
+        } else if (hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) {
+            /* a data tuple: this pass's (the datagram's first not yet taken) */
             bit<1> key_is_null = (hdr.nulls.data & meta.key_null) != 0 ? 1w1 : 1w0;
             meta.v0_null_hit = (hdr.nulls.data & meta.v0_null) != 0 ? 1w1 : 1w0;
             meta.v1_null_hit = (hdr.nulls.data & meta.v1_null) != 0 ? 1w1 : 1w0;
@@ -185,7 +190,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
                 meta.r_nulls = (key_is_null == 1 ? 8w1 : 8w0)
                              | (meta.v0_null_hit == 1 ? meta.s0_out_null : 8w0)
                              | (meta.v1_null_hit == 1 ? meta.s1_out_null : 8w0);
-                meta.out_kind = OUT_RECORD;
+                meta.rec = 1;
             } else if (meta.spilled == 1 || meta.rej0 == 1 || meta.rej1 == 1) {
                 /* a spill record: what the slot could not take, the other sums NULL */
                 meta.spilled = 1;
@@ -193,16 +198,20 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
                 meta.r_s0 = meta.rej0 == 1 ? meta.v0 : 64w0;
                 meta.r_s1 = meta.rej1 == 1 ? meta.v1 : 64w0;
                 meta.r_nulls = (meta.rej0 == 1 ? 8w0 : meta.s0_out_null) | (meta.rej1 == 1 ? 8w0 : meta.s1_out_null);
-                meta.out_kind = OUT_RECORD;
+                meta.rec = 1;
             }
         }
     }
 }
 
-/* Per job: datagrams received per input stream, records sent, FLUSHes processed, bypasses, spills. */
+/* Per job: data datagrams received per input stream (on their first pass), tuples taken through
+ * the table (a pass each), output datagrams (out_seq numbers them) and the records in them,
+ * FLUSHes processed, bypasses, spills. */
 control StreamCounters(inout headers_t hdr, inout metadata_t meta, out bit<64> seq) {
     register<bit<32>>(JG_STREAM_COUNTERS) received;
+    register<bit<32>>(JG_MAX_JOBS) tuples;
     register<bit<32>>(JG_MAX_JOBS) out_seq;
+    register<bit<32>>(JG_MAX_JOBS) records;
     register<bit<32>>(JG_MAX_JOBS) flushed;
     register<bit<32>>(JG_MAX_JOBS) bypassed;
     register<bit<32>>(JG_MAX_JOBS) spilled;
@@ -224,6 +233,7 @@ control StreamCounters(inout headers_t hdr, inout metadata_t meta, out bit<64> s
         } else if ((hdr.ntu.flags & JG_F_FINISH) != 0) {
             /* the END of the switch's output stream; LOSS when FLUSHes went missing */
             out_seq.read(s, (bit<32>)meta.job);
+            records.read(meta.out_records, (bit<32>)meta.job);
             flushed.read(f, (bit<32>)meta.job);
             seq = (bit<64>)s;
             hdr.ntu.flags = JG_F_END;
@@ -232,8 +242,12 @@ control StreamCounters(inout headers_t hdr, inout metadata_t meta, out bit<64> s
             }
             meta.out_kind = OUT_END;
         } else {
-            received.read(r, (bit<32>)meta.counter);
-            received.write((bit<32>)meta.counter, r + 1);
+            if (hdr.ntu.flags == 0) {  /* a datagram's first pass */
+                received.read(r, (bit<32>)meta.counter);
+                received.write((bit<32>)meta.counter, r + 1);
+            }
+            tuples.read(r, (bit<32>)meta.job);
+            tuples.write((bit<32>)meta.job, r + 1);
             if (meta.bypass == 1) {
                 bypassed.read(r, (bit<32>)meta.job);
                 bypassed.write((bit<32>)meta.job, r + 1);
@@ -247,6 +261,8 @@ control StreamCounters(inout headers_t hdr, inout metadata_t meta, out bit<64> s
             out_seq.read(s, (bit<32>)meta.job);
             out_seq.write((bit<32>)meta.job, s + 1);
             seq = (bit<64>)s;
+            records.read(r, (bit<32>)meta.job);
+            records.write((bit<32>)meta.job, r + (bit<32>)meta.n_rec);
         }
     }
 }
@@ -254,7 +270,9 @@ control StreamCounters(inout headers_t hdr, inout metadata_t meta, out bit<64> s
 control SwitchIngress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
     JobConfig() job_config;
     Output() output;
+    Admit() admit;
     Aggregator() aggregator;
+    Passes() passes;
     StreamCounters() counters;
     Emit() emit;
 
@@ -270,29 +288,30 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta, inout standard
 
     apply {
         bool hit = false;
+        bool ok = true;
         bit<64> seq = 0;
         meta.out_kind = OUT_NONE;
+        meta.recirculated = sm.instance_type == PKT_INSTANCE_TYPE_RECIRC ? 1w1 : 1w0;
         if (hdr.ntu.isValid()) {
             job_config.apply(hdr, meta, hit);
         }
         if (hit) {
             output.apply(hdr, meta);
-            if (hdr.ntu.flags == 0 && !(hdr.w0.isValid() && hdr.ntu.count == 0x0100
-                                        && SWAP32(hdr.tlen.len) == (bit<32>)meta.in_len
-                                        && SWAP32(hdr.ntu.stream) < JG_MAX_STREAMS)) {
-                hdr.ntu.flags = JG_F_ERROR;  /* not one tuple of the job's layout: tell the controller */
-                meta.out_kind = OUT_NOTICE;
-            } else if ((hdr.ntu.flags & JG_F_END) != 0 && SWAP32(hdr.ntu.stream) >= JG_MAX_STREAMS) {
-                hdr.ntu.flags = hdr.ntu.flags | JG_F_ERROR;
+            admit.apply(hdr, meta, ok);
+            if (!ok) {
+                hdr.ntu.flags = hdr.ntu.flags | JG_F_ERROR;  /* not tuples of the job's layout: tell the controller */
                 meta.out_kind = OUT_NOTICE;
             } else {
                 aggregator.apply(hdr, meta);
+                passes.apply(hdr, meta);
                 counters.apply(hdr, meta, seq);
             }
             emit.apply(hdr, meta, seq);
         }
         if (hit && meta.out_kind == OUT_NONE) {
             mark_to_drop(sm);
+        } else if (meta.out_kind == OUT_PASS) {
+            sm.egress_spec = sm.ingress_port;  /* not sent: SwitchEgress recirculates it */
         } else if (hdr.ipv4.isValid()) {
             forward.apply();
         }
@@ -300,7 +319,13 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta, inout standard
 }
 
 control SwitchEgress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
-    apply { }
+    apply {
+        if (meta.out_kind == OUT_PASS) {
+            /* the datagram's next pass: back into the ingress parser as deparsed (NTU with
+             * JG_F_PASS, its records, the tuples still to come); no metadata needs to survive */
+            recirculate_preserving_field_list(0);
+        }
+    }
 }
 
 control SwitchComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
@@ -319,8 +344,13 @@ control SwitchDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.udp);
         pkt.emit(hdr.ntu);
+        pkt.emit(hdr.pass);
         pkt.emit(hdr.end);
         pkt.emit(hdr.finish);
+        pkt.emit(hdr.rec0);
+        pkt.emit(hdr.rec1);
+        pkt.emit(hdr.rec2);
+        pkt.emit(hdr.rec3);
         pkt.emit(hdr.tlen);
         pkt.emit(hdr.nulls);
         pkt.emit(hdr.w0);
@@ -331,12 +361,6 @@ control SwitchDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.w5);
         pkt.emit(hdr.w6);
         pkt.emit(hdr.w7);
-        pkt.emit(hdr.out_len);
-        pkt.emit(hdr.out_nulls);
-        pkt.emit(hdr.out_key);
-        pkt.emit(hdr.out_w0);
-        pkt.emit(hdr.out_w1);
-        pkt.emit(hdr.out_w2);
     }
 }
 

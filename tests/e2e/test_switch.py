@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from jumpgate.client import JobFailed, Jumpgate
+from jumpgate.ncas.switch import defs
 
 from .conftest import switch_model_server
 
@@ -74,6 +75,10 @@ def test_store_sales_through_the_switch_model_matches_duckdb(switch_server, tpcd
     tuples_in, tuples_out = phase["tuples_in"], phase["tuples_out"]
     assert tuples_in == sum(r[1] for r in want)
     assert tuples_out < tuples_in / 10
+    # the scan packed its tuples up to the switch's TUPLES_PER_DATAGRAM per datagram (docs/switch.md):
+    # bytes in = datagrams x 24-byte header + tuples x (4-byte length + 24-byte tuple)
+    datagrams = (phase["bytes_in"] - tuples_in * (4 + 24)) / 24
+    assert tuples_in / defs.TUPLES_PER_DATAGRAM <= datagrams < tuples_in / (defs.TUPLES_PER_DATAGRAM - 1)
     print(f"\nswitch (model) data reduction on TPC-DS store_sales sf {SF}: {tuples_in} tuples in, "
           f"{tuples_out} out ({tuples_in / tuples_out:.1f}x; bypassed {phase['switch_bypassed']}, "
           f"spilled {phase['switch_spilled']}); thesis at sf 100: 43x")

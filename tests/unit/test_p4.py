@@ -22,7 +22,8 @@ from jumpgate.ncas.switch.controller import CONTROLS, JobConfig, Output, TableEn
 
 P4 = defs.p4_dir()
 PROGRAMS = {"v1model": P4 / "v1model" / "jumpgate_agg.p4", "tna": P4 / "tna" / "jumpgate_agg.p4"}
-SHARED = ("include/job_config.p4", "include/output.p4")
+SHARED = ("include/job_config.p4", "include/output.p4", "include/passes.p4")
+RUNTIME = Path(__file__).resolve().parents[2] / "ncas" / "runtime"
 
 
 def source(arch: str) -> str:
@@ -117,6 +118,83 @@ def test_every_way_has_its_registers_hash_and_steps(arch):
         for step in ("TRY_WAY", "AT_WAY", "TAKE_WAY"):
             assert f"{step}({w})" in text, (step, w)
     assert "seq[18:16]" in text and defs.FLUSH_WAY_SHIFT == 16 and defs.WAYS == 8
+
+
+def _uncommented(path: Path) -> str:
+    return re.sub(r"/\*.*?\*/", "", path.read_text(), flags=re.S)
+
+
+def test_datagrams_of_several_tuples_agree_everywhere():
+    """JG_TUPLES_PER_DATAGRAM (docs/switch.md, "Several tuples per datagram") is what the model
+    checks a datagram against and what the plugin announces, and what the P4 programs' shared
+    parts are written out for (P4 has no loops over a #define): the record stacks have that many
+    entries of each kind (0 .. JG_MAX_OUT_WORDS words), the parser reads 1 .. N-1 records of every
+    kind before a recirculated datagram's next tuple, and Admit's UDP length adds up to N tuples."""
+    n = defs.TUPLES_PER_DATAGRAM
+    assert 1 < n <= 16
+    headers = _uncommented(P4 / "include/headers.p4")
+    for k in range(defs.MAX_OUT_WORDS + 1):
+        words = re.search(rf"header rec{k}_h \{{([^}}]*)\}}", headers).group(1)
+        assert re.findall(r"bit<64> w(\d)", words) == [str(i) for i in range(k)], f"rec{k}_h"
+        assert re.search(rf"rec{k}_h\[JG_TUPLES_PER_DATAGRAM\] rec{k};", headers), f"stack rec{k}"
+    parser = _uncommented(P4 / "include/parser_states.p4")
+    pass_state = parser[parser.index("state parse_pass"):parser.index("#define REC_STATES")]
+    cases = set(re.findall(r"\((\d), (\d)\): parse_rec(\d)_(\d);", pass_state))
+    assert cases == {(str(k), str(r), str(k), str(r)) for k in range(defs.MAX_OUT_WORDS + 1) for r in range(1, n)}
+    states = parser[parser.index("#define REC_STATES"):parser.index("state parse_end")]
+    for r in range(1, n):
+        body = re.search(rf"state parse_rec##K##_{r} \{{(.*?)transition parse_tuple;", states, re.S).group(1)
+        assert body.count("pkt.extract(hdr.rec##K.next)") == r, r
+    assert re.findall(r"REC_STATES\((\d)\)", states) == [str(k) for k in range(defs.MAX_OUT_WORDS + 1)]
+    admit = _uncommented(P4 / "include/passes.p4")
+    assert re.findall(r"ADD_TUPLE\((\d+)\)\n", admit) == [str(k) for k in range(1, n)]
+    model = (P4 / "model" / "switch_model.c").read_text()
+    assert "h.count > JG_TUPLES_PER_DATAGRAM" in model and "rec[JG_TUPLES_PER_DATAGRAM]" in model
+
+
+def test_flags_as_the_p4_programs_read_them():
+    """The P4 programs read the little-endian u16 flags as extracted (bytes swapped): the JG_F_*
+    of jumpgate_defs.p4 are the transport's flags (ncas/runtime/jg_udp.h) swapped, and JG_F_PASS,
+    the switch's own mark on a datagram it recirculates, is none of the transport's flags."""
+    d = defs.read_defs()
+    wire = {m.group(1): int(m.group(2), 16) for m in re.finditer(r"#define JG_UDP_F_(\w+) (0x[0-9a-fA-F]+)u",
+                                                                   (RUNTIME / "jg_udp.h").read_text())}
+
+    def swapped(v: int) -> int:
+        return (v & 0xFF) << 8 | v >> 8
+
+    for name in ("END", "LOSS", "FLUSH", "FINISH", "DISCARD", "ERROR"):
+        assert d[f"JG_F_{name}"] == swapped(wire[name]), name
+    assert d["JG_F_PASS"] not in {swapped(v) for v in wire.values()}
+    assert bin(d["JG_F_PASS"]).count("1") == 1
+
+
+# Tofino 1's PHV (p4c's backends/tofino/bf-p4c/phv/phv_spec.cpp, TofinoPhvSpec): 64 x 32-bit, 96 x
+# 16-bit and 64 x 8-bit containers the MAU reads and writes (4096 bits), plus 2048 bits of tagalong
+# containers only the parser and deparser reach.
+TOFINO1_MAU_PHV_BITS = 64 * 32 + 96 * 16 + 64 * 8
+
+
+def test_a_pass_fits_tofino_1s_phv():
+    """What a data pass holds in PHV, counted from headers.p4 without any of the compiler's overlays
+    but one (a job's records are of one kind: the stacks rec0..rec3 are never valid together, nor
+    a tuple with an END or FINISH payload): every header the MAU touches (all but Ethernet), the
+    largest record stack and the metadata. JG_TUPLES_PER_DATAGRAM is bounded by this (docs/switch.md,
+    "Several tuples per datagram"): 8 would need about 1400 bits more than there are."""
+    text = _uncommented(P4 / "include/headers.p4")
+    header_bits = {m.group(1): sum(int(b) for b in re.findall(r"bit<(\d+)>", m.group(2)))
+                   for m in re.finditer(r"header (\w+)\s*\{([^}]*)\}", text)}
+    fields = re.search(r"struct headers_t\s*\{([^}]*)\}", text).group(1)
+    held = {name: header_bits[typ] * (defs.TUPLES_PER_DATAGRAM if stack else 1)
+            for typ, stack, name in re.findall(r"(\w+)(\[\w+\])?\s+(\w+);", fields)}
+    records = max(held.pop(f"rec{k}") for k in range(defs.MAX_OUT_WORDS + 1))
+    for name in ("ethernet", "end", "finish"):
+        held.pop(name)
+    meta = re.search(r"struct metadata_t\s*\{([^}]*)\}", text).group(1)
+    meta_bits = sum(int(b) for b in re.findall(r"bit<(\d+)>\s+\w+;", meta))
+    total = sum(held.values()) + records + meta_bits
+    assert records == defs.TUPLES_PER_DATAGRAM * (32 + 64 * (2 + defs.MAX_OUT_WORDS))
+    assert total <= TOFINO1_MAU_PHV_BITS, f"{total} bits in PHV for a pass; Tofino 1 has {TOFINO1_MAU_PHV_BITS}"
 
 
 def _compile(cmd: list[str], tmp_path: Path) -> subprocess.CompletedProcess:

@@ -34,15 +34,17 @@ def model(tmp_path_factory):
     assert backend.proc is None
 
 
-def run_job(model, plan, rows_by_stream: dict[int, list[tuple]], slots: JobSlots):
-    """Configure, send every stream's rows and END, flush, return (records table, job, notices)."""
+def run_job(model, plan, rows_by_stream: dict[int, list[tuple]], slots: JobSlots,
+            per_datagram: dict[int, int] | None = None):
+    """Configure, send every stream's rows (`per_datagram[stream]` tuples per datagram, default 1)
+    and END, flush, return (records table, job, notices)."""
     dst = UdpReceiver()
     job = ModelJob(model, plan, slots, dst)
     dst.start(1, job.query.layout)
     try:
         for stream, rows in rows_by_stream.items():
-            job.send_rows(rows, stream)
-            job.end(stream)
+            job.send_rows(rows, stream, (per_datagram or {}).get(stream, 1))
+            job.end(stream, len(rows))
         notices = {}
         while len(notices) < len(rows_by_stream):
             h, data = job.notice()
@@ -57,10 +59,13 @@ def run_job(model, plan, rows_by_stream: dict[int, list[tuple]], slots: JobSlots
         job.close()
 
 
-def test_records_add_up_to_the_exact_aggregation(model):
+@pytest.mark.parametrize("per_datagram", [1, defs.TUPLES_PER_DATAGRAM], ids=["1-per-datagram", "N-per-datagram"])
+def test_records_add_up_to_the_exact_aggregation(model, per_datagram):
     """512 slots in each of 8 ways for 8000 keys (many find no room), NULL keys and values, int32
     values both signs, values beyond 2^30 (no slot's sum takes them) and near 2^29 (a slot's sum
-    cannot take them all): both spill; count of a nullable column."""
+    cannot take them all): both spill; count of a nullable column. Sent one tuple per datagram, and
+    several: stream 0 `per_datagram`, stream 5 one fewer (1 at least), each ending on a short
+    datagram; every datagram's bypassed and spilled tuples leave in one record datagram."""
     rng = random.Random(7)
     plan = bind(partial_request({"g": "int64", "x": "int32", "b": "int64"}, "g",
                                 [{"name": "n", "fn": "count", "expr": "x"},
@@ -74,14 +79,19 @@ def test_records_add_up_to_the_exact_aggregation(model):
         b = (None if r < 0.05 else rng.choice([2**62, -2**63, 2**30, -2**30]) if r < 0.07
              else rng.randrange(2**28, 2**29) * rng.choice([1, -1]) if r < 0.5 else rng.randrange(-1000, 1000))
         rows.append((g, x, b))
-    streams = {0: rows[:18000], 5: rows[18000:]}
+    streams = {0: rows[:18001], 5: rows[18001:]}
+    sizes = {0: per_datagram, 5: max(1, per_datagram - 1)}
     slots = JobSlots(job=3, base=1536, size=512, tag=0xBEEF)
-    table, job, notices = run_job(model, plan, streams, slots)
-    assert notices == {s: (len(r), len(r), len(r)) for s, r in streams.items()}
+    table, job, notices = run_job(model, plan, streams, slots, sizes)
+    datagrams = {s: -(-len(r) // sizes[s]) for s, r in streams.items()}
+    assert notices == {s: (datagrams[s], len(r), datagrams[s]) for s, r in streams.items()}  # received: datagrams
     got = merge_partials(table, "g", ["n", "sx", "sb"], {"n": "count", "sx": "sum", "sb": "sum"})
     assert got == exact(rows, 0, [("n", "count", 1), ("sx", "sum", 1), ("sb", "sum", 2)])
-    out, bypassed, spilled = (job.register(r, 3)[0] for r in ("out_seq", "bypassed", "spilled"))
-    assert table.num_rows == out
+    out, records, tuples, bypassed, spilled = (job.register(r, 3)[0]
+                                               for r in ("out_seq", "records", "tuples", "bypassed", "spilled"))
+    assert table.num_rows == records and tuples == len(rows)
+    # a datagram's records leave together: fewer output datagrams than records when several per datagram
+    assert (out == records) if per_datagram == 1 else (out < records)
     assert bypassed > 400 and spilled > 100  # no room and NULL keys; huge values and sums out of range
     occupied = table.num_rows - bypassed - spilled
     assert 0 < occupied <= defs.WAYS * 512
@@ -164,9 +174,21 @@ def test_end_notice_counts_what_arrived_and_bad_datagrams_are_reported(model):
         job.send_raw(udp.data_datagram(0, 0, [b"\0" * (t + 8)]))  # not the job's tuple length
         h, _ = job.notice()
         assert h.flags & udp.F_ERROR
-        job.send_raw(udp.data_datagram(0, 1, [b"\0" * t, b"\0" * t]))  # two tuples: not towards a switch
+        n = defs.TUPLES_PER_DATAGRAM
+        job.send_raw(udp.data_datagram(0, 1, [b"\0" * t] * (n + 1)))  # more tuples than a datagram may carry
+        h, _ = job.notice()
+        assert h.flags & udp.F_ERROR and h.count == n + 1
+        job.send_raw(udp.pack_header(0, 2, 2) + udp.frame(b"\0" * t))  # says 2 tuples, carries 1
         h, _ = job.notice()
         assert h.flags & udp.F_ERROR
+        assert job.register("received", 5 * defs.MAX_STREAMS)[0] == 0  # none of them counted
+        # the right size in all, but the second tuple's length prefix is wrong: the datagram was
+        # counted on its first pass, and the second pass finds it
+        job.send_raw(udp.pack_header(0, 3, 2) + udp.frame(b"\0" * t) + struct.pack("<I", t + 8) + b"\0" * t)
+        h, _ = job.notice()
+        assert h.flags & udp.F_ERROR and h.count == 2
+        assert job.register("received", 5 * defs.MAX_STREAMS)[0] == 1
+        assert job.register("tuples", 5)[0] == 7 + 1  # stream 2's seven, and the first tuple of that one
     finally:
         job.close()
 
@@ -205,6 +227,89 @@ def test_coalesced_runs_of_datagrams_are_cut_into_their_datagrams(model):
         h, data = job.notice()
         assert (h.flags, h.seq) == (udp.F_END, 1000)
         assert udp.END_PAYLOAD.unpack_from(data, udp.HEADER_SIZE) == (1000, 1000)  # every datagram counted
+        job.flush()
+        assert dst.wait(10), dst.error
+        got = merge_partials(dst.table(), "k", ["s"], {"s": "sum"})
+        assert got == exact(rows, 0, [("s", "sum", 1)])
+    finally:
+        dst.close()
+        job.close()
+
+
+def test_one_datagram_of_keys_that_hit_claim_and_go_on(model):
+    """One datagram of TUPLES_PER_DATAGRAM tuples, a pass each (docs/switch.md, "Several tuples per
+    datagram"): a key that holds a slot (hit), a new key (claims one), a key whose slot is taken in
+    every way (no room: bypass) and a NULL key (bypass). The datagram is counted once, every tuple
+    once; its two bypasses leave in one output datagram of two records, the newest first."""
+    n = defs.TUPLES_PER_DATAGRAM
+    assert n >= 4, "this test needs room for four kinds of tuple in one datagram"
+    plan = bind(partial_request({"k": "int64", "v": "int64"}, "k",
+                                [{"name": "c", "fn": "count_star"}, {"name": "s", "fn": "sum", "expr": "v"}]))
+    slots = JobSlots(job=8, base=4096, size=512, tag=0x5EED)
+    hit, claim, full = 11, 22, 33
+    for w in range(defs.WAYS):  # another key (a first half no key of this test has) holds `full`'s slot in every way
+        model.write_registers([RegisterWrite(f"kl{w}", way_index(full, w, slots), 0x0BADCAFE)])
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as out:
+        out.bind(("127.0.0.1", 0))
+        out.settimeout(5)
+        job = ModelJob(model, plan, slots, out.getsockname()[1])
+        try:
+            job.send_rows([(hit, 1)])  # one datagram, no record: nothing leaves
+            rows = [(hit, 2), (claim, 3), (full, 4), (None, 5)] + [(hit, 100 + i) for i in range(n - 4)]
+            job.send_rows(rows, per_datagram=n)
+            job.end(tuples=1 + n)
+            h, data = job.notice()
+            assert udp.END_PAYLOAD.unpack_from(data, udp.HEADER_SIZE) == (1 + n, 2)  # tuples sent, datagrams received
+            data = out.recv(2048)
+            h = udp.parse_header(data)
+            assert (h.seq, h.count, h.flags) == (0, 2, 0)
+            layout = job.query.layout
+            body = data[udp.HEADER_SIZE:]
+            size = 4 + layout.fixed_size
+            assert len(body) == 2 * size
+            recs = [(int.from_bytes(body[i * size + 4:i * size + 5], "little"),
+                     *struct.unpack_from("<qqq", body, i * size + 12)) for i in range(2)]
+            # (null vector byte 0, key, count, sum): the NULL key's record first (pushed last)
+            assert recs == [(1, 0, 1, 5), (0, full, 1, 4)]
+            counters = {r: job.register(r, 8)[0] for r in defs.JOB_REGISTERS}
+            assert counters == {"out_seq": 1, "flushed": 0, "bypassed": 2, "spilled": 0, "tuples": 1 + n, "records": 2}
+            assert job.register("received", 8 * defs.MAX_STREAMS)[0] == 2
+            i0 = way_index(hit, 0, slots)
+            assert job.register("kh0", i0) == [(n - 2) << 32]  # the hit key: 1 + 1 + (n - 4) tuples
+            assert job.register("s0_0", i0) == [1 + 2 + sum(100 + i for i in range(n - 4)) + defs.SUM_BIAS]
+            assert job.register("kh0", way_index(claim, 0, slots)) == [1 << 32]  # claimed by its one tuple
+            job.flush(discard=True)
+            job.end(tuples=1 + n)
+            job.notice()
+        finally:
+            job.close()
+
+
+@pytest.mark.parametrize("per_datagram", [1, defs.TUPLES_PER_DATAGRAM], ids=["1-per-datagram", "N-per-datagram"])
+def test_coalesced_runs_of_multi_tuple_datagrams(model, per_datagram):
+    """GSO runs of datagrams of `per_datagram` tuples (as out_udp.c sends them towards the switch),
+    then a short last datagram and the END: the model cuts every run into its datagrams and every
+    datagram into its tuples."""
+    plan = bind(partial_request({"k": "int64", "v": "int64"}, "k", [{"name": "s", "fn": "sum", "expr": "v"}]))
+    dst = UdpReceiver()
+    job = ModelJob(model, plan, JobSlots(job=9, base=4608, size=512, tag=9), dst)
+    dst.start(1, job.query.layout)
+    rows = [(i % 300, i) for i in range(64 * per_datagram * 3 + per_datagram - 1 if per_datagram > 1 else 1000)]
+    cut = [rows[i:i + per_datagram] for i in range(0, len(rows), per_datagram)]
+    dgrams = [udp.data_datagram(0, i, [encode_tuple(r, job.in_layout) for r in part]) for i, part in enumerate(cut)]
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            full = [d for d in dgrams if len(d) == len(dgrams[0])]
+            for at in range(0, len(full), 64):
+                run = full[at:at + 64]
+                s.sendmsg([b"".join(run)], [(socket.SOL_UDP, UDP_SEGMENT, struct.pack("=H", len(run[0])))],
+                           0, (job.host, job.port))
+            for d in dgrams[len(full):]:  # the short last one
+                s.sendto(d, (job.host, job.port))
+        job.end(tuples=len(rows))
+        h, data = job.notice()
+        assert udp.END_PAYLOAD.unpack_from(data, udp.HEADER_SIZE) == (len(rows), len(dgrams))
+        assert job.register("tuples", 9)[0] == len(rows)
         job.flush()
         assert dst.wait(10), dst.error
         got = merge_partials(dst.table(), "k", ["s"], {"s": "sum"})

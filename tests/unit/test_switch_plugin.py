@@ -171,13 +171,19 @@ def switch_instance(service, tmp_path, job_id="j1"):
     return impl, impl.instantiate(job.pipeline.build_spec(node, job_id), ctx)
 
 
-def send_as_scan(ep: Endpoint, rows, layout, claim: int | None = None, stream: int = 0) -> None:
+def send_as_scan(ep: Endpoint, rows, layout, claim: int | None = None, stream: int = 0,
+                 claim_tuples: int | None = None) -> None:
+    """Rows as a scan sends them: up to the endpoint's max_tuples per datagram, then the END
+    (claiming `claim` datagrams and `claim_tuples` tuples when given, to play loss)."""
+    per = ep.max_tuples or 1
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        for i, row in enumerate(rows):
-            s.sendto(udp.data_datagram(stream, i, [encode_tuple(row, layout)]), (ep.host, ep.port))
-        n = len(rows) if claim is None else claim
+        for i, at in enumerate(range(0, len(rows), per)):
+            tuples = [encode_tuple(row, layout) for row in rows[at:at + per]]
+            s.sendto(udp.data_datagram(stream, i, tuples), (ep.host, ep.port))
+        n = -(-len(rows) // per) if claim is None else claim
         for _ in range(3):
-            s.sendto(udp.end_datagram(stream, n, n), (ep.host, ep.port))
+            s.sendto(udp.end_datagram(stream, n, len(rows) if claim_tuples is None else claim_tuples),
+                     (ep.host, ep.port))
 
 
 def test_life_cycle_against_the_model(service, tmp_path):
@@ -186,7 +192,7 @@ def test_life_cycle_against_the_model(service, tmp_path):
     try:
         inst.compile()
         [ep] = inst.allocate()
-        assert (ep.transport, ep.max_tuples) == ("udp", 1)
+        assert (ep.transport, ep.max_tuples) == ("udp", defs.TUPLES_PER_DATAGRAM)
         assert impl.pool.free == 0 and impl.backend.proc is not None
         dst.start(1, inst.query.layout)
         inst.configure([[Destination(Endpoint("127.0.0.1", dst.port, "udp"), 0, 1)]])
@@ -198,6 +204,8 @@ def test_life_cycle_against_the_model(service, tmp_path):
         assert dst.wait(10), dst.error
         table = dst.table()
         assert stats.tuples_in == 5000 and stats.tuples_out == table.num_rows
+        datagrams = -(-5000 // defs.TUPLES_PER_DATAGRAM)  # the last one short when 5000 is not a multiple
+        assert stats.bytes_in == datagrams * udp.HEADER_SIZE + 5000 * (4 + inst.query.in_len)
         assert stats.extra["switch_slots"] == defs.TABLE_SLOTS
         got = merge_partials(table, "ss_item_sk", ["cnt", "total"], {"cnt": "count_star", "total": "sum"})
         assert got == exact(rows, 0, [("cnt", "count_star", None), ("total", "sum", 1)])
@@ -228,6 +236,61 @@ def test_loss_before_the_switch_fails_the_job_and_destroy_clears_the_slots(servi
         inst.destroy()
         impl.backend.close()
     assert impl.backend.proc is None
+
+
+def test_execute_waits_until_the_switch_has_taken_every_tuple(service, tmp_path):
+    """The switch counts a datagram on its first pass and its later tuples on their own passes
+    (recirculated, docs/switch.md): the END notices may come before the last tuples have been
+    through the table. execute flushes only once the `tuples` counter reaches what the ENDs count,
+    and fails with loss inside the switch when it stands still short of that."""
+    from jumpgate.ncas.switch.controller import RegisterWrite
+
+    impl, inst = switch_instance(service, tmp_path)
+    dst = UdpReceiver()
+    try:
+        inst.compile()
+        [ep] = inst.allocate()
+        dst.start(1, inst.query.layout)
+        inst.configure([[Destination(Endpoint("127.0.0.1", dst.port, "udp"), 0, 1)]])
+        rows = [(k % 7, Decimal(k)) for k in range(10)]
+        # the ENDs say 2 tuples more than the model has taken: as if they were still recirculating
+        send_as_scan(ep, rows, inst.spec.inputs[0].spec.layout, claim_tuples=12)
+        late = threading.Timer(0.5, impl.backend.write_registers, [[RegisterWrite("tuples", inst.slots.job, 12)]])
+        late.start()
+        t0 = time.monotonic()
+        stats = inst.execute(0)
+        late.join()
+        assert time.monotonic() - t0 >= 0.5 and stats.tuples_in == 12
+        assert dst.wait(10), dst.error
+    finally:
+        dst.close()
+        inst.destroy()
+    impl, inst = switch_instance(service, tmp_path, "j2")
+    try:
+        inst.compile()
+        [ep] = inst.allocate()
+        inst.configure([[Destination(Endpoint("127.0.0.1", 9, "udp"), 0, 1)]])
+        send_as_scan(ep, [(k, 1.0) for k in range(10)], inst.spec.inputs[0].spec.layout, claim_tuples=12)
+        with pytest.raises(NcaError, match="UDP loss inside the switch: it took 10 of the 12 tuples"):
+            inst.execute(0)
+    finally:
+        inst.destroy()
+
+
+def test_the_destination_must_take_a_datagram_of_records(service, tmp_path):
+    """An input datagram's records leave together (up to TUPLES_PER_DATAGRAM of them): a destination
+    that takes fewer per datagram, or smaller datagrams, is refused at configure, saying why."""
+    impl, inst = switch_instance(service, tmp_path)
+    try:
+        inst.compile()
+        inst.allocate()
+        n = defs.TUPLES_PER_DATAGRAM
+        with pytest.raises(NcaError, match=f"up to {n} records per datagram; its destination 127.0.0.1:9 takes 1"):
+            inst.configure([[Destination(Endpoint("127.0.0.1", 9, "udp", max_tuples=1), 0, 1)]])
+        with pytest.raises(NcaError, match="datagrams of up to .* bytes; its destination 127.0.0.1:9 takes 40"):
+            inst.configure([[Destination(Endpoint("127.0.0.1", 9, "udp", max_datagram=40), 0, 1)]])
+    finally:
+        inst.destroy()
 
 
 def test_configure_clears_a_block_not_known_clear(service, tmp_path):

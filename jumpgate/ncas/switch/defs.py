@@ -34,6 +34,7 @@ MAX_STREAMS: int = _D["JG_MAX_STREAMS"]
 MAX_IN_FIELDS: int = _D["JG_MAX_IN_FIELDS"]
 MIN_TUPLE_BYTES: int = _D["JG_MIN_TUPLE_BYTES"]
 MAX_TUPLE_BYTES: int = _D["JG_MAX_TUPLE_BYTES"]
+TUPLES_PER_DATAGRAM: int = _D["JG_TUPLES_PER_DATAGRAM"]  # input tuples a data datagram towards it may carry
 VALUE_BITS: int = _D["JG_VALUE_BITS"]
 SUM_BIAS: int = _D["JG_SUM_BIAS"]
 SUM_SPAN: int = _D["JG_SUM_SPAN"]
@@ -47,5 +48,7 @@ MAX_SUMS = 2  # registers s0_* and s1_*
 # s0_<w> and s1_<w> (0 = no value, else the sum + SUM_BIAS); WAY_SLOTS cells each.
 WAY_REGISTERS = tuple((f"kl{w}", f"kh{w}", f"s0_{w}", f"s1_{w}") for w in range(WAYS))
 SLOT_REGISTERS = tuple(r for way in WAY_REGISTERS for r in way)
-JOB_REGISTERS = ("out_seq", "flushed", "bypassed", "spilled")  # one cell per job
-STREAM_REGISTER = "received"  # one cell per (job, stream): job * MAX_STREAMS + stream
+# One cell per job: output datagrams (out_seq numbers them), FLUSHes processed, bypassed tuples, spill
+# records, input tuples taken through the table (tuples), tuples in the output datagrams (records).
+JOB_REGISTERS = ("out_seq", "flushed", "bypassed", "spilled", "tuples", "records")
+STREAM_REGISTER = "received"  # data datagrams per (job, stream): job * MAX_STREAMS + stream

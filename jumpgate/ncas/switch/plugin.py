@@ -11,7 +11,7 @@ Two registered implementations share this code and differ only in the switch beh
 
 Operator interface: only what the switch can do (controller/query.py): a partial aggregation by
 one key of at most 64 bits with at most two integer or decimal sums and one count, fixed-size
-tuples of at most eight fields arriving over UDP one per datagram; it emits the contract layout of
+tuples of at most eight fields arriving over UDP, up to defs.TUPLES_PER_DATAGRAM per datagram; it emits the contract layout of
 the partial-state schema over UDP, so the final aggregation reads it like any partial output.
 Its register slots are a pool (ResourceRequest.pools) the plugin leases per job: two jobs never
 share slots, and the service's capacity check maps a job that would find none to software NCAs.
@@ -21,7 +21,8 @@ backend, take the job's UDP ingress port and a control socket; configure = write
 entries (controller.py) and reset its counters; execute = wait for every sender's END (forwarded
 by the switch with its own count of what arrived: loss fails the job, and so does an END that has
 not come once the executor said the senders finished and the switch stopped counting their
-datagrams, `senders_finished`), then flush the job's slots
+datagrams, `senders_finished`) and until the switch has taken every tuple those ENDs count through its
+table (a datagram's later tuples recirculate inside the switch), then flush the job's slots
 (one FLUSH datagram per slot; the data plane emits occupied ones) and end the switch's output
 stream (FINISH); destroy = clear what a failed job left (FLUSH with DISCARD), delete the entries,
 reset the counters, release the port, the backend and the lease.
@@ -155,7 +156,8 @@ class SwitchAggregatorNca(NcaImplementation):
                    **{fn.value: SUM_AND_COUNT_ONLY for fn in AggFn if fn not in FUNCTIONS}}
         why_not.update({c.id: COLUMNS_ONLY for c in language.CONSTRUCTS if c.id != "column"})
         why_not.update({f.name: COLUMNS_ONLY for f in language.FUNCTION_LIST})
-        return Support(operations={"aggregate": f"{PARTIAL_ONLY}; NTF over UDP in, one tuple per datagram, "
+        return Support(operations={"aggregate": f"{PARTIAL_ONLY}; NTF over UDP in, up to "
+                                                f"{defs.TUPLES_PER_DATAGRAM} tuples per datagram, "
                                                 f"at most {defs.MAX_IN_FIELDS} fields"},
                        types=types, expressions={"column": "group key, summed and counted values"},
                        aggregates=aggregates, why_not=why_not)
@@ -174,7 +176,8 @@ class SwitchAggregatorNca(NcaImplementation):
     def match_input(self, plan, ops, inputs) -> Verdict[None]:
         if len(inputs) != 1 or inputs[0].format != NTF or inputs[0].transport != "udp" or inputs[0].layout is None:
             got = ", ".join(i.describe() for i in inputs) or "nothing"
-            return Verdict.no(f"receives NTF over udp only (one tuple per datagram), got {got}")
+            return Verdict.no(f"receives NTF over udp only (up to {defs.TUPLES_PER_DATAGRAM} tuples per datagram), "
+                              f"got {got}")
         op = plan.op(ops[0])
         why = input_reason(inputs[0].layout, plan.input_schema(op.input))
         return Verdict.no(why) if why else Verdict.yes()
@@ -266,7 +269,9 @@ class SwitchInstance(NcaInstance):
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         self.sock.bind((self.backend.controller_host, 0))
         host, port = self.ingress
-        return [Endpoint(host, port, "udp", max_tuples=1)]
+        # the sender packs up to TUPLES_PER_DATAGRAM tuples per datagram: what the parser and the
+        # record stack of a recirculating datagram allow (docs/switch.md)
+        return [Endpoint(host, port, "udp", max_tuples=defs.TUPLES_PER_DATAGRAM)]
 
     def configure(self, destinations: list[list[Destination]]) -> None:
         if len(destinations) != 1 or len(destinations[0]) != 1:
@@ -275,6 +280,7 @@ class SwitchInstance(NcaInstance):
         if dest.endpoint.transport != "udp" or dest.streams != 1:
             raise NcaError(f"the switch sends one UDP stream, not {dest.streams} over {dest.endpoint.transport}")
         assert self.query is not None and self.slots is not None and self.ingress is not None and self.sock
+        _check_destination_limits(dest.endpoint, self.query)
         ctrl_host, ctrl_port = self.sock.getsockname()
         self.entries = (JobConfig.entries(self.query, self.slots, self.ingress[1])
                         + Output.entries(self.query, self.slots.job, resolve_ipv4(dest.endpoint.host),
@@ -289,19 +295,22 @@ class SwitchInstance(NcaInstance):
     def execute(self, phase: int) -> PhaseStats:
         t0 = time.monotonic_ns()
         ends = self._wait_for_senders()
-        received = sum(r for _, _, r in ends.values())
+        datagrams = sum(r for _, _, r in ends.values())
+        tuples_in = sum(t for _, t, _ in ends.values())
+        self._wait_for_tuples(tuples_in)
         flush_t0 = time.monotonic_ns()
         self._flush(0)
         self.flushed = True
         self.backend.clean_blocks |= self._blocks()
         assert self.slots is not None
         job = self.slots.job
-        out, bypassed, spilled = (self.backend.read_register(r, job)[0] for r in ("out_seq", "bypassed", "spilled"))
+        out_dgrams, out, bypassed, spilled = (self.backend.read_register(r, job)[0]
+                                              for r in ("out_seq", "records", "bypassed", "spilled"))
         wall = time.monotonic_ns() - t0
-        record = HEADER_SIZE + 4 + self.query.layout.fixed_size  # type: ignore[union-attr]
-        return PhaseStats(wall_ns=wall, wait_in_ns=flush_t0 - t0, tuples_in=received,
-                          bytes_in=received * (HEADER_SIZE + 4 + self.query.in_len),  # type: ignore[union-attr]
-                          tuples_out=out, bytes_out=out * record,
+        record = 4 + self.query.layout.fixed_size  # type: ignore[union-attr]
+        return PhaseStats(wall_ns=wall, wait_in_ns=flush_t0 - t0, tuples_in=tuples_in,
+                          bytes_in=datagrams * HEADER_SIZE + tuples_in * (4 + self.query.in_len),  # type: ignore[union-attr]
+                          tuples_out=out, bytes_out=out_dgrams * HEADER_SIZE + out * record,
                           extra={"switch_slots": self.slots.size * defs.WAYS, "switch_bypassed": bypassed,
                                  "switch_spilled": spilled, "switch_flush_ms": (time.monotonic_ns() - flush_t0) / 1e6})
 
@@ -360,17 +369,36 @@ class SwitchInstance(NcaInstance):
             h = parse_header(data)
             if h.flags & F_ERROR:
                 raise NcaError(f"the switch received a datagram it cannot parse on the job's port (stream "
-                               f"{h.stream}, {len(data)} bytes): the sender does not send one fixed-size tuple "
-                               "per datagram")
+                               f"{h.stream}, {len(data)} bytes): the sender does not send 1 to "
+                               f"{defs.TUPLES_PER_DATAGRAM} tuples of the job's fixed size per datagram")
             if not h.flags & F_END or h.stream >= expected or len(data) < HEADER_SIZE + END_PAYLOAD.size:
                 continue
             tuples, received = END_PAYLOAD.unpack_from(data, HEADER_SIZE)
             ends[h.stream] = (h.seq, tuples, received)
         for stream, (sent, tuples, received) in sorted(ends.items()):
-            if received != sent or tuples != sent:
+            # received counts datagrams, each of 1 .. TUPLES_PER_DATAGRAM tuples
+            if received != sent or not sent <= tuples <= sent * defs.TUPLES_PER_DATAGRAM:
                 raise NcaError(f"UDP loss between the sender of stream {stream} and the switch: it sent {sent} "
                                f"datagrams ({tuples} tuples), the switch received {received}")
         return ends
+
+    def _wait_for_tuples(self, tuples: int) -> None:
+        """Wait until the switch has taken all `tuples` the senders' ENDs count through its table
+        (its `tuples` counter). Its END notice counts a datagram on its first pass; the datagram's
+        later tuples recirculate, one pass each, and may still be on their way when the END
+        arrives. The model takes a datagram's tuples at once, so there it is already so."""
+        assert self.slots is not None
+        watch = _StillCounters()
+        while (done := self.backend.read_register("tuples", self.slots.job)[0]) != tuples:
+            if done > tuples:
+                raise NcaError(f"the switch took {done} tuples through its table, more than the {tuples} its "
+                               "senders' ENDs count")
+            if watch.still({0: done}, LOSS_GRACE_S):
+                raise NcaError(f"UDP loss inside the switch: it took {done} of the {tuples} tuples its senders "
+                               "sent through its table and is not taking more (recirculated datagrams lost)")
+            if self._destroyed.is_set():
+                raise NcaError("cancelled")
+            time.sleep(0.005)
 
     def _overdue_ends(self, watch: _StillCounters, missing: list[int]) -> None:
         """Fail with UDP loss when the senders finished at least LOSS_GRACE_S ago and the switch
@@ -413,6 +441,19 @@ class SwitchInstance(NcaInstance):
             finish = pack_header(0, 0, 0, F_FINISH) + FINISH_PAYLOAD.pack(before + n)
             for _ in range(3):
                 self.sock.sendto(finish, self.ingress)
+
+
+def _check_destination_limits(endpoint: Endpoint, q: SwitchQuery) -> None:
+    """The switch's output datagrams carry the records of one input datagram (up to
+    TUPLES_PER_DATAGRAM, docs/switch.md): the destination must take that many per datagram."""
+    record = 4 + q.layout.fixed_size
+    biggest = HEADER_SIZE + defs.TUPLES_PER_DATAGRAM * record
+    if endpoint.max_tuples and endpoint.max_tuples < defs.TUPLES_PER_DATAGRAM:
+        raise NcaError(f"the switch sends up to {defs.TUPLES_PER_DATAGRAM} records per datagram; its destination "
+                       f"{endpoint.host}:{endpoint.port} takes {endpoint.max_tuples}")
+    if endpoint.max_datagram and endpoint.max_datagram < biggest:
+        raise NcaError(f"the switch sends datagrams of up to {biggest} bytes; its destination "
+                       f"{endpoint.host}:{endpoint.port} takes {endpoint.max_datagram}")
 
 
 class _StillCounters:
