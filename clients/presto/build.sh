@@ -2,7 +2,8 @@
 # Builds the Jumpgate connector for Trino 476 into the plugin folder
 #   clients/presto/target/jumpgate-trino-<version>/   (the connector jar and its runtime jars)
 # to drop into Trino's plugin/ directory (docs/presto.md). Idempotent: does nothing when the
-# folder's jar is newer than every source, the pom and the installed jvm-core jar.
+# folder's jar is newer than every source, the pom and the installed jvm-core jar. Packaging runs
+# the connector's JUnit tests (src/test: request building, dynamic filter conditions).
 # Needs: Maven 3.8+, a JDK 24+ (Trino 476's SPI is Java 24 bytecode; default
 # /usr/lib/jvm/temurin-25-jdk-amd64, or JUMPGATE_TRINO_JAVA_HOME), and io.jumpgate:jumpgate-jvm-core
 # (clients/jvm-core, installed into ~/.m2 by its own build.sh, which this runs first).

@@ -175,7 +175,7 @@ public final class JobRuns implements AutoCloseable {
         try {
             List<Integer> ports = service.open(run.key, split.destinations(), config.listenAddress(), MAX_BUFFER_BYTES,
                     "the Trino connector's buffer cap");
-            Request request = RequestBuilder.build("trino-" + run.key, handle, dataRoot, split.groups(), columns,
+            Request request = RequestBuilder.build("trino-" + run.key, handle, dataRoot, split.groups(), split.dynamicFilters(), columns,
                     config.listenAddress(), ports);
             LOG.fine(() -> "Jumpgate request for " + run.table + ": " + request.toJson());
             CompiledJob job = JumpgateClient.retryOn503(config.jobTimeoutMs(), () -> client.submit(request));

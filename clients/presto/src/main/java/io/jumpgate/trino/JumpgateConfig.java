@@ -20,7 +20,8 @@ public record JumpgateConfig(
         long jobTimeoutMs,
         long httpTimeoutMs,
         String listenAddress,
-        String token) {
+        String token,
+        long dynamicFilterWaitMs) {
 
     /** The operators a switch exists for: jumpgate.pushdown.OPERATOR=false keeps it in Trino. */
     public static final Set<String> OPERATORS = Set.of("filter", "projection", "aggregation", "join", "limit", "topn");
@@ -45,14 +46,15 @@ public record JumpgateConfig(
         long httpTimeout = seconds(take(p, "jumpgate.http-timeout", "30s"));
         String listen = take(p, "jumpgate.listen-address", "127.0.0.1");
         String token = p.remove("jumpgate.token");
+        long dynamicFilterWait = millis(take(p, "jumpgate.dynamic-filtering.wait-timeout", "10s"), "jumpgate.dynamic-filtering.wait-timeout");
         if (!p.isEmpty()) {
             throw new IllegalArgumentException("unknown Jumpgate catalog properties: " + new TreeSet<>(p.keySet())
                     + " (known: jumpgate.url, jumpgate.data-root, jumpgate.pushdown.enabled, jumpgate.pushdown.{"
                     + String.join(",", new TreeSet<>(OPERATORS)) + "}, jumpgate.max-streams, jumpgate.job-timeout,"
-                    + " jumpgate.http-timeout, jumpgate.listen-address, jumpgate.token)");
+                    + " jumpgate.http-timeout, jumpgate.listen-address, jumpgate.token, jumpgate.dynamic-filtering.wait-timeout)");
         }
         return new JumpgateConfig(url, Path.of(root), pushdown, disabled, Math.max(1, maxStreams), jobTimeout * 1000,
-                httpTimeout * 1000, listen, token);
+                httpTimeout * 1000, listen, token, dynamicFilterWait);
     }
 
     /** Whether `op` (one of {@link #OPERATORS}) may be pushed down. */
@@ -76,6 +78,22 @@ public record JumpgateConfig(
             case "false" -> false;
             default -> throw new IllegalArgumentException(key + " must be true or false, not " + v);
         };
+    }
+
+    /** A duration such as {@code 500ms}, {@code 10s}, {@code 1m}, or a number of seconds, in milliseconds. */
+    private static long millis(String v, String key) {
+        String s = v.toLowerCase(Locale.ROOT);
+        try {
+            if (s.endsWith("ms")) {
+                return Long.parseLong(s.substring(0, s.length() - 2).trim());
+            }
+            if (s.endsWith("m")) {
+                return Long.parseLong(s.substring(0, s.length() - 1).trim()) * 60_000;
+            }
+            return (long) (Double.parseDouble(s.endsWith("s") ? s.substring(0, s.length() - 1).trim() : s) * 1000);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(key + " must be a duration such as 500ms, 10s or 1m, not " + v);
+        }
     }
 
     private static long seconds(String v) {

@@ -48,6 +48,8 @@ import java.util.Optional;
 import java.util.logging.Logger;
 
 import static io.trino.spi.expression.StandardFunctions.AND_FUNCTION_NAME;
+import static io.trino.spi.expression.StandardFunctions.CAST_FUNCTION_NAME;
+import static io.trino.spi.expression.StandardFunctions.DIVIDE_FUNCTION_NAME;
 
 /**
  * Lists the data root's datasets ({@link DataRoot}) and takes what Jumpgate can run from the plan:
@@ -178,9 +180,10 @@ public final class JumpgateMetadata implements ConnectorMetadata {
         String note = null;
         if (!config.enabled("filter")) {
             note = "filter (" + config.switchedOff("filter") + ")";
-        } else if (h.aggregation().isPresent()) {
-            note = "filter above the pushed aggregation (not offered to Jumpgate in this version)";
         }
+        // Above a pushed aggregation the constraint's columns are the aggregation's outputs: the
+        // conditions become its HAVING, applied by the job after the aggregation.
+        List<String> already = h.aggregation().map(JumpgateTableHandle.PushedAggregation::having).orElse(h.filters());
         if (note != null) {
             if (h.notPushed().contains(note)) {
                 return Optional.empty();
@@ -220,9 +223,9 @@ public final class JumpgateMetadata implements ConnectorMetadata {
             }
         }
         JumpgateTableHandle next = h;
-        pushed.removeAll(h.filters()); // the same condition offered again
+        pushed.removeAll(already); // the same condition offered again
         if (!pushed.isEmpty()) {
-            next = next.withFilters(pushed);
+            next = h.aggregation().isPresent() ? next.withAggregation(h.aggregation().get().withHaving(pushed)) : next.withFilters(pushed);
         }
         if (!reasons.isEmpty()) {
             String n = "filter parts (" + String.join("; ", reasons) + ")";
@@ -357,6 +360,10 @@ public final class JumpgateMetadata implements ConnectorMetadata {
             try {
                 String name = "a" + i;
                 String[] fnExpr = aggregate(f, assignments);
+                if (fnExpr[0].equals("avg") && f.getOutputType() instanceof DecimalType out) {
+                    projections.add(decimalAverage(name, fnExpr[1], out, items, newAssignments));
+                    continue;
+                }
                 items.add(new JumpgateTableHandle.Item(name, fnExpr[0], fnExpr[1]));
                 JumpgateColumnHandle c = new JumpgateColumnHandle(name, f.getOutputType(), Sql.ident(name), true);
                 projections.add(new Variable(name, f.getOutputType()));
@@ -389,8 +396,31 @@ public final class JumpgateMetadata implements ConnectorMetadata {
             }
             return Optional.empty(); // Trino offers it once per plan shape: the log says why
         }
-        JumpgateTableHandle next = h.withAggregation(new JumpgateTableHandle.PushedAggregation(groupBy, items));
+        JumpgateTableHandle next = h.withAggregation(new JumpgateTableHandle.PushedAggregation(groupBy, items, List.of()));
         return Optional.of(new AggregationApplicationResult<>(next, projections, newAssignments, groupMapping, false));
+    }
+
+    /**
+     * Trino's {@code avg} of a decimal is a decimal of the input's scale, rounded half up; the
+     * contract's is not. So Jumpgate computes its {@code sum} (kept exact: Trino's sum type,
+     * decimal(38, s)) and {@code count}, and Trino divides them as its own average does: {@code
+     * CAST(sum / CAST(count AS decimal(19,0)) AS decimal(p,s))}. Decimal division in Trino rounds
+     * half up to the larger scale, here s, so the quotient is the same number; no rows (count 0,
+     * sum NULL) gives NULL, as avg does.
+     */
+    private static ConnectorExpression decimalAverage(String name, String expr, DecimalType out, List<JumpgateTableHandle.Item> items,
+                                                      List<Assignment> newAssignments) {
+        DecimalType sumType = DecimalType.createDecimalType(38, out.getScale());
+        DecimalType countType = DecimalType.createDecimalType(19, 0);
+        String sum = name + "_sum";
+        String count = name + "_count";
+        items.add(new JumpgateTableHandle.Item(sum, "sum", expr));
+        items.add(new JumpgateTableHandle.Item(count, "count", expr));
+        newAssignments.add(new Assignment(sum, new JumpgateColumnHandle(sum, sumType, Sql.ident(sum), true), sumType));
+        newAssignments.add(new Assignment(count, new JumpgateColumnHandle(count, BigintType.BIGINT, Sql.ident(count), true), BigintType.BIGINT));
+        ConnectorExpression quotient = new Call(sumType, DIVIDE_FUNCTION_NAME, List.of(new Variable(sum, sumType),
+                new Call(countType, CAST_FUNCTION_NAME, List.of(new Variable(count, BigintType.BIGINT)))));
+        return out.equals(sumType) ? quotient : new Call(out, CAST_FUNCTION_NAME, List.of(quotient));
     }
 
     /** {fn, expr} of the contract for one Trino aggregate whose result the contract computes the same way. */
@@ -422,8 +452,8 @@ public final class JumpgateMetadata implements ConnectorMetadata {
                 }
                 break;
             case "avg":
-                // Trino's avg of a decimal is a decimal rounded to the input's scale: not the contract's.
-                if (in instanceof IntegerType || in instanceof BigintType || in instanceof DoubleType) {
+                // Of a decimal: computed from sum and count (decimalAverage), whose rounding is Trino's.
+                if (in instanceof IntegerType || in instanceof BigintType || in instanceof DoubleType || in instanceof DecimalType) {
                     return new String[] {fn, expr};
                 }
                 break;

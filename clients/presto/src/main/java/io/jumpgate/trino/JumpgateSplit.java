@@ -13,16 +13,20 @@ import java.util.Map;
  * which of its {@code destinations} this is, and the files of the data root that feed it (for a
  * pushed aggregation, one destination reads them all). The job runs in this JVM's receiver
  * service, so splits stay on the node that planned them (single-node Trino; docs/presto.md).
+ * {@code dynamicFilters} are the conditions Trino's dynamic filters gave the scan before its job
+ * started (base column name → contract condition; {@link DynamicFilterSplitSource}).
  */
 public record JumpgateSplit(
         @JsonProperty("key") String key,
         @JsonProperty("index") int index,
         @JsonProperty("destinations") int destinations,
-        @JsonProperty("groups") List<List<String>> groups) implements ConnectorSplit {
+        @JsonProperty("groups") List<List<String>> groups,
+        @JsonProperty("dynamicFilters") Map<String, String> dynamicFilters) implements ConnectorSplit {
 
     @JsonCreator
     public JumpgateSplit {
         groups = groups.stream().map(List::copyOf).toList();
+        dynamicFilters = dynamicFilters == null ? Map.of() : Map.copyOf(dynamicFilters);
     }
 
     @Override
@@ -42,6 +46,6 @@ public record JumpgateSplit(
 
     @Override
     public long getRetainedSizeInBytes() {
-        return 256L + groups.stream().mapToLong(g -> g.stream().mapToLong(s -> 40L + s.length()).sum()).sum();
+        return 256L + dynamicFilters.values().stream().mapToLong(v -> 80L + v.length()).sum() + groups.stream().mapToLong(g -> g.stream().mapToLong(s -> 40L + s.length()).sum()).sum();
     }
 }

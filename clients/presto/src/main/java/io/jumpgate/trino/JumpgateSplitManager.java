@@ -13,12 +13,14 @@ import io.trino.spi.connector.FixedSplitSource;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 
 /**
  * One split per destination of the scan's Jumpgate job. The table's files are dealt into at most
  * {@code jumpgate.max-streams} groups of about equal bytes, one read and one send each; a pushed
- * aggregation must return final aggregates, so it reads every file in one group.
+ * aggregation must return final aggregates, so it reads every file in one group. A scan that
+ * Trino's dynamic filters cover gets its splits once they are known ({@link DynamicFilterSplitSource}).
  */
 public final class JumpgateSplitManager implements ConnectorSplitManager {
     private final JumpgateConfig config;
@@ -34,26 +36,36 @@ public final class JumpgateSplitManager implements ConnectorSplitManager {
                                           DynamicFilter dynamicFilter, Constraint constraint) {
         JumpgateTableHandle h = (JumpgateTableHandle) handle;
         String key = JobRuns.keyPrefix(session.getQueryId()) + UUID.randomUUID().toString().substring(0, 8);
+        List<List<String>> groups;
         if (h.join().isPresent()) {
             // A pushed join reads all its tables' files in one job with one destination.
             for (JumpgateTableHandle b : h.baseTables()) {
                 dataRoot.table(b.schema(), b.table()).orElseThrow(() ->
                         new IllegalStateException("table " + b.schemaTableName() + " is no longer under " + dataRoot.root()));
             }
-            return new FixedSplitSource(List.of(new JumpgateSplit(key, 0, 1, List.of(List.of()))));
+            groups = List.of(List.of());
+        } else {
+            DataRoot.Table t = dataRoot.table(h.schema(), h.table()).orElseThrow(() ->
+                    new IllegalStateException("table " + h.schemaTableName() + " is no longer under " + dataRoot.root()));
+            if (t.files().isEmpty()) {
+                return new FixedSplitSource(List.of());
+            }
+            int n = h.aggregation().isPresent() ? 1 : Math.min(config.maxStreams(), t.files().size());
+            groups = balance(t.files(), n);
         }
-        DataRoot.Table t = dataRoot.table(h.schema(), h.table()).orElseThrow(() ->
-                new IllegalStateException("table " + h.schemaTableName() + " is no longer under " + dataRoot.root()));
-        if (t.files().isEmpty()) {
-            return new FixedSplitSource(List.of());
+        if (dynamicFilter.getColumnsCovered().isEmpty() || config.dynamicFilterWaitMs() == 0 || h.aggregation().isPresent()) {
+            return new FixedSplitSource(splits(key, groups, Map.of()));
         }
-        int n = h.aggregation().isPresent() ? 1 : Math.min(config.maxStreams(), t.files().size());
-        List<List<String>> groups = balance(t.files(), n);
+        return new DynamicFilterSplitSource(dynamicFilter, config.dynamicFilterWaitMs(), h,
+                conditions -> splits(key, groups, conditions));
+    }
+
+    private static List<ConnectorSplit> splits(String key, List<List<String>> groups, Map<String, String> dynamicFilters) {
         List<ConnectorSplit> splits = new ArrayList<>();
         for (int i = 0; i < groups.size(); i++) {
-            splits.add(new JumpgateSplit(key, i, groups.size(), groups));
+            splits.add(new JumpgateSplit(key, i, groups.size(), groups, dynamicFilters));
         }
-        return new FixedSplitSource(splits);
+        return splits;
     }
 
     /** Largest file first into the group with the fewest bytes. */

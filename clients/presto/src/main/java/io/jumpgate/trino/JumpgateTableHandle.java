@@ -12,7 +12,8 @@ import java.util.Optional;
 /**
  * A table, and what of the query above it was pushed into Jumpgate: filter conditions over the base
  * columns (ANDed), then optionally one complete (single-step) aggregation. Projections need no
- * state here: they are synthetic column handles. {@code notPushed} keeps why operators stayed in
+ * state here: they are synthetic column handles. Conditions over the aggregation's output (HAVING)
+ * are kept with the aggregation. {@code notPushed} keeps why operators stayed in
  * Trino, so EXPLAIN shows it (the handle's toString is the scan's "table" in the plan).
  */
 public record JumpgateTableHandle(
@@ -70,11 +71,23 @@ public record JumpgateTableHandle(
         public Item {}
     }
 
-    public record PushedAggregation(@JsonProperty("groupBy") List<Item> groupBy, @JsonProperty("aggregates") List<Item> aggregates) {
+    /**
+     * A complete aggregation, and the conditions over its output (HAVING, ANDed) pushed with it: they
+     * name the aggregation's output columns.
+     */
+    public record PushedAggregation(@JsonProperty("groupBy") List<Item> groupBy, @JsonProperty("aggregates") List<Item> aggregates,
+                                    @JsonProperty("having") List<String> having) {
         @JsonCreator
         public PushedAggregation {
             groupBy = List.copyOf(groupBy);
             aggregates = List.copyOf(aggregates);
+            having = having == null ? List.of() : List.copyOf(having);
+        }
+
+        public PushedAggregation withHaving(List<String> more) {
+            List<String> h = new ArrayList<>(having);
+            h.addAll(more);
+            return new PushedAggregation(groupBy, aggregates, h);
         }
     }
 
@@ -128,6 +141,9 @@ public record JumpgateTableHandle(
             b.append(a.groupBy().stream().map(i -> i.name() + ":=" + i.expr()).toList());
             b.append(", ");
             b.append(a.aggregates().stream().map(i -> i.name() + ":=" + i.fn() + "(" + (i.expr() == null ? "*" : i.expr()) + ")").toList());
+            if (!a.having().isEmpty()) {
+                b.append(", having ").append(String.join(" AND ", a.having()));
+            }
             b.append(']');
         });
         if (!notPushed.isEmpty()) {

@@ -6,11 +6,14 @@ import io.jumpgate.core.request.Ops;
 import io.jumpgate.core.request.Request;
 
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
+import java.util.Set;
 
 /**
  * The dataflow request (contract §1) of one scan. Per file group {@code g} of a table:
- * {@code read_g → [filter_g] → [agg_g] → project_g → out_g<g>} (send to destination g). A pushed
+ * {@code read_g → [filter_g] → [agg_g → [having_g]] → project_g → out_g<g>} (send to destination g). A pushed
  * join reads every file of its tables in one group: {@code read_*, [filter_*] → join_* → [filter] →
  * [agg] → project → out_g0}.
  */
@@ -23,6 +26,16 @@ public final class RequestBuilder {
 
     public static Request build(String label, JumpgateTableHandle h, DataRoot dataRoot, List<List<String>> groups,
                                 List<JumpgateColumnHandle> columns, String host, List<Integer> ports) {
+        return build(label, h, dataRoot, groups, Map.of(), columns, host, ports);
+    }
+
+    /**
+     * With {@code dynamicFilters} (base column name → condition; the key {@code ""} for a
+     * condition on no column, e.g. FALSE): each is ANDed to the filter of the base table that has
+     * the column.
+     */
+    public static Request build(String label, JumpgateTableHandle h, DataRoot dataRoot, List<List<String>> groups,
+                                Map<String, String> dynamicFilters, List<JumpgateColumnHandle> columns, String host, List<Integer> ports) {
         List<JsonObject> out = new ArrayList<>();
         for (JumpgateColumnHandle c : columns) {
             out.add(Ops.expr(c.name(), c.expr()));
@@ -30,9 +43,19 @@ public final class RequestBuilder {
         if (out.isEmpty()) {
             out.add(Ops.expr("_row", "TRUE")); // a row count only (count(*) kept in Trino): one small column
         }
+        // A pushed join passes every column of its inputs on; a table's scan need only read the
+        // columns named above it (outputs, join keys, conditions over the join, the aggregation).
+        Set<String> needed = null;
+        if (h.join().isPresent()) {
+            needed = new HashSet<>();
+            for (JumpgateColumnHandle c : columns) {
+                needed.addAll(identifiers(c.expr()));
+            }
+            needed.addAll(namesAbove(h));
+        }
         List<Op> ops = new ArrayList<>();
         for (int g = 0; g < groups.size(); g++) {
-            String input = relation(h, dataRoot, h.join().isPresent() ? null : groups.get(g), "g" + g, ops);
+            String input = relation(h, dataRoot, h.join().isPresent() ? null : groups.get(g), "g" + g, dynamicFilters, needed, ops);
             if (h.aggregation().isPresent()) {
                 JumpgateTableHandle.PushedAggregation a = h.aggregation().get();
                 List<JsonObject> groupBy = new ArrayList<>();
@@ -45,6 +68,10 @@ public final class RequestBuilder {
                 }
                 ops.add(Ops.aggregate("agg_g" + g, input, groupBy, aggs, "complete"));
                 input = "agg_g" + g;
+                if (!a.having().isEmpty()) {
+                    ops.add(Ops.filter("having_g" + g, input, String.join(" AND ", a.having())));
+                    input = "having_g" + g;
+                }
             }
             ops.add(Ops.project("project_g" + g, input, out));
             ops.add(Ops.send(sendName(g), "project_g" + g, host, ports.get(g)));
@@ -53,12 +80,15 @@ public final class RequestBuilder {
     }
 
     /** Adds the operations of {@code h}'s relation (before its aggregation); the name of the last. */
-    private static String relation(JumpgateTableHandle h, DataRoot dataRoot, List<String> files, String tag, List<Op> ops) {
+    private static String relation(JumpgateTableHandle h, DataRoot dataRoot, List<String> files, String tag,
+                                   Map<String, String> dynamicFilters, Set<String> needed, List<Op> ops) {
         String input;
+        List<String> conditions = new ArrayList<>(h.filters());
+        List<JsonObject> kept = null;
         if (h.join().isPresent()) {
             JumpgateTableHandle.PushedJoin j = h.join().get();
-            String probe = relation(j.left(), dataRoot, null, tag + "l", ops);
-            String build = relation(j.right(), dataRoot, null, tag + "r", ops);
+            String probe = relation(j.left(), dataRoot, null, tag + "l", dynamicFilters, needed, ops);
+            String build = relation(j.right(), dataRoot, null, tag + "r", dynamicFilters, needed, ops);
             input = "join_" + tag;
             ops.add(Ops.join(input, build, probe, j.rightKeys(), j.leftKeys(), j.type()));
         } else {
@@ -67,15 +97,91 @@ public final class RequestBuilder {
             List<JsonObject> schema = new ArrayList<>();
             for (DataRoot.Column c : t.columns()) {
                 schema.add(Ops.column(c.name(), c.type()));
+                if (needed != null && needed.contains(c.name())) {
+                    (kept == null ? kept = new ArrayList<>() : kept).add(Ops.expr(c.name(), Sql.ident(c.name())));
+                }
+                String dynamic = dynamicFilters.get(c.name());
+                if (dynamic != null) {
+                    conditions.add(dynamic);
+                }
+            }
+            if (dynamicFilters.containsKey("")) {
+                conditions.add(dynamicFilters.get(""));
             }
             input = "read_" + tag;
             ops.add(Ops.read(input, files != null ? files : t.files().stream().map(DataRoot.DataFile::path).toList(),
                     t.format(), schema));
         }
-        if (!h.filters().isEmpty()) {
-            ops.add(Ops.filter("filter_" + tag, input, String.join(" AND ", h.filters())));
+        if (!conditions.isEmpty()) {
+            ops.add(Ops.filter("filter_" + tag, input, String.join(" AND ", conditions)));
             input = "filter_" + tag;
         }
+        if (kept != null && h.join().isEmpty()) {
+            ops.add(Ops.project("columns_" + tag, input, kept)); // fused into the scan: it reads only these
+            input = "columns_" + tag;
+        }
         return input;
+    }
+
+    /** The column names the join keys, the conditions over joins and the aggregation of {@code h} refer to. */
+    private static Set<String> namesAbove(JumpgateTableHandle h) {
+        Set<String> names = new HashSet<>();
+        if (h.join().isEmpty()) {
+            return names; // a table's own conditions run in its scan, before the columns are narrowed
+        }
+        JumpgateTableHandle.PushedJoin j = h.join().get();
+        for (String k : j.leftKeys()) {
+            names.addAll(identifiers(k));
+        }
+        for (String k : j.rightKeys()) {
+            names.addAll(identifiers(k));
+        }
+        h.filters().forEach(f -> names.addAll(identifiers(f)));
+        h.aggregation().ifPresent(a -> {
+            a.groupBy().forEach(i -> names.addAll(identifiers(i.expr())));
+            a.aggregates().forEach(i -> names.addAll(identifiers(i.expr())));
+        });
+        names.addAll(namesAbove(j.left()));
+        names.addAll(namesAbove(j.right()));
+        return names;
+    }
+
+    /**
+     * The quoted identifiers of a contract expression ({@code "name"}, {@code ""} inside for a
+     * quote), skipping string literals ({@code 'text'}). Every column reference the connector writes
+     * is quoted ({@link Sql#ident}), so these are all the columns it reads.
+     */
+    static Set<String> identifiers(String expr) {
+        Set<String> out = new HashSet<>();
+        if (expr == null) {
+            return out;
+        }
+        int i = 0;
+        int n = expr.length();
+        while (i < n) {
+            char c = expr.charAt(i);
+            if (c == '\'' || c == '"') {
+                StringBuilder b = new StringBuilder();
+                int k = i + 1;
+                while (k < n) {
+                    if (expr.charAt(k) == c) {
+                        if (k + 1 < n && expr.charAt(k + 1) == c) {
+                            b.append(c);
+                            k += 2;
+                            continue;
+                        }
+                        break;
+                    }
+                    b.append(expr.charAt(k++));
+                }
+                if (c == '"') {
+                    out.add(b.toString());
+                }
+                i = k + 1;
+            } else {
+                i++;
+            }
+        }
+        return out;
     }
 }

@@ -14,6 +14,7 @@ import io.trino.spi.type.BooleanType;
 import io.trino.spi.type.DateType;
 import io.trino.spi.type.DecimalType;
 import io.trino.spi.type.DoubleType;
+import io.trino.spi.type.Int128;
 import io.trino.spi.type.IntegerType;
 import io.trino.spi.type.Type;
 import io.trino.spi.type.VarcharType;
@@ -208,6 +209,15 @@ public final class Sql {
         if (type instanceof DecimalType dt && dt.isShort()) {
             return BigDecimal.valueOf((Long) value, dt.getScale()).toPlainString();
         }
+        if (type instanceof DecimalType dt && value instanceof Int128 v) {
+            // A long decimal column is an aggregate or a product Trino typed wide (its values hold
+            // at most 18 digits in Jumpgate); a constant beyond that cannot be written in the contract.
+            BigDecimal d = new BigDecimal(v.toBigInteger(), dt.getScale());
+            if (d.precision() > 18) {
+                throw new Unsupported("the decimal constant " + d.toPlainString() + " (more than 18 digits)");
+            }
+            return d.toPlainString();
+        }
         if (type instanceof DateType) {
             return "DATE '" + LocalDate.ofEpochDay((Long) value) + "'";
         }
@@ -223,7 +233,7 @@ public final class Sql {
         if (d.isNone()) {
             return "FALSE";
         }
-        if (!supported(d.getType())) {
+        if (!supportedResult(d.getType())) {
             throw new Unsupported("a condition on " + column.name() + " of type " + d.getType());
         }
         if (d.isOnlyNull()) {

@@ -1,0 +1,84 @@
+"""What the connector pushes beyond plain filters and aggregations, against a real Trino 476 and a
+real Jumpgate server (see conftest.py): the average of a decimal (computed by Jumpgate as sum and
+count, divided by Trino), conditions over a pushed aggregation (HAVING), Trino's dynamic filters
+in the job's scans, and scans under a pushed join that read only the columns used above them."""
+from __future__ import annotations
+
+import decimal
+
+import pytest
+
+from .conftest import query
+from .test_trino import explain, normalize
+
+
+def exact(rows):
+    return sorted(rows, key=repr)
+
+
+@pytest.mark.parametrize("fmt", ["json", "parquet"])
+def test_avg_of_decimals_is_pushed_and_rounds_as_trino_does(conn, fmt):
+    # c_acctbal is decimal(15,2) and negative for about a tenth of the customers: the quotient's
+    # rounding (half up, away from zero) shows in the last digit.
+    sql = "SELECT c_mktsegment, avg(c_acctbal), min(c_acctbal), count(*) FROM {c}.tpch_{fmt}.customer " \
+          "WHERE c_acctbal < 100 GROUP BY c_mktsegment"
+    plan = explain(conn, sql.format(c="jumpgate", fmt=fmt))
+    assert "pushed aggregation=" in plan and "sum(" in plan and "count(" in plan, plan
+    assert "aggregation (" not in plan, plan  # no refusal noted
+    got = query(conn, sql.format(c="jumpgate", fmt=fmt))
+    want = query(conn, sql.format(c="jumpgate_nopush", fmt=fmt))  # Trino's own avg over the same rows
+    assert exact(got) == exact(want)
+    assert all(isinstance(r[1], decimal.Decimal) and r[1].as_tuple().exponent == -2 for r in got), got
+    assert any(r[1] < 0 for r in query(conn, "SELECT c_nationkey, avg(c_acctbal) FROM jumpgate.tpch_json.customer "
+                                             "WHERE c_acctbal < 0 GROUP BY c_nationkey"))
+    # No rows: avg is NULL (sum NULL, count 0), as Trino's own.
+    assert query(conn, f"SELECT avg(c_acctbal) FROM jumpgate.tpch_{fmt}.customer WHERE c_custkey < 0") == [(None,)]
+
+
+def test_having_is_pushed_with_the_aggregation(conn, duck):
+    sql = ("SELECT l_orderkey, sum(l_quantity) FROM {t}lineitem GROUP BY l_orderkey "
+           "HAVING sum(l_quantity) > 250 AND count(*) >= 5")
+    plan = explain(conn, sql.format(t="jumpgate.tpch_parquet."))
+    assert "pushed aggregation=" in plan and "having" in plan, plan
+    got = query(conn, sql.format(t="jumpgate.tpch_parquet."))
+    want = duck.execute(sql.format(t="")).fetchall()
+    assert got and normalize(got) == normalize(want)
+
+
+def jobs_of(jg_server, query_id: str) -> list[dict]:
+    """The Jumpgate jobs one Trino query ran (the connector names them trino-<query id>-<scan>)."""
+    http = jg_server.http
+    return [http.get(f"/v1/jobs/{j['job_id']}").json() for j in http.get("/v1/jobs").json()
+            if j["name"].startswith(f"trino-trino-{query_id}-")]
+
+
+def test_dynamic_filters_and_column_pruning_narrow_the_join_scans(conn, duck, jg_server):
+    """TPC-H Q18's shape: the orders of large quantity (a pushed aggregation with HAVING) filter a
+    pushed three-way join through Trino's dynamic filter on o_orderkey; the connector copies it to
+    l_orderkey through the join's keys, so neither orders' nor lineitem's scan sends more than the
+    matching rows, and each scan under the join reads only the columns used above it."""
+    sql = ("SELECT c_name, o_orderkey, o_totalprice, sum(l_quantity) FROM {t}customer, {t}orders, {t}lineitem "
+           "WHERE o_orderkey IN (SELECT l_orderkey FROM {t}lineitem GROUP BY l_orderkey HAVING sum(l_quantity) > 300) "
+           "AND c_custkey = o_custkey AND o_orderkey = l_orderkey GROUP BY c_name, o_orderkey, o_totalprice")
+    cur = conn.cursor()
+    cur.execute(sql.format(t="jumpgate.tpch_parquet."))
+    got = cur.fetchall()
+    qid = cur.query_id
+    cur.close()
+    want = duck.execute(sql.format(t="")).fetchall()
+    assert got and normalize(got) == normalize(want)
+    (join_job,) = [j for j in jobs_of(jg_server, qid) if any(n["implementation"].endswith("hash_join") for n in j["ncas"])]
+    lineitem_rows = duck.execute(sql.format(t="").replace("c_name, o_orderkey, o_totalprice, sum(l_quantity)", "count(*)")
+                                 .split(" GROUP BY c_name")[0]).fetchone()[0]
+    assert join_job["progress"]["rows_to_clients"] == lineitem_rows
+    scans = [n for n in join_job["ncas"] if n["implementation"].startswith("software.scan")]
+    assert len(scans) == 3
+    for n in scans:  # read, [filter], then the columns the join and the output use
+        assert n["operations"][-1].startswith("columns_"), n
+    outs = {nid: sum(s["tuples_out"] for s in v["stages"]) for nid, v in join_job["timeline"]["ncas"].items()}
+    ins = {nid: sum(s["tuples_in"] for s in v["stages"]) for nid, v in join_job["timeline"]["ncas"].items()}
+    lineitem_total = duck.execute("SELECT count(*) FROM lineitem").fetchone()[0]
+    orders_total = duck.execute("SELECT count(*) FROM orders").fetchone()[0]
+    for n in scans:
+        if ins[n["id"]] in (lineitem_total, orders_total):  # the two scans the dynamic filter reaches
+            assert outs[n["id"]] <= lineitem_rows, (n, outs[n["id"]])
