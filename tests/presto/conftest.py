@@ -102,6 +102,8 @@ def trino(plugin_dir, jg_server, victim_server, data_root, doomed_url, tmp_path_
         "jumpgate": jumpgate_catalog(jg_server.url, data_root),
         # The same datasets with every pushdown off: Trino does all but the scan.
         "jumpgate_nopush": jumpgate_catalog(jg_server.url, data_root, **{"jumpgate.pushdown.enabled": "false"}),
+        # Destinations read once their streams have ended, instead of as chunks arrive.
+        "jumpgate_buffered": jumpgate_catalog(jg_server.url, data_root, **{"jumpgate.streaming": "false"}),
         "jumpgate_down": jumpgate_catalog(doomed_url, data_root),
         "jumpgate_victim": jumpgate_catalog(victim_server.url, data_root),
     }

@@ -82,3 +82,15 @@ def test_dynamic_filters_and_column_pruning_narrow_the_join_scans(conn, duck, jg
     for n in scans:
         if ins[n["id"]] in (lineitem_total, orders_total):  # the two scans the dynamic filter reaches
             assert outs[n["id"]] <= lineitem_rows, (n, outs[n["id"]])
+
+
+@pytest.mark.parametrize("fmt", ["json", "orc"])
+def test_streamed_and_buffered_destinations_give_the_same_rows(conn, duck, fmt):
+    """Many rows over two destinations (no aggregation pushed: lineitem's rows go to Trino), read as
+    they arrive (the default) and read once the streams ended (jumpgate.streaming=false)."""
+    sql = ("SELECT l_orderkey, l_linenumber, l_comment FROM {t}lineitem WHERE l_quantity > 10")
+    streamed = query(conn, sql.format(t=f"jumpgate.tpch_{fmt}."))
+    buffered = query(conn, sql.format(t=f"jumpgate_buffered.tpch_{fmt}."))
+    want = duck.execute(sql.format(t="")).fetchall()
+    assert len(streamed) == len(want) > 100_000
+    assert exact(streamed) == exact(buffered) == exact([tuple(r) for r in want])

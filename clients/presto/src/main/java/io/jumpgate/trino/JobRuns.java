@@ -93,6 +93,35 @@ public final class JobRuns implements AutoCloseable {
                             + (failure == null ? "" : ": " + failure)));
         }
 
+        /** Whether the job's time (jumpgate.job-timeout) is over: then it is cancelled and the query fails. */
+        void checkDeadline(long startedMillis) {
+            touched = System.currentTimeMillis();
+            if (touched > startedMillis + config.jobTimeoutMs()) {
+                client.cancelQuietly(jobId);
+                throw new TrinoException(JumpgateErrorCode.JUMPGATE_TIMEOUT, name() + " did not finish within "
+                        + config.jobTimeoutMs() / 1000 + " s (jumpgate.job-timeout)");
+            }
+        }
+
+        /**
+         * The failure of a destination that broke or was closed (the job failed, or its server went
+         * away): the job's own reason if the watcher hears it within a moment, else the stream's.
+         */
+        TrinoException broken(int index, Destination d) {
+            // A broken stream usually follows a failing NCA or server: give the watcher a moment to hear why.
+            long settle = System.currentTimeMillis() + SETTLE_MS;
+            while (failure == null && !ended && System.currentTimeMillis() < settle) {
+                sleep(50);
+            }
+            String why = failure != null ? failure : name() + " failed: "
+                    + d.failure().orElse("its destination " + index + " was closed before its streams ended");
+            if (failure == null) {
+                failure = why;
+            }
+            finish();
+            return new TrinoException(JumpgateErrorCode.JUMPGATE_JOB_FAILED, why);
+        }
+
         /** Waits for destination {@code index} to be complete; raises the job's failure. */
         Destination await(int index) {
             Destination d = destination(index);
@@ -115,18 +144,7 @@ public final class JobRuns implements AutoCloseable {
                 throw new TrinoException(JumpgateErrorCode.JUMPGATE_JOB_FAILED, name() + ": interrupted");
             }
             if (d.failure().isPresent() || !d.isComplete()) { // failed, or closed because the job failed
-                // A broken stream usually follows a failing NCA or server: give the watcher a moment to hear why.
-                long settle = System.currentTimeMillis() + SETTLE_MS;
-                while (failure == null && !ended && System.currentTimeMillis() < settle) {
-                    sleep(50);
-                }
-                String why = failure != null ? failure : name() + " failed: "
-                        + d.failure().orElse("its destination " + index + " was closed before its streams ended");
-                if (failure == null) {
-                    failure = why;
-                }
-                finish();
-                throw new TrinoException(JumpgateErrorCode.JUMPGATE_JOB_FAILED, why);
+                throw broken(index, d);
             }
             return d;
         }
@@ -174,7 +192,7 @@ public final class JobRuns implements AutoCloseable {
     private void launch(Run run, JumpgateSplit split, JumpgateTableHandle handle, DataRoot dataRoot, List<JumpgateColumnHandle> columns) {
         try {
             List<Integer> ports = service.open(run.key, split.destinations(), config.listenAddress(), MAX_BUFFER_BYTES,
-                    "the Trino connector's buffer cap");
+                    "the Trino connector's buffer cap", config.streaming());
             Request request = RequestBuilder.build("trino-" + run.key, handle, dataRoot, split.groups(), split.dynamicFilters(), columns,
                     config.listenAddress(), ports);
             LOG.fine(() -> "Jumpgate request for " + run.table + ": " + request.toJson());

@@ -21,7 +21,8 @@ public record JumpgateConfig(
         long httpTimeoutMs,
         String listenAddress,
         String token,
-        long dynamicFilterWaitMs) {
+        long dynamicFilterWaitMs,
+        boolean streaming) {
 
     /** The operators a switch exists for: jumpgate.pushdown.OPERATOR=false keeps it in Trino. */
     public static final Set<String> OPERATORS = Set.of("filter", "projection", "aggregation", "join", "limit", "topn");
@@ -46,15 +47,16 @@ public record JumpgateConfig(
         long httpTimeout = seconds(take(p, "jumpgate.http-timeout", "30s"));
         String listen = take(p, "jumpgate.listen-address", "127.0.0.1");
         String token = p.remove("jumpgate.token");
+        boolean streaming = bool(take(p, "jumpgate.streaming", "true"), "jumpgate.streaming");
         long dynamicFilterWait = millis(take(p, "jumpgate.dynamic-filtering.wait-timeout", "10s"), "jumpgate.dynamic-filtering.wait-timeout");
         if (!p.isEmpty()) {
             throw new IllegalArgumentException("unknown Jumpgate catalog properties: " + new TreeSet<>(p.keySet())
                     + " (known: jumpgate.url, jumpgate.data-root, jumpgate.pushdown.enabled, jumpgate.pushdown.{"
                     + String.join(",", new TreeSet<>(OPERATORS)) + "}, jumpgate.max-streams, jumpgate.job-timeout,"
-                    + " jumpgate.http-timeout, jumpgate.listen-address, jumpgate.token, jumpgate.dynamic-filtering.wait-timeout)");
+                    + " jumpgate.http-timeout, jumpgate.listen-address, jumpgate.token, jumpgate.dynamic-filtering.wait-timeout, jumpgate.streaming)");
         }
         return new JumpgateConfig(url, Path.of(root), pushdown, disabled, Math.max(1, maxStreams), jobTimeout * 1000,
-                httpTimeout * 1000, listen, token, dynamicFilterWait);
+                httpTimeout * 1000, listen, token, dynamicFilterWait, streaming);
     }
 
     /** Whether `op` (one of {@link #OPERATORS}) may be pushed down. */

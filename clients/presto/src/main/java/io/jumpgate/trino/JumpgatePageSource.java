@@ -13,11 +13,16 @@ import io.trino.spi.connector.SourcePage;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 
 /**
  * Reads one destination of the scan's job: starts the job if it is the scan's first page source,
- * waits for the destination's streams to end (complete and counted), then hands Trino pages of up
- * to {@link #ROWS_PER_PAGE} rows decoded from the buffered chunks in place.
+ * then hands Trino pages of up to {@link #ROWS_PER_PAGE} rows decoded in place from the received
+ * chunks. Streaming (jumpgate.streaming, the default): chunks are decoded as they arrive while the
+ * job runs, and {@link #isBlocked()} tells Trino when the next one is there; a stream that breaks
+ * later fails the query, so no partial answer is ever returned as a result. Buffered: waits until
+ * the destination's streams have ended, complete and counted, first.
  */
 public final class JumpgatePageSource implements ConnectorPageSource {
     static final int ROWS_PER_PAGE = 8192;
@@ -30,6 +35,9 @@ public final class JumpgatePageSource implements ConnectorPageSource {
     private JobRuns.Run run;
     private NtfPageDecoder decoder;
     private NtfReader reader;
+    private Destination streaming; // the destination, when its chunks stream in
+    private Chunk held; // the streaming chunk being decoded: its memory goes back once done
+    private long startedMillis;
     private List<Chunk> chunks;
     private int chunk;
     private NtfBatch batch;
@@ -50,20 +58,61 @@ public final class JumpgatePageSource implements ConnectorPageSource {
 
     private void open() {
         long t0 = System.nanoTime();
+        startedMillis = System.currentTimeMillis();
         run = runs.start(split, handle, dataRoot, columns);
-        Destination d = run.await(split.index());
         try {
             decoder = new NtfPageDecoder(run.layout(split.index()), columns);
             reader = new NtfReader(run.layout(split.index()));
-            chunks = new ArrayList<>();
-            for (StreamData s : d.data()) {
-                chunks.addAll(s.chunks());
-                completedBytes += s.bytes();
+            Destination d = run.destination(split.index());
+            if (d.isStreaming()) {
+                streaming = d;
+            } else {
+                d = run.await(split.index());
+                chunks = new ArrayList<>();
+                for (StreamData s : d.data()) {
+                    chunks.addAll(s.chunks());
+                    completedBytes += s.bytes();
+                }
             }
         } catch (IOException | IllegalArgumentException e) {
             throw new TrinoException(JumpgateErrorCode.JUMPGATE_JOB_FAILED, run.name() + ": " + e.getMessage(), e);
         }
         readNanos += System.nanoTime() - t0;
+    }
+
+    /** The next chunk to decode; null when there is none yet (streaming) or no more ({@link #finished}). */
+    private Chunk nextChunk() {
+        if (streaming == null) {
+            if (chunk >= chunks.size()) {
+                finished = true;
+                return null;
+            }
+            Chunk c = chunks.get(chunk);
+            chunks.set(chunk++, null); // let the buffer go once decoded
+            return c;
+        }
+        if (held != null) {
+            streaming.consumed(held);
+            held = null;
+        }
+        Chunk c = streaming.poll();
+        if (c == null && streaming.isComplete()) {
+            c = streaming.poll(); // every chunk was queued before the last stream ended
+            if (c == null) {
+                finished = true;
+                return null;
+            }
+        }
+        if (c == null) {
+            if (streaming.failure().isPresent() || streaming.isClosed() || run.failure != null) {
+                throw run.broken(split.index(), streaming);
+            }
+            run.checkDeadline(startedMillis);
+            return null;
+        }
+        held = c;
+        completedBytes += c.end();
+        return c;
     }
 
     @Override
@@ -77,13 +126,13 @@ public final class JumpgatePageSource implements ConnectorPageSource {
         long t0 = System.nanoTime();
         try {
             while (batch == null || row >= batch.size()) {
-                if (chunk >= chunks.size()) {
-                    finished = true;
-                    close();
+                Chunk c = nextChunk();
+                if (c == null) {
+                    if (finished) {
+                        close();
+                    }
                     return null;
                 }
-                Chunk c = chunks.get(chunk);
-                chunks.set(chunk++, null); // let the buffer go once decoded
                 batch = NtfBatch.index(reader, c.bytes(), 0, c.end(), c.tuples());
                 row = 0;
             }
@@ -97,6 +146,19 @@ public final class JumpgatePageSource implements ConnectorPageSource {
         } finally {
             readNanos += System.nanoTime() - t0;
         }
+    }
+
+    /**
+     * Streaming: done when a chunk is waiting or the destination ended, failed or closed; at the
+     * latest after a second, so the job's deadline is checked while nothing arrives.
+     */
+    @Override
+    public CompletableFuture<?> isBlocked() {
+        if (streaming == null || finished || closed) {
+            return NOT_BLOCKED;
+        }
+        CompletableFuture<Void> f = streaming.whenReady();
+        return f.isDone() ? NOT_BLOCKED : f.copy().completeOnTimeout(null, 1, TimeUnit.SECONDS);
     }
 
     @Override
@@ -133,6 +195,7 @@ public final class JumpgatePageSource implements ConnectorPageSource {
         finished = true;
         chunks = null;
         batch = null;
+        held = null;
         if (run != null) {
             run.release(split.index());
         }

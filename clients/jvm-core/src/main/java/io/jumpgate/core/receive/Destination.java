@@ -10,7 +10,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -19,8 +21,18 @@ import java.util.concurrent.atomic.AtomicReference;
 
 import io.jumpgate.core.Log;
 
-/** One {@code send} destination: a listening socket, its streams, their buffers. Made by {@link ReceiverService#open}. */
+/**
+ * One {@code send} destination: a listening socket, its streams, their buffers. Made by {@link ReceiverService#open}.
+ *
+ * <p>Buffered (the default): each stream's chunks are kept until it ends and is checked, and
+ * {@link #data()} hands out complete streams only. Streaming: each chunk is queued for {@link
+ * #poll()} as soon as it is read, and its memory is given back when the reader calls {@link
+ * #consumed}; an engine that fails the whole query when a stream fails later (Trino) reads rows
+ * while the job still runs.
+ */
 public final class Destination {
+  /** Chunks of a streaming destination are handed out at this size at most, so rows flow early. */
+  static final int STREAM_CHUNK_SIZE = 1 << 20;
   private final ReceiverService service;
   private final String key;
   private final int index;
@@ -41,8 +53,13 @@ public final class Destination {
   private final Set<Integer> claimed = ConcurrentHashMap.newKeySet();
   private final AtomicLong myBytes = new AtomicLong();
   private final AtomicInteger reads = new AtomicInteger();
+  private final boolean streaming;
+  private final ConcurrentLinkedQueue<Chunk> ready = new ConcurrentLinkedQueue<>();
+  private volatile CompletableFuture<Void> arrival = new CompletableFuture<>();
 
-  Destination(ReceiverService service, String key, int index, ServerSocket server, long maxBytes, String capName) {
+  Destination(ReceiverService service, String key, int index, ServerSocket server, long maxBytes, String capName,
+              boolean streaming) {
+    this.streaming = streaming;
     this.service = service;
     this.key = key;
     this.index = index;
@@ -92,6 +109,47 @@ public final class Destination {
     return done.await(nanos, TimeUnit.NANOSECONDS);
   }
 
+  public boolean isStreaming() {
+    return streaming;
+  }
+
+  public boolean isClosed() {
+    return closed;
+  }
+
+  /** Streaming: the next chunk received (in arrival order across streams), or null if none is waiting. */
+  public Chunk poll() {
+    return ready.poll();
+  }
+
+  /** Streaming: gives back the memory of a chunk taken with {@link #poll()} once it is decoded. */
+  public void consumed(Chunk c) {
+    long n = c.bytes().length;
+    if (!closed && myBytes.addAndGet(-n) >= 0) service.buffered.addAndGet(-n);
+  }
+
+  /** Streaming: completes when a chunk is waiting, or the destination is complete, failed or closed. */
+  public CompletableFuture<Void> whenReady() {
+    if (!ready.isEmpty() || done.getCount() == 0) return CompletableFuture.completedFuture(null);
+    CompletableFuture<Void> f;
+    synchronized (this) {
+      f = arrival;
+      if (f.isDone()) {
+        f = new CompletableFuture<>();
+        arrival = f;
+      }
+    }
+    // A chunk (or the end) that came while the future was replaced completed the old one: look again.
+    if (!ready.isEmpty() || done.getCount() == 0) f.complete(null);
+    return f;
+  }
+
+  private void offer(Chunk c) {
+    if (closed) return;
+    ready.add(c);
+    arrival.complete(null);
+  }
+
   /** The streams in stream-id order; only once complete. */
   public List<StreamData> data() throws IOException {
     if (!isComplete())
@@ -112,11 +170,15 @@ public final class Destination {
     if (error.compareAndSet(null, full)) {
       Log.warn("Jumpgate " + full);
       done.countDown();
+      arrival.complete(null);
     }
   }
 
   private void checkDone() {
-    if (expected >= 0 && streams.size() == expected) done.countDown();
+    if (expected >= 0 && streams.size() == expected) {
+      done.countDown();
+      arrival.complete(null);
+    }
   }
 
   void startAccepting() {
@@ -167,6 +229,8 @@ public final class Destination {
     done.countDown();
     service.buffered.addAndGet(-myBytes.getAndSet(0));
     streams.clear();
+    ready.clear();
+    arrival.complete(null);
   }
 
   private void grow(long n) throws IOException {
@@ -200,7 +264,9 @@ public final class Destination {
         return;
       }
       sock.setSoTimeout(0);
-      StreamData s = StreamFraming.readFrames(in, id, fixedSize, this::grow);
+      StreamData s = streaming
+          ? StreamFraming.readFrames(in, id, fixedSize, this::grow, STREAM_CHUNK_SIZE, this::offer)
+          : StreamFraming.readFrames(in, id, fixedSize, this::grow);
       if (closed) return;
       streams.put(id, s);
       checkDone();

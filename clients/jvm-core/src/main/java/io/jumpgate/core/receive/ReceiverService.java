@@ -20,7 +20,7 @@ import java.util.concurrent.atomic.AtomicLong;
  * own listening socket, opened before the job is submitted (the request carries its port). Its
  * streams are accepted and read by the service's own threads as soon as senders connect, framing
  * checked ({@link StreamFraming}), and buffered in memory per (job key, destination) until the
- * engine reads them. Buffering decouples the job from the engine's scheduling: the job runs to
+ * engine reads them (or, for a streaming destination, queued chunk by chunk as they arrive). Buffering decouples the job from the engine's scheduling: the job runs to
  * completion while no task slot is held, and a job that fails at any point is discarded whole
  * before the engine sees a row (never a partial answer).
  *
@@ -67,6 +67,11 @@ public final class ReceiverService {
    * destination order. {@code capName} names the engine setting behind {@code maxBytes} in errors.
    */
   public List<Integer> open(String key, int n, String host, long maxBytes, String capName) throws IOException {
+    return open(key, n, host, maxBytes, capName, false);
+  }
+
+  /** As above; {@code streaming} destinations hand out chunks as they arrive ({@link Destination}). */
+  public List<Integer> open(String key, int n, String host, long maxBytes, String capName, boolean streaming) throws IOException {
     List<Destination> opened = new ArrayList<>();
     try {
       InetAddress addr = InetAddress.getByName(host);
@@ -80,7 +85,7 @@ public final class ReceiverService {
           server.close();
           throw e;
         }
-        Destination d = new Destination(this, key, i, server, maxBytes, capName);
+        Destination d = new Destination(this, key, i, server, maxBytes, capName, streaming);
         destinations.put(new Id(key, i), d);
         opened.add(d);
         d.startAccepting();

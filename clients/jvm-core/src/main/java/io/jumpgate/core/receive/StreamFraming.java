@@ -66,8 +66,21 @@ public final class StreamFraming {
    * @param budget    charged for each buffer allocated
    */
   public static StreamData readFrames(InputStream in, int id, int fixedSize, Budget budget) throws IOException {
-    int minLen = Math.max(1, fixedSize);
     List<Chunk> chunks = new ArrayList<>();
+    StreamData s = readFrames(in, id, fixedSize, budget, CHUNK_SIZE, chunks::add);
+    return new StreamData(id, List.copyOf(chunks), s.tuples(), s.bytes());
+  }
+
+  /**
+   * Like {@link #readFrames(InputStream, int, int, Budget)}, handing each chunk to {@code sink} as
+   * soon as it is full (at most {@code maxChunk} bytes, or one frame if larger) and the last one at
+   * the end marker, so a reader may decode tuples while the stream still runs. The chunks handed
+   * out before a failure were well framed, but the stream as a whole was not checked: a consumer
+   * that used them must fail too. The returned StreamData has the counts and no chunks.
+   */
+  public static StreamData readFrames(InputStream in, int id, int fixedSize, Budget budget, int maxChunk,
+                                      java.util.function.Consumer<Chunk> sink) throws IOException {
+    int minLen = Math.max(1, fixedSize);
     byte[] buf = new byte[FIRST_CHUNK_SIZE];
     budget.grow(buf.length);
     int pos = 0; // bytes in buf
@@ -79,10 +92,10 @@ public final class StreamFraming {
     while (!ended) {
       if (pos == buf.length) { // full: keep the complete frames, move the partial one to a new chunk
         long need = pos - scan >= 4 ? 4 + Le.u32(buf, scan) : 4L;
-        int size = (int) Math.max(Math.min((long) CHUNK_SIZE, 2L * buf.length), need + 16);
+        int size = (int) Math.max(Math.min((long) maxChunk, 2L * buf.length), need + 16);
         byte[] next = new byte[size];
         System.arraycopy(buf, scan, next, 0, pos - scan);
-        chunks.add(new Chunk(buf, scan, chunkTuples));
+        sink.accept(new Chunk(buf, scan, chunkTuples));
         budget.grow(size);
         pos -= scan;
         scan = 0;
@@ -123,8 +136,8 @@ public final class StreamFraming {
         }
       }
     }
-    chunks.add(new Chunk(buf, scan, chunkTuples));
-    return new StreamData(id, List.copyOf(chunks), tuples, total);
+    sink.accept(new Chunk(buf, scan, chunkTuples));
+    return new StreamData(id, List.of(), tuples, total);
   }
 
   static String hex(byte[] b, int from, int to) {

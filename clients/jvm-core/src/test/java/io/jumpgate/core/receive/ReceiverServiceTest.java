@@ -130,4 +130,64 @@ class ReceiverServiceTest {
     assertEquals(List.of(), svc.destination("k5", 1).orElseThrow().data());
     svc.release("k5");
   }
+
+  @Test
+  void aStreamingDestinationHandsOutChunksBeforeTheStreamEnds() throws Exception {
+    ReceiverService svc = ReceiverService.create();
+    List<Integer> ports = svc.open("s1", 1, "127.0.0.1", 1 << 30, "test.maxBytes", true);
+    svc.expect("s1", List.of(1), List.of(16));
+    Destination d = svc.destination("s1", 0).orElseThrow();
+    assertTrue(d.isStreaming());
+    java.util.concurrent.CompletableFuture<Void> waiting = d.whenReady();
+    assertFalse(waiting.isDone());
+    // 5000 tuples of 20 framed bytes: more than the first 64 KiB chunk, sent without the end marker yet.
+    byte[][] tuples = new byte[5000][];
+    for (int i = 0; i < tuples.length; i++) tuples[i] = tuple(i);
+    byte[] whole = NtfWriter.stream(0, tuples);
+    int marker = whole.length - StreamFraming.END_MARKER_SIZE;
+    long total;
+    try (Socket s = new Socket("127.0.0.1", ports.get(0))) {
+      OutputStream out = s.getOutputStream();
+      out.write(whole, 0, marker);
+      out.flush();
+      waiting.get(10, java.util.concurrent.TimeUnit.SECONDS); // a full chunk arrived while the stream runs
+      Chunk first = d.poll();
+      assertTrue(first != null && first.tuples() > 0 && first.tuples() < tuples.length, "a first chunk, not all");
+      assertFalse(d.isComplete());
+      total = first.tuples();
+      long before = svc.bufferedBytes();
+      d.consumed(first);
+      assertEquals(before - first.bytes().length, svc.bufferedBytes());
+      out.write(whole, marker, whole.length - marker);
+      out.flush();
+    }
+    assertTrue(d.await(10_000_000_000L));
+    assertTrue(d.isComplete());
+    for (Chunk c; (c = d.poll()) != null; ) {
+      total += c.tuples();
+      d.consumed(c);
+    }
+    assertEquals(tuples.length, total); // every tuple once, across the chunks
+    assertTrue(d.whenReady().isDone());
+    svc.release("s1");
+    assertEquals(0, svc.bufferedBytes());
+  }
+
+  @Test
+  void aStreamingDestinationFailsWhenItsStreamBreaksAfterChunksWereHandedOut() throws Exception {
+    ReceiverService svc = ReceiverService.create();
+    List<Integer> ports = svc.open("s2", 1, "127.0.0.1", 1 << 30, "test.maxBytes", true);
+    svc.expect("s2", List.of(1), List.of(16));
+    Destination d = svc.destination("s2", 0).orElseThrow();
+    byte[][] tuples = new byte[5000][];
+    for (int i = 0; i < tuples.length; i++) tuples[i] = tuple(i);
+    byte[] whole = NtfWriter.stream(0, tuples);
+    send(ports.get(0), Arrays.copyOf(whole, whole.length - StreamFraming.END_MARKER_SIZE)); // no end marker
+    assertTrue(d.await(10_000_000_000L));
+    assertFalse(d.isComplete());
+    assertTrue(d.failure().orElseThrow().contains("ended before its end marker"), d.failure().orElseThrow());
+    assertTrue(d.poll() != null, "the chunks read before the break were handed out");
+    assertTrue(d.whenReady().isDone());
+    svc.release("s2");
+  }
 }
