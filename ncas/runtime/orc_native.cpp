@@ -226,6 +226,15 @@ class IntRle {
     }
     return true;
   }
+  // Step over the next n values (their runs are still parsed: RLE has no index).
+  bool skip(int64_t n) {
+    while (n > 0) {
+      if (pos_ == len_ && !(v2_ ? run_v2() : run_v1())) return false;
+      int64_t k = std::min<int64_t>(n, len_ - pos_);
+      n -= k, pos_ += (int)k;
+    }
+    return true;
+  }
 
  private:
   bool run_v1() {
@@ -449,6 +458,15 @@ struct Column {
   std::shared_ptr<arrow::ResizableBuffer> values, validity;
   std::vector<uint8_t> valid_bytes, scratch;
   std::vector<int64_t> scale_buf;  // decimal scales; string lengths or indices
+  // Where its streams are in the stripe, read and decompressed by load_column(); a late column's
+  // only once one of its rows is needed, after skipping the `pending_skip` rows passed over before.
+  struct Want {
+    uint64_t at, len;
+    Bytes *into;
+  };
+  std::vector<Want> wants;
+  bool loaded = false;
+  int64_t pending_skip = 0;
 };
 
 int value_width(uint32_t kind) {
@@ -543,24 +561,148 @@ class File final : public NativeFile {
   Status read(int64_t stripe, const std::vector<int> &fields, const std::shared_ptr<arrow::Schema> &schema,
               int64_t batch_rows, const std::function<Status(const arrow::RecordBatch &)> &on_batch,
               bool *handled) override {
+    return read_stripe(stripe, fields, schema, batch_rows, nullptr, on_batch, nullptr, nullptr, handled);
+  }
+
+  Status read_late(int64_t stripe, const std::vector<int> &fields, const std::shared_ptr<arrow::Schema> &schema,
+                   int64_t batch_rows, const std::vector<bool> &early, const FilterFn &filter, const RowsFn &rows,
+                   bool *handled) override {
+    return read_stripe(stripe, fields, schema, batch_rows, &early, nullptr, &filter, &rows, handled);
+  }
+
+ private:
+  // Without `early`: every column of every batch decoded, to `on_batch`. With it: the early
+  // columns, `filter`, then the late ones decoded or skipped, to `rows_fn` (see read_late).
+  Status read_stripe(int64_t stripe, const std::vector<int> &fields, const std::shared_ptr<arrow::Schema> &schema,
+                     int64_t batch_rows, const std::vector<bool> *early,
+                     const std::function<Status(const arrow::RecordBatch &)> &on_batch, const FilterFn *filter,
+                     const RowsFn *rows_fn, bool *handled) {
     *handled = false;
     if (stripe < 0 || (size_t)stripe >= stripes_.size()) return Status::OK();
     const Stripe &s = stripes_[(size_t)stripe];
+    auto is_late = [&](size_t k) { return early && !(*early)[k]; };
     ARROW_RETURN_NOT_OK(load_stripe(s, fields, schema, handled));
     if (!*handled) return Status::OK();
+    for (size_t k = 0; k < cols_.size(); k++)
+      if (!is_late(k)) ARROW_RETURN_NOT_OK(load_column(*cols_[k], s.rows));
     // dictionary-encoded string columns come as dictionary arrays: the batches' schema says so
-    std::shared_ptr<arrow::Schema> batch_schema = schema;
+    std::shared_ptr<arrow::Schema> batch_schema = schema, early_schema;
     for (size_t k = 0; k < cols_.size(); k++)
       if (cols_[k]->dict) batch_schema = *batch_schema->SetField((int)k, schema->field((int)k)->WithType(cols_[k]->out_type));
+    if (early) {
+      early_schema = batch_schema;
+      for (size_t k = 0; k < cols_.size(); k++)
+        if (is_late(k)) early_schema = *early_schema->SetField((int)k, schema->field((int)k)->WithType(arrow::null()));
+    }
     const int64_t rows = (int64_t)s.rows;
     std::vector<std::shared_ptr<arrow::ArrayData>> arrays(cols_.size());
     for (int64_t pos = 0; pos < rows; pos += batch_rows) {
       int64_t n = std::min(batch_rows, rows - pos);
-      for (size_t k = 0; k < cols_.size(); k++) ARROW_RETURN_NOT_OK(decode(*cols_[k], n, batch_rows, &arrays[k]));
-      ARROW_RETURN_NOT_OK(on_batch(*arrow::RecordBatch::Make(batch_schema, n, arrays)));
+      if (!early) {
+        for (size_t k = 0; k < cols_.size(); k++) ARROW_RETURN_NOT_OK(decode(*cols_[k], n, batch_rows, &arrays[k]));
+        ARROW_RETURN_NOT_OK(on_batch(*arrow::RecordBatch::Make(batch_schema, n, arrays)));
+        continue;
+      }
+      for (size_t k = 0; k < cols_.size(); k++)
+        if (is_late(k)) arrays[k] = jgscan::late_placeholder(n);
+        else ARROW_RETURN_NOT_OK(decode(*cols_[k], n, batch_rows, &arrays[k]));
+      ARROW_ASSIGN_OR_RAISE(size_t passed, (*filter)(*arrow::RecordBatch::Make(early_schema, n, arrays)));
+      for (size_t k = 0; k < cols_.size(); k++) {
+        if (!is_late(k)) continue;
+        Column &c = *cols_[k];
+        if (passed == 0) {
+          if (c.loaded) ARROW_RETURN_NOT_OK(skip(c, n, batch_rows));
+          else c.pending_skip += n;
+          continue;
+        }
+        if (!c.loaded) {
+          ARROW_RETURN_NOT_OK(load_column(c, s.rows));
+          ARROW_RETURN_NOT_OK(skip(c, c.pending_skip, batch_rows));
+          c.pending_skip = 0;
+        }
+        ARROW_RETURN_NOT_OK(decode(c, n, batch_rows, &arrays[k]));
+      }
+      if (passed == 0) jgscan::g_late_rows_skipped.fetch_add((uint64_t)n, std::memory_order_relaxed);
+      ARROW_RETURN_NOT_OK((*rows_fn)(*arrow::RecordBatch::Make(batch_schema, n, arrays), passed));
+    }
+    for (auto &cp : cols_)
+      if (!cp->loaded) jgscan::g_late_chunks_skipped.fetch_add(cp->wants.size(), std::memory_order_relaxed);
+    return Status::OK();
+  }
+
+  // Step column c (loaded) over its next n rows without building an array: PRESENT, lengths,
+  // scales and RLE runs are still parsed, fixed-width values and string bytes stepped over.
+  Status skip(Column &c, int64_t n, int64_t batch_rows) {
+    while (n > 0) {
+      const int64_t m = std::min(n, batch_rows);
+      n -= m;
+      int64_t dense = m;
+      if (c.has_present) {
+        if (c.valid_bytes.size() < (size_t)m) c.valid_bytes.resize((size_t)m);
+        dense = c.present_dec.read(c.valid_bytes.data(), m);
+        if (dense < 0) return bad(c, "PRESENT stream");
+      }
+      if (c.scratch.size() < (size_t)dense) c.scratch.resize((size_t)dense);
+      if (c.scale_buf.size() < (size_t)dense) c.scale_buf.resize((size_t)dense);
+      const int width = value_width(c.type.kind);
+      switch (c.type.kind) {
+        case kString:
+        case kVarchar:
+        case kBinary:
+          if (c.dict) {
+            if (!c.indices.skip(dense)) return bad(c, "DATA stream");
+          } else {
+            if (!c.lengths.read(c.scale_buf.data(), dense)) return bad(c, "LENGTH stream");
+            uint64_t total = 0;
+            for (int64_t j = 0; j < dense; j++) {
+              uint64_t l = (uint64_t)c.scale_buf[(size_t)j];  // unsigned: a "negative" length is a huge one
+              if (l > c.raw.left() - total) return bad(c, "LENGTH stream (past the end of DATA)");
+              total += l;
+            }
+            c.raw.p += total;
+          }
+          break;
+        case kBoolean:
+          if (c.bools.read(c.scratch.data(), dense) < 0) return bad(c, "DATA stream");
+          break;
+        case kByte:
+          if (!c.bytes.read(c.scratch.data(), dense)) return bad(c, "DATA stream");
+          break;
+        case kShort:
+        case kInt:
+        case kDate:
+        case kLong:
+          if (!c.ints.skip(dense)) return bad(c, "DATA stream");
+          break;
+        case kFloat:
+        case kDouble: {
+          size_t bytes = (size_t)dense * (size_t)width;
+          if (bytes > c.raw.left()) return bad(c, "DATA stream");
+          c.raw.p += bytes;
+          break;
+        }
+        case kDecimal: {
+          if (!c.scales.skip(dense)) return bad(c, "SECONDARY stream");
+          // a varint ends at each byte without its high bit
+          const uint8_t *p = c.raw.p;
+          for (int64_t j = 0; j < dense; j++) {
+            int i = 0;
+            for (;; i++) {
+              if (p + i >= c.raw.e || i == 10) return bad(c, "DATA stream");
+              if (!(p[i] & 0x80)) break;
+            }
+            p += i + 1;
+          }
+          c.raw.p = p;
+          break;
+        }
+        default: return Status::NotImplemented("ORC type kind ", c.type.kind);
+      }
     }
     return Status::OK();
   }
+
+ public:
 
  private:
   Status parse_footer(const std::string &footer) {
@@ -633,11 +775,7 @@ class File final : public NativeFile {
     ARROW_ASSIGN_OR_RAISE(auto fbuf, in_->ReadAt((int64_t)footer_at, (int64_t)s.footer_length));
     if ((uint64_t)fbuf->size() != s.footer_length) return Status::Invalid("short read of a stripe footer");
     ARROW_ASSIGN_OR_RAISE(std::string footer, decompress(std::string_view(*fbuf), compression_, block_));
-    struct Want {
-      uint64_t at, len;
-      Bytes *into;
-    };
-    std::vector<Want> wants;
+    for (auto &cp : cols_) cp->wants.clear(), cp->loaded = false, cp->pending_skip = 0;
     std::vector<uint32_t> encodings;
     std::vector<uint64_t> dict_sizes;
     uint64_t at = s.offset, end = s.offset + s.index_length + s.data_length;
@@ -656,11 +794,11 @@ class File final : public NativeFile {
         if (length > end - at) return Status::Invalid("stream outside its stripe");
         if (column < slot_of.size() && slot_of[column] >= 0) {
           Column &c = *cols_[(size_t)slot_of[column]];
-          if (kind == kPresent) wants.push_back({at, length, &c.present}), c.has_present = true;
-          else if (kind == kData) wants.push_back({at, length, &c.data});
-          else if (kind == kSecondary) wants.push_back({at, length, &c.secondary}), c.has_secondary = true;
-          else if (kind == kLength && is_bytes_kind(c.type.kind)) wants.push_back({at, length, &c.length}), c.has_length = true;
-          else if (kind == kDictionaryData && is_bytes_kind(c.type.kind)) wants.push_back({at, length, &c.dict_data});
+          if (kind == kPresent) c.wants.push_back({at, length, &c.present}), c.has_present = true;
+          else if (kind == kData) c.wants.push_back({at, length, &c.data});
+          else if (kind == kSecondary) c.wants.push_back({at, length, &c.secondary}), c.has_secondary = true;
+          else if (kind == kLength && is_bytes_kind(c.type.kind)) c.wants.push_back({at, length, &c.length}), c.has_length = true;
+          else if (kind == kDictionaryData && is_bytes_kind(c.type.kind)) c.wants.push_back({at, length, &c.dict_data});
           else if (kind < 6) return Status::OK();  // e.g. DICTIONARY_COUNT: not an encoding of ours
         }
         at += length;
@@ -700,14 +838,20 @@ class File final : public NativeFile {
       c.present.clear(), c.data.clear(), c.secondary.clear();
     }
     *handled = true;  // from here on, anything unexpected is a bad file
-    for (const Want &wt : wants) {
+    return Status::OK();
+  }
+
+  // Read and decompress column c's streams in the current stripe (of `stripe_rows` rows), and set
+  // up its decoders.
+  Status load_column(Column &c, uint64_t stripe_rows) {
+    for (const Column::Want &wt : c.wants) {
       ARROW_ASSIGN_OR_RAISE(auto b, in_->ReadAt((int64_t)wt.at, (int64_t)wt.len));
       if ((uint64_t)b->size() != wt.len) return Status::Invalid("short read of a stream");
       Status st = append_decompressed(b->data(), (size_t)b->size(), compression_, block_, codec_.get(), wt.into);
       if (!st.ok()) return Status::Invalid("column ", column_name(*wt.into), ": ", st.message());
     }
-    for (auto &cp : cols_) {
-      Column &c = *cp;
+    c.loaded = true;
+    {
       for (Bytes *b : {&c.present, &c.data, &c.secondary, &c.length, &c.dict_data}) {
         if (!b->reserve(b->size())) return Status::OutOfMemory("ORC stream");
         b->seal();
@@ -729,7 +873,7 @@ class File final : public NativeFile {
         case kBinary:
           if (c.dict) {
             c.indices.reset(d, c.v2, false);
-            ARROW_RETURN_NOT_OK(load_dictionary(c, s.rows));
+            ARROW_RETURN_NOT_OK(load_dictionary(c, stripe_rows));
           } else {
             c.raw = d;
             c.lengths.reset(in_of(c.length), c.v2, false);

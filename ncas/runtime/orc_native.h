@@ -122,6 +122,15 @@ class NativeFile {
   virtual arrow::Status read(int64_t stripe, const std::vector<int> &fields, const std::shared_ptr<arrow::Schema> &schema,
                              int64_t batch_rows, const std::function<arrow::Status(const arrow::RecordBatch &)> &on_batch,
                              bool *handled) = 0;
+  // The same with late materialization (jgscan::ColumnarFile::read_late): per batch the fields
+  // marked in `early` are decoded and `filter` sees them (the others as null placeholders); the
+  // others are decoded only for a batch in which some row passed, else skipped, and the streams of
+  // a field none of whose rows in the stripe is needed are never read nor decompressed.
+  using FilterFn = std::function<arrow::Result<size_t>(const arrow::RecordBatch &)>;
+  using RowsFn = std::function<arrow::Status(const arrow::RecordBatch &, size_t)>;
+  virtual arrow::Status read_late(int64_t stripe, const std::vector<int> &fields, const std::shared_ptr<arrow::Schema> &schema,
+                                  int64_t batch_rows, const std::vector<bool> &early, const FilterFn &filter,
+                                  const RowsFn &rows, bool *handled) = 0;
 };
 
 }  // namespace jgorc

@@ -49,6 +49,10 @@ using arrow::Status;
 
 }  // namespace
 
+std::shared_ptr<arrow::ArrayData> late_placeholder(int64_t n) {
+  return arrow::ArrayData::Make(arrow::null(), n, {nullptr}, n);
+}
+
 // jemalloc when the wheel has it (it keeps freed pages for a while), unless the user chose a pool
 // with ARROW_DEFAULT_MEMORY_POOL. With the default mimalloc, the decompression buffers that every
 // row group's column readers allocate anew came back as fresh pages each time, and zeroing those
@@ -1055,6 +1059,9 @@ struct FileState {
   std::vector<ColumnPlan> plans;  // per JG_QUERY column
   std::vector<int> fields;        // fields to read, ascending
   std::vector<RowPred> row_preds; // the prune predicates usable row by row on this file
+  // Late materialization: per batch column, whether the prefilter reads it (decoded first); empty
+  // when every column is needed first anyway (no prefilter, or it reads every column).
+  std::vector<bool> early;
 };
 
 struct Unit {
@@ -1105,14 +1112,32 @@ class Worker {
     }
     int64_t row = u.info.first_row;  // file row of the next batch's first row
     int rc = 0;
+    auto check = [&](const arrow::RecordBatch &b) {
+      if ((size_t)b.num_columns() != fs.fields.size())
+        return Status::Invalid("reader returned ", b.num_columns(), " columns, expected ", fs.fields.size());
+      return Status::OK();
+    };
     Status s = guard([&] {
-      return file_->read(u.info.index, [&](const arrow::RecordBatch &b) {
-        if ((size_t)b.num_columns() != fs.fields.size())
-          return Status::Invalid("reader returned ", b.num_columns(), " columns, expected ", fs.fields.size());
-        rc = batch(fs, b, row);
-        row += b.num_rows();
-        return rc == 0 ? Status::OK() : Status::Cancelled("row failed");
-      });
+      if (fs.early.empty())
+        return file_->read(u.info.index, [&](const arrow::RecordBatch &b) {
+          ARROW_RETURN_NOT_OK(check(b));
+          rc = batch(fs, b, row);
+          row += b.num_rows();
+          return rc == 0 ? Status::OK() : Status::Cancelled("row failed");
+        });
+      // late materialization: the prefilter's columns first, the others for the batches it leaves rows in
+      return file_->read_late(
+          u.info.index, fs.early,
+          [&](const arrow::RecordBatch &b) -> arrow::Result<size_t> {
+            ARROW_RETURN_NOT_OK(check(b));
+            return prefilter(fs, b);
+          },
+          [&](const arrow::RecordBatch &b, size_t passed) {
+            ARROW_RETURN_NOT_OK(check(b));
+            rc = passed ? emit(fs, b, passed, row) : 0;
+            row += b.num_rows();
+            return rc == 0 ? Status::OK() : Status::Cancelled("row failed");
+          });
     });
     if (rc != 0) return -1;
     if (s.ok() && file_->last_read_native()) st_->units_native.fetch_add(1, std::memory_order_relaxed);
@@ -1135,17 +1160,16 @@ class Worker {
   }
 
   int batch(const FileState &fs, const arrow::RecordBatch &b, int64_t first_row) {
+    size_t n = prefilter(fs, b);
+    return n ? emit(fs, b, n, first_row) : 0;
+  }
+
+  // Count the batch's rows in, and narrow them to those every prune predicate holds for: sel_[0..n),
+  // n returned. Only the predicates' columns are looked at (the others may not be decoded yet).
+  size_t prefilter(const FileState &fs, const arrow::RecordBatch &b) {
     int64_t rows = b.num_rows();
     ctx_->stats.tuples_in += (uint64_t)rows;
-    const bool rf = JG_QUERY.nrf && !JG_QUERY.rows && jgr_rf_installed();  // docs/runtime-filters.md
-    if (fs.row_preds.empty() && !rf) {
-      for (int64_t t0 = 0; t0 < rows; t0 += tile_rows_) {
-        int n = (int)std::min<int64_t>(tile_rows_, rows - t0);
-        if (tile(fs, b, Span{t0}, n, first_row) != 0) return -1;
-      }
-      return 0;
-    }
-    // narrow the batch to the rows every prune predicate holds for
+    if (fs.row_preds.empty() && !(JG_QUERY.nrf && !JG_QUERY.rows && jgr_rf_installed())) return (size_t)rows;
     sel_.resize((size_t)rows);
     for (int64_t i = 0; i < rows; i++) sel_[(size_t)i] = (uint32_t)i;
     size_t n = (size_t)rows;
@@ -1156,6 +1180,20 @@ class Worker {
       size_t k = apply_row_pred(rp, pl, *b.column_data(rp.pos), sel_.data(), n, n == (size_t)rows, &dict_match_[p++]);
       if (k != (size_t)-1) n = k;
       if (n == 0) return 0;
+    }
+    return n;
+  }
+
+  // The runtime filters, then the tiles, over the rows sel_[0..n) of batch `b` (every column decoded).
+  int emit(const FileState &fs, const arrow::RecordBatch &b, size_t n, int64_t first_row) {
+    int64_t rows = b.num_rows();
+    const bool rf = JG_QUERY.nrf && !JG_QUERY.rows && jgr_rf_installed();  // docs/runtime-filters.md
+    if (n == (size_t)rows && !rf) {  // every row: contiguous tiles, no selection to follow
+      for (int64_t t0 = 0; t0 < rows; t0 += tile_rows_) {
+        int m = (int)std::min<int64_t>(tile_rows_, rows - t0);
+        if (tile(fs, b, Span{t0}, m, first_row) != 0) return -1;
+      }
+      return 0;
     }
     if (rf) {
       ctx_->rf_pretested = runtime_filters(fs, b, &n);
@@ -1313,6 +1351,8 @@ int scan_prepare(jgr_proc *p, int phase, jgr_error *err) {
   g_libsnappy = !(ls && strcmp(ls, "0") == 0);
   const char *pf = jgr_param(p, "scan.prefilter");  // "0": the row function alone filters (for tests)
   bool no_prefilter = pf && strcmp(pf, "0") == 0;
+  const char *lm = jgr_param(p, "scan.late");  // "0": decode every column of every batch (for comparisons)
+  bool no_late = lm && strcmp(lm, "0") == 0;
 
   std::vector<Pred> preds;
   for (int n = 0;; n++) {
@@ -1365,6 +1405,11 @@ int scan_prepare(jgr_proc *p, int phase, jgr_error *err) {
         if (plan_row_pred(pr, fs.plans[pr.col], JG_QUERY.columns[pr.col], &rp) && !merge_range(&fs.row_preds, rp))
           fs.row_preds.push_back(std::move(rp));
       }
+    if (!fs.row_preds.empty() && !no_late) {
+      fs.early.assign(fs.fields.size(), false);
+      for (const RowPred &rp : fs.row_preds) fs.early[(size_t)rp.pos] = true;
+      if (std::all_of(fs.early.begin(), fs.early.end(), [](bool e) { return e; })) fs.early.clear();
+    }
 
     int64_t nunits = file.num_units();
     for (int64_t i = 0; i < nunits; i++) {
@@ -1418,6 +1463,10 @@ void scan_stats(jgr_proc *p, int phase, char *buf, size_t cap) {
     snprintf(buf + used, cap - used, ",\"%s\":%" PRIu64, st->fmt->native_key, st->units_native.load());
   used = strlen(buf);
   if (used < cap) snprintf(buf + used, cap - used, ",\"libsnappy_bytes\":%" PRIu64, g_libsnappy_bytes.load());
+  used = strlen(buf);
+  if (used < cap)
+    snprintf(buf + used, cap - used, ",\"late_rows_skipped\":%" PRIu64 ",\"late_%s_skipped\":%" PRIu64,
+             g_late_rows_skipped.load(), st->fmt->late_chunk, g_late_chunks_skipped.load());
 }
 
 }  // namespace

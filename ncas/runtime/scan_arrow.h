@@ -8,6 +8,7 @@
 #ifndef JG_SCAN_ARROW_H
 #define JG_SCAN_ARROW_H
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -66,7 +67,35 @@ class ColumnarFile {
   // The last read() decoded the unit with the format's own decoder rather than a library's
   // reader (counted in the `done` stats under Format::native_key).
   virtual bool last_read_native() const { return false; }
+
+  // Late materialization. Per batch, `filter` gets the batch with only the columns marked in
+  // `early` decoded (the others are placeholder arrays of type null) and returns how many rows
+  // may pass (the driver keeps which); the other columns are then decoded for that batch — or,
+  // when no row passed, skipped without being decoded, their pages or streams not even
+  // decompressed when no row of theirs is ever needed — and `rows` gets the whole batch with the
+  // count `filter` returned. A format that cannot do this reads unit `i` with read() and calls
+  // `filter` and `rows` on every whole batch in turn (the default), which gives the same rows.
+  using FilterFn = std::function<arrow::Result<size_t>(const arrow::RecordBatch &early)>;
+  using RowsFn = std::function<arrow::Status(const arrow::RecordBatch &all, size_t passed)>;
+  virtual arrow::Status read_late(int64_t i, const std::vector<bool> &early, const FilterFn &filter,
+                                  const RowsFn &rows) {
+    (void)early;
+    return read(i, [&](const arrow::RecordBatch &b) -> arrow::Status {
+      ARROW_ASSIGN_OR_RAISE(size_t passed, filter(b));
+      return rows(b, passed);
+    });
+  }
 };
+
+// What late materialization saved, over the process (the `done` stats): rows whose late columns
+// were skipped undecoded because no row of their batch passed the filter's first pass, and the
+// pages (Parquet) or streams (ORC) of late columns never decompressed because none of their rows
+// was needed.
+inline std::atomic<uint64_t> g_late_rows_skipped{0};
+inline std::atomic<uint64_t> g_late_chunks_skipped{0};
+
+// A placeholder for a late column in the batch `filter` sees: `n` rows of type null.
+std::shared_ptr<arrow::ArrayData> late_placeholder(int64_t n);
 
 struct Format {
   const char *driver;     // "scan_orc", "scan_parquet"
@@ -79,6 +108,8 @@ struct Format {
   arrow::Result<std::unique_ptr<ColumnarFile>> (*open)(const std::string &path,
                                                       std::shared_ptr<arrow::io::RandomAccessFile> input);
   const char *native_key = nullptr;  // `done` stats key counting units read natively, if any
+  const char *late_chunk = "pages";  // what late materialization skips decompressing, in the
+                                     // `done` stats key late_<late_chunk>_skipped
 };
 
 // The memory pool for everything a format allocates (readers, decompression buffers, arrays).

@@ -312,6 +312,26 @@ class OrcFile final : public jgscan::ColumnarFile {
       last_native_ = handled;
       if (handled) return Status::OK();
     }
+    return read_adapter(u, on_batch);
+  }
+
+  // Late materialization on natively decoded stripes (the adapter decodes every column).
+  Status read_late(int64_t i, const std::vector<bool> &early, const FilterFn &filter, const RowsFn &rows) override {
+    last_native_ = false;
+    if (native_) {
+      bool handled = false;
+      ARROW_RETURN_NOT_OK(native_->read_late(i, fields_, batch_schema_, batch_rows_, early, filter, rows, &handled));
+      last_native_ = handled;
+      if (handled) return Status::OK();
+    }
+    return read_adapter(units_[(size_t)i], [&](const arrow::RecordBatch &b) -> Status {
+      ARROW_ASSIGN_OR_RAISE(size_t passed, filter(b));
+      return rows(b, passed);
+    });
+  }
+
+ private:
+  Status read_adapter(const jgscan::UnitInfo &u, const std::function<Status(const arrow::RecordBatch &)> &on_batch) {
     ARROW_RETURN_NOT_OK(reader_->Seek(u.first_row));
     ARROW_ASSIGN_OR_RAISE(auto rr, reader_->NextStripeReader(batch_rows_, fields_));
     if (!rr) return Status::Invalid("no stripe at row ", u.first_row);
@@ -341,7 +361,7 @@ class OrcFile final : public jgscan::ColumnarFile {
   bool tail_loaded_ = false, tail_ok_ = false;
 };
 
-const jgscan::Format kOrc = {"scan_orc", "ORC", "stripe", "stripes", false, OrcFile::open, "stripes_native"};
+const jgscan::Format kOrc = {"scan_orc", "ORC", "stripe", "stripes", false, OrcFile::open, "stripes_native", "streams"};
 
 }  // namespace
 

@@ -207,7 +207,7 @@ class ParquetFile final : public jgscan::ColumnarFile {
 
   Status read(int64_t i, const std::function<Status(const arrow::RecordBatch &)> &on_batch) override {
     last_direct_ = direct_ && direct_group(i);
-    if (last_direct_) return read_direct(i, on_batch);
+    if (last_direct_) return read_direct(i, nullptr, on_batch, nullptr, nullptr);
     ARROW_ASSIGN_OR_RAISE(auto rr, reader_->GetRecordBatchReader({(int)i}, columns_));
     int64_t got = 0;
     for (;;) {
@@ -220,6 +220,13 @@ class ParquetFile final : public jgscan::ColumnarFile {
     if (got != units_[(size_t)i].rows)
       return Status::Invalid("row group has ", got, " rows, the footer says ", units_[(size_t)i].rows);
     return Status::OK();
+  }
+
+  // Late materialization on the direct path (parquet/arrow's reader decodes every column).
+  Status read_late(int64_t i, const std::vector<bool> &early, const FilterFn &filter, const RowsFn &rows) override {
+    last_direct_ = direct_ && direct_group(i);
+    if (!last_direct_) return ColumnarFile::read_late(i, early, filter, rows);
+    return read_direct(i, &early, nullptr, &filter, &rows);
   }
 
  private:
@@ -294,6 +301,8 @@ class ParquetFile final : public jgscan::ColumnarFile {
     bool levels = false;    // the current page's levels are decoded
     std::shared_ptr<parquet::Page> page;  // the current data page; its bytes live until the next
     int64_t left = 0;                     // its rows not yet read
+    bool pending = false;                 // a late column's page not decompressed yet (open_page)
+    int64_t pending_skip = 0;             // its rows skipped while pending
     parquet::Encoding::type enc = parquet::Encoding::PLAIN;
     const uint8_t *plain = nullptr, *plain_end = nullptr;  // PLAIN: the values not yet read
     std::unique_ptr<parquet::LevelDecoder> def_dec = std::make_unique<parquet::LevelDecoder>();  // not movable itself
@@ -421,8 +430,10 @@ class ParquetFile final : public jgscan::ColumnarFile {
     }
   }
 
-  // Move to the column's next data page (taking in a dictionary page on the way).
-  Status next_page(Direct &c) {
+  // Move to the column's next data page (taking in a dictionary page on the way). With `defer`
+  // (a late column) a Snappy page is only noted: open_page() decompresses it when a row of it is
+  // first needed, and a page none of whose rows is needed is never decompressed.
+  Status next_page(Direct &c, bool defer = false) {
     using E = parquet::Encoding;
     for (;;) {
       std::shared_ptr<parquet::Page> p = c.pages->NextPage();
@@ -445,11 +456,26 @@ class ParquetFile final : public jgscan::ColumnarFile {
         }
         continue;
       }
-      bool v2 = p->type() == parquet::PageType::DATA_PAGE_V2;
-      if (p->type() != parquet::PageType::DATA_PAGE && !v2) continue;  // index pages
+      if (p->type() != parquet::PageType::DATA_PAGE && p->type() != parquet::PageType::DATA_PAGE_V2) continue;  // index pages
       const auto &dp = static_cast<const parquet::DataPage &>(*p);
       int32_t nv = dp.num_values();
       if (nv <= 0) continue;
+      c.page = std::move(p);
+      c.left = nv;
+      c.pending = defer && c.snappy;
+      c.pending_skip = 0;
+      if (c.pending) return Status::OK();
+      return open_page(c);
+    }
+  }
+
+  // Decompress column c's current data page (c.page) and set up its levels and values decoders.
+  Status open_page(Direct &c) {
+    using E = parquet::Encoding;
+    const auto &dp = static_cast<const parquet::DataPage &>(*c.page);
+    const bool v2 = c.page->type() == parquet::PageType::DATA_PAGE_V2;
+    const int32_t nv = dp.num_values();
+    {
       const uint8_t *data = dp.data();
       int64_t size = dp.size();
       if (c.snappy && !v2) {
@@ -493,10 +519,71 @@ class ParquetFile final : public jgscan::ColumnarFile {
         ARROW_RETURN_NOT_OK(by_type(c, [&](auto t) { return set_other<decltype(t)>(c, c.enc); }));
         c.other_dec->SetData(nv, data, (int)size);
       }
-      c.page = std::move(p);
-      c.left = nv;
       return Status::OK();
     }
+  }
+
+  // A late column's deferred page, decompressed now that one of its rows is needed, and moved
+  // past the rows skipped before that.
+  Status ensure_open(Direct &c) {
+    if (!c.pending) return Status::OK();
+    c.pending = false;
+    ARROW_RETURN_NOT_OK(open_page(c));
+    for (int64_t done = 0; done < c.pending_skip;) {
+      int64_t m = std::min(batch_rows_, c.pending_skip - done);
+      ARROW_RETURN_NOT_OK(skip_values(c, m));
+      done += m;
+    }
+    c.pending_skip = 0;
+    return Status::OK();
+  }
+
+  // Skip the next n rows of column c (all in its current page) without building an array: a
+  // deferred page only counts them (it is never decompressed if no later row of it is needed).
+  Status skip_rows(Direct &c, int64_t n) {
+    c.left -= n;
+    if (c.pending) {
+      c.pending_skip += n;
+      if (c.left == 0) g_late_pages_skipped(), c.pending = false;
+      return Status::OK();
+    }
+    return skip_values(c, n);
+  }
+
+  static void g_late_pages_skipped() { jgscan::g_late_chunks_skipped.fetch_add(1, std::memory_order_relaxed); }
+
+  // Move column c's decoders past its next n rows (n <= batch_rows_), decoding into scratch only
+  // what cannot be stepped over: levels (to count the values present), dictionary indices and
+  // other encodings' values; PLAIN values are stepped over.
+  Status skip_values(Direct &c, int64_t n) {
+    using E = parquet::Encoding;
+    int64_t dense = n;
+    if (c.levels) {
+      if (c.def_dec->Decode((int)n, c.def.data()) != n) return Status::Invalid("column ", c.descr->name(), ": levels ended early");
+      dense = count_eq(c.def.data(), n, c.max_def);
+    }
+    if (c.enc == E::PLAIN_DICTIONARY || c.enc == E::RLE_DICTIONARY) {
+      auto *idx = reinterpret_cast<int32_t *>(c.indices->mutable_data());
+      return by_type(c, [&](auto t) {
+        auto *dd = dynamic_cast<parquet::DictDecoder<decltype(t)> *>(c.dict_dec.get());
+        if (!dd || dd->DecodeIndices((int)dense, idx) != dense)
+          return Status::Invalid("column ", c.descr->name(), ": dictionary indices ended early");
+        return Status::OK();
+      });
+    }
+    if (c.enc == E::PLAIN) {
+      int64_t bytes = dense * c.width;
+      if (c.plain_end - c.plain < bytes) return Status::Invalid("column ", c.descr->name(), ": page ended early");
+      c.plain += bytes;
+      return Status::OK();
+    }
+    return by_type(c, [&](auto t) {
+      using DType = decltype(t);
+      auto *d = dynamic_cast<parquet::TypedDecoder<DType> *>(c.other_dec.get());
+      auto *v = reinterpret_cast<typename DType::c_type *>(c.values->mutable_data());
+      if (!d || d->Decode(v, (int)dense) != dense) return Status::Invalid("column ", c.descr->name(), ": values ended early");
+      return Status::OK();
+    });
   }
 
   // Written in blocks of a fixed count so that the compiler vectorizes them at -O2.
@@ -597,7 +684,12 @@ class ParquetFile final : public jgscan::ColumnarFile {
   // A row group read page by page: a batch never spans a page of any column (it ends where the
   // first of the columns' current pages ends), so PLAIN values are handed out in place and
   // dictionary-encoded ones as indices, with the row prefilter testing each dictionary entry once.
-  Status read_direct(int64_t i, const std::function<Status(const arrow::RecordBatch &)> &on_batch) {
+  // Without `early`, every column of a batch is decoded and `on_batch` gets it. With `early` (late
+  // materialization), the early columns are decoded, `filter` sees them, and the late ones are
+  // decoded only for a batch in which some row passed; otherwise they are skipped, and a late
+  // column's Snappy page none of whose rows passed is never decompressed.
+  Status read_direct(int64_t i, const std::vector<bool> *early, const std::function<Status(const arrow::RecordBatch &)> &on_batch,
+                     const FilterFn *filter, const RowsFn *rows_fn) {
     std::shared_ptr<parquet::RowGroupReader> rg = reader_->parquet_reader()->RowGroup((int)i);
     direct_cols_.resize(columns_.size());
     for (size_t k = 0; k < columns_.size(); k++) {
@@ -624,30 +716,66 @@ class ParquetFile final : public jgscan::ColumnarFile {
       }
     }
     const int64_t rows = units_[(size_t)i].rows;
-    std::vector<std::shared_ptr<arrow::ArrayData>> arrays(columns_.size());
-    std::vector<std::shared_ptr<arrow::Field>> fields(columns_.size());
-    std::shared_ptr<arrow::Schema> schema;
+    const size_t ncols = columns_.size();
+    auto is_late = [&](size_t k) { return early && !(*early)[k]; };
+    std::vector<std::shared_ptr<arrow::ArrayData>> arrays(ncols);
+    BatchSchema full, first;  // the whole batch's; the early columns' (late ones as placeholders)
     for (int64_t pos = 0; pos < rows;) {
       int64_t n = std::min(batch_rows_, rows - pos);
-      for (Direct &c : direct_cols_) {
-        if (c.left == 0) ARROW_RETURN_NOT_OK(next_page(c));
+      for (size_t k = 0; k < ncols; k++) {
+        Direct &c = direct_cols_[k];
+        if (c.left == 0) ARROW_RETURN_NOT_OK(next_page(c, is_late(k)));
         n = std::min(n, c.left);
       }
-      bool same = schema != nullptr;
-      for (size_t k = 0; k < columns_.size(); k++) {
-        ARROW_RETURN_NOT_OK(read_rows(direct_cols_[k], n, &arrays[k]));
-        if (!schema || !fields[k]->type()->Equals(*arrays[k]->type)) {
-          fields[k] = arrow::field(batch_schema_->field((int)k)->name(), arrays[k]->type);
-          same = false;
+      if (!early) {
+        for (size_t k = 0; k < ncols; k++) ARROW_RETURN_NOT_OK(read_rows(direct_cols_[k], n, &arrays[k]));
+        ARROW_RETURN_NOT_OK(on_batch(*full.batch(*batch_schema_, arrays, n)));
+        pos += n;
+        continue;
+      }
+      for (size_t k = 0; k < ncols; k++)
+        if (is_late(k)) arrays[k] = jgscan::late_placeholder(n);
+        else ARROW_RETURN_NOT_OK(read_rows(direct_cols_[k], n, &arrays[k]));
+      ARROW_ASSIGN_OR_RAISE(size_t passed, (*filter)(*first.batch(*batch_schema_, arrays, n)));
+      for (size_t k = 0; k < ncols; k++) {
+        if (!is_late(k)) continue;
+        Direct &c = direct_cols_[k];
+        if (passed == 0) {
+          ARROW_RETURN_NOT_OK(skip_rows(c, n));
+        } else {
+          ARROW_RETURN_NOT_OK(ensure_open(c));
+          ARROW_RETURN_NOT_OK(read_rows(c, n, &arrays[k]));
         }
       }
-      if (!same) schema = arrow::schema(fields);
-      ARROW_RETURN_NOT_OK(on_batch(*arrow::RecordBatch::Make(schema, n, arrays)));
+      if (passed == 0) jgscan::g_late_rows_skipped.fetch_add((uint64_t)n, std::memory_order_relaxed);
+      ARROW_RETURN_NOT_OK((*rows_fn)(*full.batch(*batch_schema_, arrays, n), passed));
       pos += n;
     }
-    for (Direct &c : direct_cols_) c.page.reset(), c.pages.reset(), c.dict_dec.reset(), c.other_dec.reset(), c.other_enc = parquet::Encoding::UNKNOWN;
+    for (Direct &c : direct_cols_) {
+      c.page.reset(), c.pages.reset(), c.dict_dec.reset(), c.other_dec.reset(), c.other_enc = parquet::Encoding::UNKNOWN;
+      c.pending = false;
+    }
     return Status::OK();
   }
+
+  // A batch over `arrays`, whose schema (names from the fields read, types from the arrays, which
+  // change between plain and dictionary-encoded pages) is rebuilt only when a type changed.
+  struct BatchSchema {
+    std::vector<std::shared_ptr<arrow::Field>> fields;
+    std::shared_ptr<arrow::Schema> schema;
+    std::shared_ptr<arrow::RecordBatch> batch(const arrow::Schema &names, const std::vector<std::shared_ptr<arrow::ArrayData>> &arrays,
+                                              int64_t n) {
+      bool same = schema != nullptr;
+      fields.resize(arrays.size());
+      for (size_t k = 0; k < arrays.size(); k++)
+        if (!schema || !fields[k]->type()->Equals(*arrays[k]->type)) {
+          fields[k] = arrow::field(names.field((int)k)->name(), arrays[k]->type);
+          same = false;
+        }
+      if (!same) schema = arrow::schema(fields);
+      return arrow::RecordBatch::Make(schema, n, arrays);
+    }
+  };
 
   std::shared_ptr<arrow::io::RandomAccessFile> in_;
   std::shared_ptr<parquet::FileMetaData> md_;
