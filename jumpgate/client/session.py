@@ -42,6 +42,7 @@ STREAM_GRACE_S = 30.0  # after `succeeded`, how long the last bytes may take to 
 LONG_POLL_S = 0.25  # each status call waits this long server-side for the job to end
 STREAM_FAILURE_GRACE_S = 5.0  # after a broken stream, how long to wait for the server to say why
 RECEIVERS = {"tcp": Receiver, "udp": UdpReceiver}  # a send's transport -> what listens for it
+UDP_VERSION = 2  # the UDP transport version UdpReceiver takes (docs/udp-transport.md)
 DEFAULT_RETRY_FOR_S = 60.0  # how long submit/execute keep retrying a 503 (Jumpgate(retry_for=...))
 DEFAULT_RETRY_AFTER_S = 1.0  # the wait when a 503 carries no (readable) Retry-After
 MAX_RETRY_WAIT_S = 10.0  # the longest single wait, whatever Retry-After says
@@ -326,8 +327,9 @@ class Jumpgate:
     def run(self, request: dict, *, timeout: float | None = None,
             progress: bool | ProgressCallback | None = None) -> dict[str, pa.Table]:
         """Run a raw request dict, listening where its `send` operations say (port 0: any free
-        port, written into the request sent). Returns a table per send name. `progress` as for
-        `collect`."""
+        port, written into the request sent). A send over UDP asks for version 2 of the transport
+        (`udp_version`: acknowledged, loss repaired) unless it says otherwise. Returns a table per
+        send name. `progress` as for `collect`."""
         if not isinstance(request, dict) or not isinstance(request.get("operations"), list):
             raise BuilderError("run takes a request dict with an 'operations' list")
         request = copy.deepcopy(request)
@@ -342,6 +344,8 @@ class Jumpgate:
                     r = RECEIVERS[transport](op["host"], int(op.get("port") or 0), name=str(op["name"]))
                     receivers[op["name"]] = r
                     op["port"] = r.port
+                    if transport == "udp" and op.get("udp_version") is None:
+                        op["udp_version"] = UDP_VERSION  # acknowledged: the NCAs repeat what is lost
             if not receivers:
                 raise BuilderError("the request has no send operation")
             return self._run(request, receivers, timeout, progress)

@@ -337,6 +337,10 @@ class SendOperation(_Operation):
     transport: Annotated[str, Field(pattern="^[a-z][a-z0-9_]*$", description="tcp or udp."), _field(_transport)]
     host: Annotated[str, Field(min_length=1, description="A host name or address."), _field(_host)]
     port: Annotated[int, Field(ge=1, le=65535), _field(_integer(1, 65535))]
+    udp_version: Annotated[int | None, Field(ge=1, le=2, description=(
+        "udp only: the UDP transport version the client's receiver takes (docs/udp-transport.md): 1 (when "
+        "left out or null) detects loss, 2 acknowledges so that the senders repeat what is lost.")),
+        _field(_optional(_integer(1, 2)))] = None
 
 
 OPERATIONS: dict[str, type[_Operation]] = {

@@ -131,7 +131,10 @@ def bind_shuffle(op: RawOp, ref: InputRef, schema: Schema) -> tuple[Shuffle, Sch
 
 def bind_send(op: RawOp, ref: InputRef) -> Send:
     m: SendOperation = op.model  # transport, host and port: all the model's checks
-    return Send(op.name, ref, m.transport, m.host, m.port)
+    if m.udp_version is not None and m.transport != "udp":
+        raise RequestError(f"udp_version is for transport udp, not {m.transport}", op.at("udp_version"),
+                           m.udp_version)
+    return Send(op.name, ref, m.transport, m.host, m.port, m.udp_version or 1)
 
 
 # --- join --------------------------------------------------------------------------------------

@@ -138,6 +138,7 @@ class Send:
     transport: str
     host: str
     port: int
+    udp_version: int = 1  # UDP: the transport version the client's receiver takes (docs/udp-transport.md)
     kind: str = field(default="send", init=False)
 
 

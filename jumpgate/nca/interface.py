@@ -115,9 +115,13 @@ class Endpoint:
     port: int
     transport: str = "tcp"
     # UDP (docs/udp-transport.md): what the receiver at this endpoint takes per datagram; 0 = the
-    # sender's defaults. A switch takes one tuple per datagram.
+    # sender's defaults. A switch takes a few tuples per datagram (docs/switch.md).
     max_datagram: int = 0
     max_tuples: int = 0
+    # The UDP transport version the receiver takes (docs/udp-transport.md): 1, loss detected but not
+    # repaired (a switch); 2, acknowledged streams whose senders repeat what is lost. A sender may
+    # send any version up to it.
+    udp_version: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -393,7 +393,8 @@ class JobRunner:
                 for e in edges:
                     if e.to_client:
                         out = pipeline.outputs[e.consumer]
-                        ep = Endpoint(out.host, out.port, out.transport)
+                        send = pipeline.plan.op(e.consumer)  # its udp_version: what the client's receiver takes
+                        ep = Endpoint(out.host, out.port, out.transport, udp_version=getattr(send, "udp_version", 1))
                     else:
                         consumer = pipeline.node(e.consumer)
                         net_index = sum(1 for p in consumer.inputs[: e.consumer_port] if p.spec.transport != FILE)

@@ -264,6 +264,9 @@ static void check_phase(jgr_proc *p) {
     s.tuples_in += x->tuples_in, s.bytes_in += x->bytes_in;
     s.tuples_out += x->tuples_out, s.bytes_out += x->bytes_out;
     s.rf_tested += x->rf_tested, s.rf_removed += x->rf_removed;
+    s.udp_sent += x->udp_sent, s.udp_retransmitted += x->udp_retransmitted;
+    s.udp_received += x->udp_received, s.udp_duplicates += x->udp_duplicates;
+    s.udp_acks += x->udp_acks, s.udp_gap_reports += x->udp_gap_reports;
     jgr_ctx_free(ph.workers[w].ctx);
     jgr_error_clear(&ph.workers[w].err);
   }
@@ -277,15 +280,25 @@ static void check_phase(jgr_proc *p) {
   if (jgr_rf_installed())
     snprintf(rf, sizeof rf, ",\"runtime_filters\":%u,\"rf_rows_tested\":%llu,\"rf_rows_removed\":%llu",
              jgr_rf_installed(), (unsigned long long)s.rf_tested, (unsigned long long)s.rf_removed);
-  char line[1280];
+  char udp[384] = ""; /* the UDP transport's counters (docs/udp-transport.md), for phases that used it */
+  size_t uo = 0;
+  if (s.udp_sent)
+    uo += (size_t)snprintf(udp, sizeof udp, ",\"udp_sent\":%llu,\"udp_retransmitted\":%llu,"
+                           "\"udp_retransmitted_share\":%.6f", (unsigned long long)s.udp_sent,
+                           (unsigned long long)s.udp_retransmitted, (double)s.udp_retransmitted / (double)s.udp_sent);
+  if (s.udp_received)
+    snprintf(udp + uo, sizeof udp - uo, ",\"udp_received\":%llu,\"udp_duplicates\":%llu,\"udp_acks\":%llu,"
+             "\"udp_gap_reports\":%llu", (unsigned long long)s.udp_received, (unsigned long long)s.udp_duplicates,
+             (unsigned long long)s.udp_acks, (unsigned long long)s.udp_gap_reports);
+  char line[1664];
   snprintf(line, sizeof line,
            "{\"event\":\"done\",\"phase\":%d,\"stats\":{\"wall_ns\":%llu,\"wait_in_ns\":%llu,"
            "\"wait_out_ns\":%llu,\"tuples_in\":%llu,\"bytes_in\":%llu,\"tuples_out\":%llu,"
-           "\"bytes_out\":%llu,\"threads\":%d,\"cpu_ns\":%llu%s%s}}",
+           "\"bytes_out\":%llu,\"threads\":%d,\"cpu_ns\":%llu%s%s%s}}",
            ph.phase, (unsigned long long)s.wall_ns, (unsigned long long)s.wait_in_ns,
            (unsigned long long)s.wait_out_ns, (unsigned long long)s.tuples_in,
            (unsigned long long)s.bytes_in, (unsigned long long)s.tuples_out,
-           (unsigned long long)s.bytes_out, p->threads, (unsigned long long)cpu_ns, extra, rf);
+           (unsigned long long)s.bytes_out, p->threads, (unsigned long long)cpu_ns, extra, rf, udp);
   ph.running = 0;
   ph.last_phase = ph.phase;
   ph.last = s;
@@ -309,6 +322,8 @@ static void stats_event(void) {
       s.bytes_in += __atomic_load_n(&x->bytes_in, __ATOMIC_RELAXED);
       s.bytes_out += __atomic_load_n(&x->bytes_out, __ATOMIC_RELAXED);
       s.rf_removed += __atomic_load_n(&x->rf_removed, __ATOMIC_RELAXED);
+      s.udp_sent += __atomic_load_n(&x->udp_sent, __ATOMIC_RELAXED);
+      s.udp_retransmitted += __atomic_load_n(&x->udp_retransmitted, __ATOMIC_RELAXED);
       for (uint32_t port = 0; port < c->nouts; port++)
         s.tuples_out += __atomic_load_n(&c->outs[port]->count, __ATOMIC_RELAXED);
     }
@@ -316,15 +331,18 @@ static void stats_event(void) {
   } else if (phase >= 0) {
     s = ph.last;
   }
-  char line[512], num[16] = "null", rf[64] = "";
+  char line[640], num[16] = "null", rf[64] = "", udp[96] = "";
   if (phase >= 0) snprintf(num, sizeof num, "%d", phase);
   if (jgr_rf_installed()) snprintf(rf, sizeof rf, ",\"rf_rows_removed\":%llu", (unsigned long long)s.rf_removed);
+  if (s.udp_sent) /* docs/udp-transport.md: repeats so far */
+    snprintf(udp, sizeof udp, ",\"udp_sent\":%llu,\"udp_retransmitted\":%llu", (unsigned long long)s.udp_sent,
+             (unsigned long long)s.udp_retransmitted);
   snprintf(line, sizeof line,
            "{\"event\":\"stats\",\"phase\":%s,\"running\":%s,\"stats\":{\"wall_ns\":%llu,"
-           "\"tuples_in\":%llu,\"bytes_in\":%llu,\"tuples_out\":%llu,\"bytes_out\":%llu,\"threads\":%d%s}}",
+           "\"tuples_in\":%llu,\"bytes_in\":%llu,\"tuples_out\":%llu,\"bytes_out\":%llu,\"threads\":%d%s%s}}",
            num, ph.running ? "true" : "false", (unsigned long long)s.wall_ns,
            (unsigned long long)s.tuples_in, (unsigned long long)s.bytes_in, (unsigned long long)s.tuples_out,
-           (unsigned long long)s.bytes_out, ph.proc->threads, rf);
+           (unsigned long long)s.bytes_out, ph.proc->threads, rf, udp);
   jgr_event(line);
 }
 
@@ -413,12 +431,12 @@ static void handle_command(jgr_proc *p, char *line) {
     if (parse_key(tok[2], &key)) bad_command("key: expected 16 hex digits, not zero: %.32s", tok[2]);
     p->inputs[a].key = key;
   } else if (strcmp(cmd, "dest") == 0 && nt >= 6) {
-    /* dest PORT HOST TCPPORT FIRST STREAMS [tcp | udp MAX_BYTES MAX_TUPLES] [key HEX] [client MS] */
+    /* dest PORT HOST TCPPORT FIRST STREAMS [tcp | udp MAX_BYTES MAX_TUPLES [v2]] [key HEX] [client MS] */
     if (parse_u32(tok[1], 1u << 30, &a) || a >= p->noutputs) bad_command("dest: no output port %s", tok[1]);
     if (parse_u32(tok[3], 65535, &b) || b == 0) bad_command("dest: bad TCP port %s", tok[3]);
     if (parse_u32(tok[4], 1u << 30, &c) || parse_u32(tok[5], 1u << 20, &d) || d == 0)
       bad_command("dest: bad stream ids %s %s", tok[4], tok[5]);
-    jgr_dest dst = {strdup(tok[2]), strdup(tok[3]), c, d, 0, 0, 0, 0, 0};
+    jgr_dest dst = {.host = strdup(tok[2]), .port = strdup(tok[3]), .first_stream = c, .streams = d};
     int i = 6;
     if (i < nt && strcmp(tok[i], "tcp") == 0) {
       i++;
@@ -426,8 +444,12 @@ static void handle_command(jgr_proc *p, char *line) {
       uint32_t mb, mt;
       if (i + 2 >= nt || parse_u32(tok[i + 1], 65507, &mb) || parse_u32(tok[i + 2], 65535, &mt))
         bad_command("dest: bad UDP limits");
-      dst.udp = 1, dst.max_bytes = mb, dst.max_tuples = mt;
+      dst.udp = 1, dst.udp_version = 1, dst.max_bytes = mb, dst.max_tuples = mt;
       i += 3;
+      if (i < nt && strcmp(tok[i], "v2") == 0) { /* the receiver acknowledges (docs/udp-transport.md) */
+        dst.udp_version = 2;
+        i++;
+      }
     }
     if (i + 1 < nt && strcmp(tok[i], "key") == 0) {
       if (dst.udp) bad_command("dest: keys are for TCP streams");

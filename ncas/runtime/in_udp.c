@@ -32,6 +32,19 @@
  * datagrams it has not yet counted: whatever was sent before the notice has then been read, so an
  * END that is not among it was lost. Reading the socket dry first is what keeps a receiver that
  * is merely behind (its buffer still full of the stream, the END at the back) from being failed.
+ *
+ * Version 2 streams (magic NTU2, docs/udp-transport.md "Version 2") are acknowledged: a stream's
+ * first datagram fixes its version, and for version 2 the receiver sends ACK datagrams back to the
+ * address its datagrams come from, from this socket: the cumulative number and a gap report of
+ * what arrived past it. A worker acknowledges at the end of a batch every stream that got a repeat,
+ * its END or a datagram that left a gap behind, every ACK_EVERY datagrams, and, once the socket is
+ * read dry, whatever it has not acknowledged for ACK_DELAY_NS (the sender may be waiting for room
+ * in its window). A complete stream is acknowledged with END, and so again whenever anything of it
+ * comes after (the first such ACK may be lost). Missing datagrams are the sender's to repeat, so a
+ * version 2 stream whose END has come is not failed after the grace period but only when nothing of
+ * it has arrived for the idle timeout (the sender is gone) or its senders are done. After the phase
+ * a thread keeps answering the port's complete version 2 streams (linger) until the process ends,
+ * since a sender waits for the ACK of its END and may repeat the END after the last worker is gone.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -53,6 +66,10 @@
 #define MAX_DGRAMS (BATCH * (SLOT_BYTES / JG_UDP_HEADER)) /* a batch of coalesced runs, cut up */
 #define POLL_MS 50
 #define MAX_SEQ (1ull << 40) /* a sanity bound on sequence numbers (bitmap growth) */
+#define ACK_EVERY 256u          /* version 2: acknowledge at least every this many datagrams */
+#define ACK_DELAY_NS 1000000u   /* ... and what waits longer than this once the socket is dry */
+#define ACKS_PER_BATCH 64       /* acknowledgements one worker sends after one batch */
+#define LINGER_SLOTS 4          /* receive buffers of the thread that answers after the phase */
 
 typedef struct {
   uint64_t *seen; /* bitmap of data sequence numbers received */
@@ -61,6 +78,17 @@ typedef struct {
   int ended;
   uint64_t end_seq, end_tuples, end_ns;
   uint64_t last_ns, last_seq; /* when its latest datagram arrived (0: none yet), and its number */
+  /* version 2 (acknowledged) */
+  uint8_t version; /* 0 until its first datagram, then 1 or 2 */
+  uint8_t urgent;  /* acknowledge at the end of this batch */
+  uint8_t listed;  /* in the port's list of streams to acknowledge */
+  uint32_t since_ack; /* datagrams (new or repeated) since its latest ACK */
+  uint64_t cum;       /* data datagrams 0 .. cum-1 have all arrived */
+  uint64_t high;      /* 1 + the highest data datagram that arrived */
+  uint64_t ack_ns;    /* when its latest ACK went */
+  uint32_t stamp;     /* the timestamp of its latest datagram, echoed in ACKs (jg_udp.h) */
+  struct sockaddr_storage peer; /* where its datagrams come from: where ACKs go */
+  socklen_t peer_len;
 } stream_state;
 
 struct jgr_udp_in {
@@ -71,6 +99,10 @@ struct jgr_udp_in {
   const uint64_t *senders_done_ns; /* jgr_in_cfg's: when every sender finished (0: not yet) */
   int holding; /* atomic: workers between taking datagrams off the socket and counting them */
   stream_state *streams;
+  uint32_t *pending, npending; /* version 2 streams with something to acknowledge */
+  int has_v2;                  /* a version 2 stream arrived: answer after the phase (linger) */
+  int left;                    /* atomic: workers that returned from jgr_udp_in_run */
+  int lingering;               /* the linger thread owns this struct: never freed */
   pthread_mutex_t mu;
   int failed; /* atomic */
   jgr_error err;
@@ -103,6 +135,8 @@ struct jgr_udp_in *jgr_udp_in_start(jgr_proc *p, int port, int nworkers, jgr_err
   in->idle_ns = idle_ms * 1000000u;
   in->senders_done_ns = &p->inputs[port].senders_done_ns;
   in->streams = calloc(in->expected ? in->expected : 1, sizeof *in->streams);
+  in->pending = malloc(sizeof *in->pending * (in->expected ? in->expected : 1));
+  if (!in->streams || !in->pending) abort();
   pthread_mutex_init(&in->mu, NULL);
   if (jgr_param(p, "udp.dpdk")) {
     if (!jgr_dpdk) {
@@ -120,12 +154,21 @@ typedef struct {
   const uint8_t *data;
   uint32_t len;
   jg_udp_header h;
-  int use; /* a data datagram to process (not a duplicate, not control) */
+  int use;     /* a data datagram to process (not a duplicate, not control) */
+  int version; /* 1 or 2 */
+  const struct sockaddr_storage *peer; /* where it came from (NULL under DPDK) */
+  socklen_t peer_len;
 } dgram;
 
 static int check_datagram(struct jgr_udp_in *in, dgram *g, jgr_error *err) {
-  if (jg_udp_get_header(g->data, g->len, &g->h) != 0) {
-    jgr_error_set(err, "input port %d: a %u-byte UDP datagram that is not NTU1 arrived", in->port, g->len);
+  g->version = jg_udp_get_header_v(g->data, g->len, &g->h);
+  if (g->version < 0) {
+    jgr_error_set(err, "input port %d: a %u-byte UDP datagram that is not NTU1 or NTU2 arrived", in->port, g->len);
+    return -1;
+  }
+  if (g->version != 1 && g->version != 2) {
+    jgr_error_set(err, "input port %d: a datagram of UDP transport version %d (magic NTU%d) arrived; this receiver "
+                  "takes versions 1 and 2", in->port, g->version, g->version);
     return -1;
   }
   if (g->h.stream >= in->expected) {
@@ -133,14 +176,21 @@ static int check_datagram(struct jgr_udp_in *in, dgram *g, jgr_error *err) {
                   in->expected);
     return -1;
   }
+  if (g->version == 2 && !g->peer) { /* DPDK: no way back for acknowledgements */
+    jgr_error_set(err, "input port %d stream %u: a version 2 (acknowledged) UDP stream arrived, but this input runs "
+                  "on DPDK (param udp.dpdk), which takes version 1 only", in->port, g->h.stream);
+    return -1;
+  }
+  uint16_t retx = g->version == 2 ? JG_UDP_F_RETX : 0; /* a repeat: allowed in version 2 */
   if (g->h.flags & JG_UDP_F_END) {
-    if (g->len < JG_UDP_HEADER + JG_UDP_END_PAYLOAD) {
-      jgr_error_set(err, "input port %d stream %u: END datagram of %u bytes", in->port, g->h.stream, g->len);
+    if (g->len < JG_UDP_HEADER + JG_UDP_END_PAYLOAD || (g->h.flags & ~(JG_UDP_F_END | JG_UDP_F_LOSS | retx))) {
+      jgr_error_set(err, "input port %d stream %u: END datagram of %u bytes with flags 0x%x", in->port, g->h.stream,
+                    g->len, g->h.flags);
       return -1;
     }
     return 0;
   }
-  if (g->h.flags) {
+  if (g->h.flags & ~retx) {
     jgr_error_set(err, "input port %d stream %u: datagram with unexpected flags 0x%x", in->port, g->h.stream,
                   g->h.flags);
     return -1;
@@ -188,8 +238,20 @@ static void check_stream(struct jgr_udp_in *in, uint32_t id, stream_state *s) {
   }
 }
 
+static int is_seen(const stream_state *s, uint64_t q) { return q / 64 < s->words && (s->seen[q / 64] >> (q % 64) & 1); }
+
+/* With in->mu held: a version 2 stream has something to acknowledge. */
+static void to_ack(struct jgr_udp_in *in, uint32_t id, stream_state *s, int urgent) {
+  s->since_ack++;
+  s->urgent |= (uint8_t)urgent;
+  if (!s->listed) {
+    s->listed = 1;
+    in->pending[in->npending++] = id;
+  }
+}
+
 /* Bookkeeping of one batch (with in->mu held): mark data datagrams seen (use = 1 unless a
- * duplicate), record ENDs. Returns -1 after in_fail. */
+ * duplicate), record ENDs, note what version 2 streams must acknowledge. Returns -1 after in_fail. */
 static int account(struct jgr_udp_in *in, dgram *g, int n, jg_ctx *ctx) {
   uint64_t now = n ? jgr_now_ns() : 0; /* once a batch: the idle clock needs no finer time */
   for (int i = 0; i < n; i++) {
@@ -198,6 +260,22 @@ static int account(struct jgr_udp_in *in, dgram *g, int n, jg_ctx *ctx) {
     g[i].use = 0;
     s->last_ns = in->last_ns = now;
     s->last_seq = g[i].h.seq;
+    ctx->stats.udp_received++;
+    if (s->version != g[i].version) {
+      if (s->version) {
+        in_fail(in, "input port %d stream %u: a version %d datagram on a version %d stream", in->port, id,
+                g[i].version, s->version);
+        return -1;
+      }
+      s->version = (uint8_t)g[i].version;
+      if (s->version == 2) in->has_v2 = 1;
+    }
+    int v2 = s->version == 2;
+    if (v2) { /* ACKs go where the stream comes from, echoing its latest timestamp */
+      memcpy(&s->peer, g[i].peer, sizeof(struct sockaddr_in6)); /* IPv4 or IPv6: a fixed, inlined copy */
+      s->peer_len = g[i].peer_len;
+      memcpy(&s->stamp, g[i].data + JG_UDP_STAMP_AT, 4);
+    }
     if (g[i].h.flags & JG_UDP_F_END) {
       uint64_t tuples;
       memcpy(&tuples, g[i].data + JG_UDP_HEADER, 8);
@@ -210,13 +288,20 @@ static int account(struct jgr_udp_in *in, dgram *g, int n, jg_ctx *ctx) {
           in_fail(in, "input port %d stream %u: two END datagrams disagree", in->port, id);
           return -1;
         }
+        if (v2) to_ack(in, id, s, 1); /* a repeated END: our ACK of it was lost, or is slow */
         continue;
+      }
+      if (v2 && g[i].h.seq < s->high) {
+        in_fail(in, "input port %d stream %u: END says %llu datagrams were sent, but datagram %llu arrived", in->port,
+                id, (unsigned long long)g[i].h.seq, (unsigned long long)(s->high - 1));
+        return -1;
       }
       s->ended = 1;
       s->end_seq = g[i].h.seq;
       s->end_tuples = tuples;
       s->end_ns = jgr_now_ns();
       check_stream(in, id, s);
+      if (v2) to_ack(in, id, s, 1);
       continue;
     }
     uint64_t q = g[i].h.seq;
@@ -230,6 +315,8 @@ static int account(struct jgr_udp_in *in, dgram *g, int n, jg_ctx *ctx) {
     }
     if (s->seen[q / 64] >> (q % 64) & 1) {
       s->duplicates++;
+      ctx->stats.udp_duplicates++;
+      if (v2) to_ack(in, id, s, 1); /* a repeat: the sender did not hear of it, or did not wait */
       continue;
     }
     if (s->ended && q >= s->end_seq) {
@@ -242,9 +329,83 @@ static int account(struct jgr_udp_in *in, dgram *g, int n, jg_ctx *ctx) {
     s->tuples += g[i].h.count;
     ctx->stats.bytes_in += g[i].len;
     g[i].use = 1;
+    if (v2) {
+      if (q + 1 > s->high) s->high = q + 1;
+      while (is_seen(s, s->cum)) s->cum++;
+      to_ack(in, id, s, s->cum < s->high); /* a gap behind it: report it now */
+    }
     check_stream(in, id, s);
   }
   return in->failed ? -1 : 0;
+}
+
+/* An ACK of stream `id` (jg_udp.h), ready to send. */
+typedef struct {
+  uint8_t buf[JG_UDP_HEADER + JG_UDP_ACK_REPORT];
+  uint32_t len;
+  int gaps; /* it reports missing datagrams */
+  struct sockaddr_storage peer;
+  socklen_t peer_len;
+} ack_msg;
+
+/* With in->mu held: the ACK of s as it stands (the END flag once it is complete). */
+static void make_ack(const stream_state *s, uint32_t id, ack_msg *a) {
+  int complete = s->ended == 2;
+  uint64_t cum = complete ? s->end_seq : s->cum;
+  uint32_t bytes = 0;
+  uint8_t *rep = a->buf + JG_UDP_HEADER;
+  if (!complete && s->high > cum + 1) {
+    uint64_t last = s->high, first = cum + 1;
+    if (last - first > 8ull * JG_UDP_ACK_REPORT) last = first + 8ull * JG_UDP_ACK_REPORT;
+    bytes = (uint32_t)((last - first + 7) / 8);
+    memset(rep, 0, bytes);
+    for (uint64_t q = first; q < last; q++)
+      if (is_seen(s, q)) rep[(q - first) / 8] |= (uint8_t)(1u << ((q - first) % 8));
+  }
+  jg_udp_put_header_v(a->buf, 2, id, cum, (uint16_t)bytes, JG_UDP_F_ACK | (complete ? JG_UDP_F_END : 0));
+  memcpy(a->buf + JG_UDP_STAMP_AT, &s->stamp, 4);
+  a->len = JG_UDP_HEADER + bytes;
+  a->gaps = bytes > 0;
+  memcpy(&a->peer, &s->peer, s->peer_len);
+  a->peer_len = s->peer_len;
+}
+
+/* With in->mu held, after a batch: the ACKs due now into a[0 .. return) (ACK policy: file comment).
+ * `drained`: this worker found the socket empty. *waiting: streams left to acknowledge later. */
+static int collect_acks(struct jgr_udp_in *in, int drained, uint64_t now, ack_msg *a, int max, uint32_t *waiting) {
+  int n = 0;
+  uint32_t kept = 0;
+  for (uint32_t k = 0; k < in->npending; k++) {
+    uint32_t id = in->pending[k];
+    stream_state *s = &in->streams[id];
+    int due = s->urgent || s->since_ack >= ACK_EVERY || s->cum < s->high ||
+              (drained && now - s->ack_ns >= ACK_DELAY_NS);
+    if (!due || n == max) {
+      in->pending[kept++] = id;
+      continue;
+    }
+    make_ack(s, id, &a[n++]);
+    s->urgent = 0;
+    s->since_ack = 0;
+    s->ack_ns = now;
+    s->listed = 0;
+  }
+  in->npending = kept;
+  *waiting = kept;
+  return n;
+}
+
+/* Send ACKs (without the mutex: the socket is shared and sendto is safe on it). A lost ACK is
+ * harmless (the next one says more), so failures to send are not errors. */
+static void send_acks(struct jgr_udp_in *in, const ack_msg *a, int n, jg_ctx *ctx) {
+  for (int i = 0; i < n; i++) {
+    if (sendto(in->fd, a[i].buf, a[i].len, MSG_DONTWAIT, (const struct sockaddr *)&a[i].peer, a[i].peer_len) < 0)
+      continue;
+    if (ctx) {
+      ctx->stats.udp_acks++;
+      ctx->stats.udp_gap_reports += (uint64_t)a[i].gaps;
+    }
+  }
 }
 
 /* With in->mu held, after this worker found the socket empty (`drained`): have the port's
@@ -265,6 +426,20 @@ static void check_grace(struct jgr_udp_in *in, int drained) {
   int others_done = 1, overdue = ends_overdue(in, drained, now);
   for (uint32_t i = 0; i < in->expected; i++) {
     stream_state *s = &in->streams[i];
+    if (s->ended == 1 && s->version == 2) {
+      /* the sender repeats what is missing: fail only when it has stopped (file comment) */
+      uint64_t quiet = now - s->last_ns;
+      if (overdue || (in->idle_ns && quiet >= in->idle_ns)) {
+        uint64_t miss = 0;
+        first_missing(s, &miss);
+        in_fail(in, "input port %d stream %u: UDP loss: %llu of %llu datagrams arrived (first missing: %llu) and "
+                "nothing more for %llu ms: the sender stopped repeating them (%s)", in->port, i,
+                (unsigned long long)s->datagrams, (unsigned long long)s->end_seq, (unsigned long long)miss,
+                (unsigned long long)(quiet / 1000000u), overdue ? "its senders finished" : "param udp.idle_ms");
+        return;
+      }
+      continue;
+    }
     if (s->ended == 1 && now - s->end_ns >= in->grace_ns) {
       uint64_t miss = 0;
       first_missing(s, &miss);
@@ -344,9 +519,19 @@ typedef struct {
   struct mmsghdr msgs[BATCH];
   struct iovec iov[BATCH];
   char ctrl[BATCH][CMSG_SPACE(sizeof(int))];
+  struct sockaddr_storage names[BATCH]; /* the senders' addresses: where version 2 ACKs go */
   void *mbufs[BATCH];
   int nmbufs;
 } rx_state;
+
+/* recvmmsg into rx's first `slots` buffers, without blocking: how many buffers, or -1 (errno). */
+static int recv_batch(int fd, rx_state *rx, int slots) {
+  for (int i = 0; i < slots; i++)
+    rx->msgs[i].msg_hdr = (struct msghdr){.msg_name = &rx->names[i], .msg_namelen = sizeof rx->names[i],
+                                          .msg_iov = &rx->iov[i], .msg_iovlen = 1, .msg_control = rx->ctrl[i],
+                                          .msg_controllen = sizeof rx->ctrl[i]};
+  return recvmmsg(fd, rx->msgs, (unsigned)slots, MSG_DONTWAIT, NULL);
+}
 
 /* The datagrams of one received buffer into g: one, or a coalesced run cut at the size the
  * kernel reports (UDP_GRO). Returns how many. */
@@ -361,11 +546,15 @@ static int cut_run(const uint8_t *data, size_t len, struct msghdr *h, dgram *g) 
   if (!seg || seg >= len) seg = len;
   int n = 0;
   for (size_t at = 0; at < len || n == 0; at += seg)
-    g[n++] = (dgram){.data = data + at, .len = (uint32_t)(len - at < seg ? len - at : seg)};
+    g[n++] = (dgram){.data = data + at, .len = (uint32_t)(len - at < seg ? len - at : seg),
+                     .peer = (const struct sockaddr_storage *)h->msg_name, .peer_len = h->msg_namelen};
   return n;
 }
 
-static int receive(struct jgr_udp_in *in, rx_state *rx, dgram *g, jg_ctx *ctx, jgr_error *err) {
+/* A batch: up to BATCH buffers (kernel socket, waiting up to `poll_ms`) or a DPDK burst. Returns
+ * how many datagrams, -1 on error; *drained when the socket had no more. */
+static int receive(struct jgr_udp_in *in, rx_state *rx, dgram *g, jg_ctx *ctx, int poll_ms, int *drained,
+                   jgr_error *err) {
   uint64_t t0 = jgr_now_ns();
   int n = 0;
   if (in->dpdk) {
@@ -375,17 +564,17 @@ static int receive(struct jgr_udp_in *in, rx_state *rx, dgram *g, jg_ctx *ctx, j
     n = jgr_dpdk->rx_burst(in->udp_port, data, lens, rx->mbufs, BATCH);
     if (n <= 0) __atomic_sub_fetch(&in->holding, 1, __ATOMIC_ACQ_REL);
     rx->nmbufs = n;
+    *drained = n < BATCH;
     for (int i = 0; i < n; i++) g[i] = (dgram){.data = data[i], .len = lens[i]};
   } else {
     struct pollfd pfd = {in->fd, POLLIN, 0};
-    int r = poll(&pfd, 1, POLL_MS);
+    int r = poll(&pfd, 1, poll_ms);
+    *drained = 1;
     if (r > 0) {
-      for (int i = 0; i < BATCH; i++)
-        rx->msgs[i].msg_hdr = (struct msghdr){.msg_iov = &rx->iov[i], .msg_iovlen = 1, .msg_control = rx->ctrl[i],
-                                              .msg_controllen = sizeof rx->ctrl[i]};
       __atomic_add_fetch(&in->holding, 1, __ATOMIC_ACQ_REL); /* counted in jgr_udp_in_run */
-      int m = recvmmsg(in->fd, rx->msgs, BATCH, MSG_DONTWAIT, NULL);
+      int m = recv_batch(in->fd, rx, BATCH);
       if (m <= 0) __atomic_sub_fetch(&in->holding, 1, __ATOMIC_ACQ_REL);
+      *drained = m < BATCH;
       if (m < 0) {
         if (errno == EAGAIN || errno == EINTR) m = 0;
         else {
@@ -401,11 +590,15 @@ static int receive(struct jgr_udp_in *in, rx_state *rx, dgram *g, jg_ctx *ctx, j
   return n;
 }
 
+static void start_linger(struct jgr_udp_in *in);
+
 int jgr_udp_in_run(struct jgr_udp_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *arg, jgr_error *err) {
   rx_state *rx = calloc(1, sizeof *rx);
   dgram *g = malloc(sizeof *g * MAX_DGRAMS); /* only the part a batch fills is ever touched */
-  if (!g) abort();
+  ack_msg *acks = malloc(sizeof *acks * ACKS_PER_BATCH);
+  if (!rx || !g || !acks) abort();
   int rc = 0, idle = in->dpdk && ctx->worker != 0;
+  uint32_t waiting = 0; /* streams with an ACK still to send: look again within a millisecond */
   if (!in->dpdk) {
     rx->bufs = malloc((size_t)BATCH * SLOT_BYTES);
     if (!rx->bufs) abort();
@@ -417,11 +610,11 @@ int jgr_udp_in_run(struct jgr_udp_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *a
       rc = st < 0 ? -1 : 0;
       break;
     }
-    int n = 0;
+    int n = 0, drained = 0;
     if (idle) {
       struct timespec ts = {0, POLL_MS * 1000000L};
       nanosleep(&ts, NULL);
-    } else if ((n = receive(in, rx, g, ctx, err)) < 0) {
+    } else if ((n = receive(in, rx, g, ctx, waiting ? 1 : POLL_MS, &drained, err)) < 0) {
       rc = -1;
       break;
     }
@@ -437,7 +630,10 @@ int jgr_udp_in_run(struct jgr_udp_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *a
     int ok = account(in, g, n, ctx) == 0;
     if (n > 0) __atomic_sub_fetch(&in->holding, 1, __ATOMIC_ACQ_REL); /* taken in receive */
     check_grace(in, !idle && n == 0);
+    int nacks = ok && in->npending ? collect_acks(in, drained, jgr_now_ns(), acks, ACKS_PER_BATCH, &waiting) : 0;
+    if (!in->npending) waiting = 0;
     pthread_mutex_unlock(&in->mu);
+    send_acks(in, acks, nacks, ctx); /* before the tuples are used: the sender's window frees sooner */
     if (ok && deliver(g, n, ctx, fn, arg, err) != 0) {
       pthread_mutex_lock(&in->mu);
       in_fail(in, "%s", err->message);
@@ -456,13 +652,62 @@ int jgr_udp_in_run(struct jgr_udp_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *a
   free(rx->bufs);
   free(rx);
   free(g);
+  free(acks);
+  /* the last worker out hands the socket to the linger thread (file comment) */
+  if (__atomic_add_fetch(&in->left, 1, __ATOMIC_ACQ_REL) == in->nworkers && rc == 0) start_linger(in);
   return rc;
 }
 
+/* After the phase (file comment): answer anything of a complete version 2 stream with its final
+ * ACK, until the process ends. It owns `in` from jgr_udp_in_free on, and reads the socket alone. */
+static void *linger_main(void *arg) {
+  struct jgr_udp_in *in = arg;
+  rx_state *rx = calloc(1, sizeof *rx);
+  dgram *g = malloc(sizeof *g * LINGER_SLOTS * (SLOT_BYTES / JG_UDP_HEADER));
+  ack_msg *acks = malloc(sizeof *acks * ACKS_PER_BATCH);
+  uint8_t *bufs = malloc((size_t)LINGER_SLOTS * SLOT_BYTES);
+  if (!rx || !g || !acks || !bufs) return NULL; /* no memory: senders then fail on their own timers */
+  for (int i = 0; i < LINGER_SLOTS; i++) rx->iov[i] = (struct iovec){bufs + (size_t)i * SLOT_BYTES, SLOT_BYTES};
+  for (;;) {
+    struct pollfd pfd = {in->fd, POLLIN, 0};
+    if (poll(&pfd, 1, 1000) <= 0) continue;
+    int m = recv_batch(in->fd, rx, LINGER_SLOTS), n = 0;
+    for (int i = 0; i < m; i++) n += cut_run(bufs + (size_t)i * SLOT_BYTES, rx->msgs[i].msg_len, &rx->msgs[i].msg_hdr, g + n);
+    pthread_mutex_lock(&in->mu);
+    for (int i = 0; i < n; i++) {
+      jg_udp_header h;
+      if (jg_udp_get_header_v(g[i].data, g[i].len, &h) != 2 || h.stream >= in->expected) continue;
+      stream_state *s = &in->streams[h.stream];
+      if (s->version != 2 || s->ended != 2) continue; /* the phase is over: nothing else is answered */
+      memcpy(&s->peer, g[i].peer, g[i].peer_len);
+      s->peer_len = g[i].peer_len;
+      memcpy(&s->stamp, g[i].data + JG_UDP_STAMP_AT, 4);
+      to_ack(in, h.stream, s, 1);
+    }
+    uint32_t waiting;
+    int nacks = in->npending ? collect_acks(in, 1, jgr_now_ns(), acks, ACKS_PER_BATCH, &waiting) : 0;
+    pthread_mutex_unlock(&in->mu);
+    send_acks(in, acks, nacks, NULL);
+  }
+  return NULL;
+}
+
+/* After the phase, by the last worker out: keep answering complete version 2 streams. */
+static void start_linger(struct jgr_udp_in *in) {
+  if (!in->has_v2 || in->dpdk || __atomic_load_n(&in->failed, __ATOMIC_ACQUIRE)) return;
+  pthread_attr_t attr;
+  pthread_t t;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &attr, linger_main, in) == 0) in->lingering = 1;
+  pthread_attr_destroy(&attr);
+}
+
 void jgr_udp_in_free(struct jgr_udp_in *in) {
-  if (!in) return;
+  if (!in || in->lingering) return; /* `in` is the linger thread's until the process ends */
   for (uint32_t i = 0; i < in->expected; i++) free(in->streams[i].seen);
   free(in->streams);
+  free(in->pending);
   pthread_mutex_destroy(&in->mu);
   jgr_error_clear(&in->err);
   free(in);

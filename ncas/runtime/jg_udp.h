@@ -61,4 +61,48 @@ static inline int jg_udp_get_header(const uint8_t *p, size_t n, jg_udp_header *h
   return 0;
 }
 
+/* ------------------------------------------------------------------ version 2: acknowledged streams
+ * (docs/udp-transport.md, "Version 2"). The same 24-byte header with the magic "NTU2": data and
+ * END datagrams as in version 1 (data flagged RETX when it is a repeat; the END is sent once and
+ * repeated by the sender's timer until acknowledged), and ACK datagrams from the receiver back to
+ * the address the stream's datagrams came from:
+ *
+ *   seq    cumulative: the stream's data datagrams 0 .. seq-1 have all arrived
+ *   count  bytes of gap report after the header (0 .. JG_UDP_ACK_REPORT)
+ *   flags  ACK, plus END once the stream is complete (its END and all its data arrived, and the
+ *          tuples add up): the sender's stream is then done
+ *   20     the timestamp of the latest datagram of the stream that arrived (below), echoed
+ *   24...  gap report: bit i (LSB first) of byte j says that data datagram seq + 1 + 8j + i has
+ *          arrived; datagram `seq` itself has not (or the cumulative number would be larger), nor
+ *          has any other whose bit is 0 below the highest bit set.
+ * In version 2 data and END datagrams, the header's last 4 bytes (zero in version 1) are the
+ * sender's clock when it sent that copy, in microseconds (any origin, modulo 2^32; 0 = none): the
+ * echo in an ACK measures a round trip even while gaps are being repaired, when the cumulative
+ * number jumps over datagrams that arrived long before.
+ * Version 1 senders and receivers (the switch) are unchanged: a receiver takes both versions, a
+ * sender sends version 2 only to receivers that announce it. */
+#define JG_UDP_MAGIC2 "NTU2"
+#define JG_UDP_F_RETX 0x40u /* version 2 data or END: a repeat of a datagram sent before */
+#define JG_UDP_F_ACK 0x80u  /* version 2: an acknowledgement, receiver to sender */
+#define JG_UDP_ACK_REPORT 1024u /* gap-report bytes at most: 8192 datagrams past the cumulative number */
+#define JG_UDP_STAMP_AT 20u     /* version 2: where the timestamp (and its echo in an ACK) is */
+
+static inline void jg_udp_put_header_v(uint8_t *p, int version, uint32_t stream, uint64_t seq, uint16_t count,
+                                       uint16_t flags) {
+  jg_udp_put_header(p, stream, seq, count, flags);
+  if (version == 2) memcpy(p, JG_UDP_MAGIC2, 4);
+}
+
+/* The transport version of a datagram (the digit after "NTU"), its header in h: 1 or 2 for the
+ * versions known here, another digit for one that is not (the caller names it), -1 when the
+ * datagram does not start with a header at all. */
+static inline int jg_udp_get_header_v(const uint8_t *p, size_t n, jg_udp_header *h) {
+  if (n < JG_UDP_HEADER || memcmp(p, "NTU", 3) != 0 || p[3] < '0' || p[3] > '9') return -1;
+  memcpy(&h->stream, p + 4, 4);
+  memcpy(&h->seq, p + 8, 8);
+  memcpy(&h->count, p + 16, 2);
+  memcpy(&h->flags, p + 18, 2);
+  return p[3] - '0';
+}
+
 #endif /* JG_UDP_H */

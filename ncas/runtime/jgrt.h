@@ -52,6 +52,11 @@ typedef struct {
   uint64_t tuples_in, bytes_in, tuples_out, bytes_out;
   /* runtime filters (jg_rf_test, docs/runtime-filters.md): rows tested, rows removed */
   uint64_t rf_tested, rf_removed;
+  /* UDP (docs/udp-transport.md): datagrams sent (repeats included) and the repeats among them;
+   * datagrams received (duplicates included), the duplicates, the acknowledgements sent and those
+   * of them that reported missing datagrams */
+  uint64_t udp_sent, udp_retransmitted;
+  uint64_t udp_received, udp_duplicates, udp_acks, udp_gap_reports;
 } jgr_stats;
 
 uint64_t jgr_now_ns(void); /* CLOCK_MONOTONIC */
@@ -62,8 +67,9 @@ typedef struct {
   char *host;
   char *port; /* service text for getaddrinfo */
   uint32_t first_stream, streams;
-  /* UDP transport (docs/udp-transport.md): `dest ... udp MAX_BYTES MAX_TUPLES`; 0 = TCP */
+  /* UDP transport (docs/udp-transport.md): `dest ... udp MAX_BYTES MAX_TUPLES [v2]`; 0 = TCP */
   uint8_t udp;
+  uint8_t udp_version;            /* 1, or 2 with `v2` (the receiver acknowledges) */
   uint32_t max_bytes, max_tuples; /* 0 = the defaults */
   /* Keyed TCP stream (docs/contract.md, "Keyed streams between NCAs"): `dest ... key HEX`;
    * 0 = a plain NTF1 stream. */
@@ -284,7 +290,8 @@ struct jgr_udp_out;
 int jgr_udp_open(jg_out *o, const jgr_dest *d, uint32_t stream, jgr_error *err);
 /* Send the port's buffered records (u32 length + tuple, back to back) to every UDP destination. */
 int jgr_udp_send(jg_out *o, const uint8_t *records, size_t n);
-/* Send the end-of-stream datagrams (with the port's tuple count); close. */
+/* Send the end-of-stream datagrams (with the port's tuple count); for version 2 streams, wait
+ * until the receivers have acknowledged them whole. */
 int jgr_udp_finish(jg_out *o, jgr_error *err);
 void jgr_udp_free(jg_out *o);
 

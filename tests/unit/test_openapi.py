@@ -100,7 +100,7 @@ def test_the_body_is_still_read_raw_and_answered_in_todays_words(app):
     assert bad.status_code == 400 and bad.json()["error"]["message"].startswith("request body is not valid JSON")
     assert typo.status_code == 400 and typo.json()["error"] == {
         "message": "unknown field 'colour' in a send operation; allowed fields: kind, name, input, transport, host, "
-                   "port", "path": "operations[0].colour"}
+                   "port, udp_version", "path": "operations[0].colour"}
 
 
 def _fits(model, value) -> None:

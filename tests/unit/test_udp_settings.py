@@ -106,3 +106,105 @@ def test_the_idle_timeout_reaches_receivers_only(monkeypatch):
     monkeypatch.setenv(IDLE_ENV, "soon")
     with pytest.raises(NcaError, match="udp.idle_ms must be a number of milliseconds"):
         UdpEdges(receiver, context()).params()
+
+
+# ------------------------------------------------------------------ version 2 (docs/udp-transport.md)
+
+
+def test_inputs_announce_version_2_except_under_dpdk_and_senders_send_what_both_take(monkeypatch):
+    from jumpgate.nca.interface import Endpoint
+
+    plain = UdpEdges(spec("software.aggregate", ("udp",), ("udp",)), context())
+    assert plain.udp_version == 2
+    assert plain.sends_version(Endpoint("h", 1, "udp", udp_version=2)) == 2
+    assert plain.sends_version(Endpoint("h", 1, "udp")) == 1  # a switch, or a client that did not ask
+    monkeypatch.setenv(SELECT_ENV, json.dumps({"software.aggregate": PORT}))
+    dpdk = UdpEdges(spec("software.aggregate", ("udp",), ("udp",)), context())
+    assert dpdk.udp_version == 1 and dpdk.sends_version(Endpoint("h", 1, "udp", udp_version=2)) == 1
+
+
+def test_the_relay_setting_is_checked_and_names_itself(monkeypatch):
+    from jumpgate.ncas.software.udp_transport import RELAY_ENV, relay_faults
+    from jumpgate.testing.udp_relay import Faults
+
+    assert relay_faults("") is None
+    assert relay_faults('{"loss": 0.05, "dup": 0.01, "seed": 3}') == Faults(loss=0.05, dup=0.01, seed=3)
+    for bad, message in (("{nope", "Expecting property name"), ('{"loss": 2}', "loss must be a probability"),
+                         ('{"drop": 0.1}', "unknown keys drop")):
+        with pytest.raises(NcaError) as e:
+            relay_faults(bad)
+        assert e.value.message.startswith(f"{RELAY_ENV}: ") and message in e.value.message
+
+
+def test_the_transport_setting_makes_software_ncas_talk_udp_to_each_other(monkeypatch, tmp_path):
+    from jumpgate.compiler.compile import compile_plan
+    from jumpgate.contract.errors import MappingError
+    from jumpgate.dataflow.request import parse_request
+    from jumpgate.nca.registry import load_registry
+    from jumpgate.ncas.software.udp_transport import TRANSPORT_ENV
+
+    (tmp_path / "t.jsonl").write_text('{"k": 1}\n')
+    aggs = [{"name": "n", "fn": "count_star"}]
+    plan = parse_request({"operations": [
+        {"kind": "read", "name": "r", "path": "t.jsonl", "format": "json", "schema": [{"name": "k", "type": "int64"}]},
+        {"kind": "aggregate", "name": "p", "input": "r", "mode": "partial", "group_by": [{"name": "k", "expr": "k"}],
+         "aggregates": aggs},
+        {"kind": "aggregate", "name": "f", "input": "p", "mode": "final", "group_by": [{"name": "k"}], "aggregates": aggs},
+        {"kind": "send", "name": "out", "input": "f", "transport": "udp", "host": "127.0.0.1", "port": 9,
+         "udp_version": 2}]}, tmp_path)
+    assert plan.op("out").udp_version == 2
+
+    def between_ncas() -> set[str]:
+        return {e.spec.transport for e in compile_plan(plan, load_registry().all(), thread_budget=2).edges
+                if not e.to_client}
+
+    assert between_ncas() == {"tcp"}  # the default: TCP where nothing insists
+    monkeypatch.setenv(TRANSPORT_ENV, "udp")
+    assert between_ncas() == {"udp"}
+    monkeypatch.setenv(TRANSPORT_ENV, "sctp")
+    with pytest.raises(MappingError, match=f"{TRANSPORT_ENV} must be tcp or udp, not 'sctp'"):
+        between_ncas()
+
+
+@pytest.mark.parametrize("send,message", [
+    ({"transport": "tcp", "udp_version": 2}, "udp_version is for transport udp, not tcp"),
+    ({"transport": "udp", "udp_version": 3}, "udp_version"),
+])
+def test_a_sends_udp_version_is_checked(tmp_path, send, message):
+    from jumpgate.contract.errors import RequestError
+    from jumpgate.dataflow.request import parse_request
+
+    (tmp_path / "t.jsonl").write_text('{"k": 1}\n')
+    ops = [{"kind": "read", "name": "r", "path": "t.jsonl", "format": "json", "schema": [{"name": "k", "type": "int64"}]},
+           {"kind": "send", "name": "out", "input": "r", "host": "127.0.0.1", "port": 9, **send}]
+    with pytest.raises(RequestError) as e:
+        parse_request({"operations": ops}, tmp_path)
+    assert message in str(e.value) and "operations[1]" in (e.value.path or "")
+
+
+def test_the_dest_line_asks_for_version_2_where_the_receiver_takes_it(tmp_path, monkeypatch):
+    from jumpgate.compiler.compile import compile_plan
+    from jumpgate.dataflow.request import parse_request
+    from jumpgate.nca.interface import Destination, Endpoint
+    from jumpgate.ncas.software.scan_json import JsonScanNca
+
+    (tmp_path / "t.jsonl").write_text('{"k": 1}\n')
+    plan = parse_request({"operations": [
+        {"kind": "read", "name": "r", "path": "t.jsonl", "format": "json", "schema": [{"name": "k", "type": "int64"}]},
+        {"kind": "send", "name": "out", "input": "r", "transport": "udp", "host": "127.0.0.1", "port": 9}]}, tmp_path)
+    pipeline = compile_plan(plan, [JsonScanNca()])
+    [scan] = pipeline.ncas
+
+    def dest_lines() -> list[str]:
+        ctx = InstanceContext(None, str(tmp_path), str(tmp_path))
+        inst = JsonScanNca().instantiate(pipeline.build_spec(scan), ctx)
+        inst.udp = UdpEdges(inst.spec, ctx)
+        sent: list[str] = []
+        inst._send = sent.extend
+        inst.configure([[Destination(Endpoint("127.0.0.1", 10, "udp", udp_version=2), 0, 1),
+                         Destination(Endpoint("127.0.0.1", 11, "udp", max_tuples=4), 0, 1)]])  # a switch: version 1
+        return [line for line in sent if line.startswith("dest ")]
+
+    assert dest_lines() == ["dest 0 127.0.0.1 10 0 1 udp 0 0 v2", "dest 0 127.0.0.1 11 0 1 udp 0 4"]
+    monkeypatch.setenv(SELECT_ENV, json.dumps({"software.scan_json": PORT}))
+    assert dest_lines() == ["dest 0 127.0.0.1 10 0 1 udp 0 0", "dest 0 127.0.0.1 11 0 1 udp 0 4"]  # DPDK: version 1

@@ -14,6 +14,7 @@ from ...nca.fusion import fusable_chain
 from ...nca.interface import NTF, InstanceContext, NcaError, OutputSpec, ResourceRequest, StreamSpec, Verdict
 from .codegen.shuffle import generate_relay_query, is_contract_layout
 from .process import ProcessNca
+from .udp_transport import preferred_transport, transport_setting_problem
 
 NTF_TRANSPORTS = ("tcp",)  # what the NTF readers take unless they say otherwise
 RELAY_MAX_THREADS = 4  # workers take whole input streams; more help only with as many streams
@@ -73,12 +74,15 @@ def tcp_outputs(plan: LogicalPlan, ops: tuple[str, ...], wanted: tuple[str | Non
                 layout, transports: tuple[str, ...] = NTF_TRANSPORTS) -> Verdict[tuple[OutputSpec, ...]]:
     """One OutputSpec per output port of the last operation (a shuffle has P), all `layout`, one
     stream per worker thread (the control plane picks the thread count), over the wanted
-    transport when it is one of `transports`, else the first of them."""
+    transport when it is one of `transports`, else the preferred one (udp_transport.py)."""
     ports = output_count(plan.op(ops[-1]))
     bad = sorted({w for w in wanted if w and w not in transports})
     if bad:
         return Verdict.no(f"sends over {', '.join(transports)} only, not {', '.join(bad)}")
-    chosen = [(wanted[i] if i < len(wanted) else None) or transports[0] for i in range(ports)]
+    free = preferred_transport(transports)  # where nothing insists (JUMPGATE_NCA_TRANSPORT)
+    if free is None:
+        return Verdict.no(transport_setting_problem())
+    chosen = [(wanted[i] if i < len(wanted) else None) or free for i in range(ports)]
     return Verdict.yes(tuple(OutputSpec(StreamSpec(NTF, t, layout), streams=None) for t in chosen))
 
 

@@ -33,8 +33,9 @@ from .codegen.shuffle import generate_scan_shuffle_query
 from .common import aggregation_params, filter_project_chain, fuse_trailing_aggregate, fuse_trailing_shuffle
 from .process import ProcessNca
 from .support import codegen_support
+from .udp_transport import preferred_transport, transport_setting_problem
 
-TRANSPORTS = ("tcp", "udp")  # udp: docs/udp-transport.md (towards a switch, one tuple per datagram)
+TRANSPORTS = ("tcp", "udp")  # udp: docs/udp-transport.md (towards a switch, up to four tuples per datagram)
 MAX_THREADS = 64
 
 
@@ -120,7 +121,9 @@ class FileScanNca(NcaImplementation):
         return Verdict.yes()
 
     def match_output(self, plan, ops, inputs, wanted) -> Verdict[tuple[OutputSpec, ...]]:
-        transport = wanted[0] if wanted and wanted[0] else "tcp"
+        transport = wanted[0] if wanted and wanted[0] else preferred_transport(TRANSPORTS)
+        if transport is None:
+            return Verdict.no(transport_setting_problem())
         if transport not in TRANSPORTS or any(w and w != transport for w in wanted):
             return Verdict.no(f"sends over {', '.join(TRANSPORTS)} only, not {', '.join(w for w in wanted if w)}")
         layout = generate_ntf(plan.schemas[ops[-1]])

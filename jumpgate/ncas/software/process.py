@@ -140,8 +140,12 @@ class ProcessNca(NcaInstance):
         ports = ready.get("ports", [])
         if len(ports) != len(net_inputs):
             raise NcaError(f"NCA process reported {len(ports)} ports, expected {len(net_inputs)}")
-        return [Endpoint(self.udp.input_host(host.address) if port.spec.transport == "udp" else host.address,
-                         int(p), port.spec.transport) for p, port in zip(ports, net_inputs)]
+        endpoints = [Endpoint(host.address, int(p), port.spec.transport) if port.spec.transport != "udp" else
+                     Endpoint(self.udp.input_host(host.address), int(p), "udp", udp_version=self.udp.udp_version)
+                     for p, port in zip(ports, net_inputs)]
+        if any(ep.transport == "udp" for ep in endpoints):
+            endpoints = self.udp.front(endpoints)  # a lossy relay in front of each UDP input, when testing asks
+        return endpoints
 
     def configure(self, destinations: list[list[Destination]]) -> None:
         lines = [f"threads {self.threads()}"]
@@ -160,6 +164,8 @@ class ProcessNca(NcaInstance):
                 line = f"dest {out_port} {_token(d.endpoint.host)} {d.endpoint.port} {d.first_stream} {d.streams}"
                 if d.endpoint.transport == "udp":  # docs/udp-transport.md
                     line += f" udp {d.endpoint.max_datagram} {d.endpoint.max_tuples}"
+                    if self.udp is not None and self.udp.sends_version(d.endpoint) >= 2:
+                        line += " v2"  # the receiver acknowledges: loss is repaired
                 if d.key:
                     line += f" key {d.key:016x}"
                 if d.client_stall_ms and d.endpoint.transport != "udp":  # a UDP sender never waits
