@@ -35,6 +35,11 @@ def test_avg_of_decimals_is_pushed_and_rounds_as_trino_does(conn, fmt):
     assert query(conn, f"SELECT avg(c_acctbal) FROM jumpgate.tpch_{fmt}.customer WHERE c_custkey < 0") == [(None,)]
 
 
+def test_a_refused_aggregation_shows_its_reason_in_explain(conn):
+    plan = explain(conn, "SELECT l_returnflag, approx_distinct(l_suppkey) FROM jumpgate.tpch_json.lineitem GROUP BY 1")
+    assert "not pushed=" in plan and "aggregation (approx_distinct(bigint) has no contract aggregate" in plan, plan
+
+
 def test_having_is_pushed_with_the_aggregation(conn, duck):
     sql = ("SELECT l_orderkey, sum(l_quantity) FROM {t}lineitem GROUP BY l_orderkey "
            "HAVING sum(l_quantity) > 250 AND count(*) >= 5")

@@ -394,7 +394,8 @@ public final class JumpgateMetadata implements ConnectorMetadata {
             if (!h.notPushed().contains(note)) {
                 refused(h, "aggregation", why);
             }
-            return Optional.empty(); // Trino offers it once per plan shape: the log says why
+            JumpgateTableHandle.refusedAggregation(h, why); // EXPLAIN prints it with the scan's handle
+            return Optional.empty();
         }
         JumpgateTableHandle next = h.withAggregation(new JumpgateTableHandle.PushedAggregation(groupBy, items, List.of()));
         return Optional.of(new AggregationApplicationResult<>(next, projections, newAssignments, groupMapping, false));

@@ -6,7 +6,10 @@ import io.trino.spi.connector.ConnectorTableHandle;
 import io.trino.spi.connector.SchemaTableName;
 
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Optional;
 
 /**
@@ -91,6 +94,23 @@ public record JumpgateTableHandle(
         }
     }
 
+    /**
+     * Why an aggregation Trino offered over a handle was refused. Refusing leaves the handle as it
+     * was (applyAggregation returns nothing), so the reason is kept here, by handle, for EXPLAIN to
+     * print with it (the coordinator plans and explains in this JVM). Bounded: the oldest go first.
+     */
+    private static final Map<JumpgateTableHandle, String> REFUSED_AGGREGATIONS = Collections.synchronizedMap(
+            new LinkedHashMap<>(16, 0.75f, true) {
+                @Override
+                protected boolean removeEldestEntry(Map.Entry<JumpgateTableHandle, String> eldest) {
+                    return size() > 10_000;
+                }
+            });
+
+    static void refusedAggregation(JumpgateTableHandle h, String why) {
+        REFUSED_AGGREGATIONS.put(h, why);
+    }
+
     public SchemaTableName schemaTableName() {
         return new SchemaTableName(schema, table);
     }
@@ -116,7 +136,8 @@ public record JumpgateTableHandle(
 
     private String describe() {
         String s = toString();
-        return notPushed.isEmpty() ? s : s.substring(0, s.indexOf(" not pushed="));
+        int notes = s.indexOf(" not pushed=");
+        return notes < 0 ? s : s.substring(0, notes);
     }
 
     @Override
@@ -146,8 +167,14 @@ public record JumpgateTableHandle(
             }
             b.append(']');
         });
-        if (!notPushed.isEmpty()) {
-            b.append(" not pushed=").append(notPushed);
+        List<String> notes = notPushed;
+        String aggregationRefused = REFUSED_AGGREGATIONS.get(this);
+        if (aggregationRefused != null) {
+            notes = new ArrayList<>(notPushed);
+            notes.add("aggregation (" + aggregationRefused + ")");
+        }
+        if (!notes.isEmpty()) {
+            b.append(" not pushed=").append(notes);
         }
         return b.toString();
     }
