@@ -110,7 +110,9 @@ struct headers_t {
 }
 
 struct metadata_t {
-    /* set_job */
+    /* set_job. The job's index is the one field a v1model recirculation keeps (field list 0): the
+     * next pass finds the job again by its port all the same, but BMv2 wants the list non-empty. */
+    @field_list(0)
     bit<8>  job;
     bit<32> tag;
     bit<16> base;

@@ -7,7 +7,7 @@
  * egress recirculates it), forwarding, the IPv4 checksum and the v1model package.
  * p4/model/switch_model.c runs the same steps.
  *
- *   p4c --target bmv2 --arch v1model --p4runtime-files build/jumpgate_agg.p4info.txt \
+ *   p4c --target bmv2 --arch v1model --p4runtime-files build/jumpgate_agg.p4info.txtpb \
  *       -o build p4/v1model/jumpgate_agg.p4
  */
 #include <core.p4>
@@ -322,7 +322,8 @@ control SwitchEgress(inout headers_t hdr, inout metadata_t meta, inout standard_
     apply {
         if (meta.out_kind == OUT_PASS) {
             /* the datagram's next pass: back into the ingress parser as deparsed (NTU with
-             * JG_F_PASS, its records, the tuples still to come); no metadata needs to survive */
+             * JG_F_PASS, its records, the tuples still to come); of the metadata only the job's
+             * index rides along (field list 0), and the next pass looks the job up again anyway */
             recirculate_preserving_field_list(0);
         }
     }

@@ -204,7 +204,7 @@ def _compile(cmd: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
 @pytest.mark.skipif(shutil.which("p4c") is None, reason="p4c is not installed (neither Debian 12 nor PyPI packages it; "
                     "docs/switch.md says where to get it)")
 def test_v1model_program_compiles_with_p4c(tmp_path):
-    info = tmp_path / "jumpgate_agg.p4info.txt"
+    info = tmp_path / "jumpgate_agg.p4info.txtpb"  # text format (.txt is deprecated by p4c)
     proc = _compile(["p4c", "--target", "bmv2", "--arch", "v1model", "--p4runtime-files", str(info),
                      "-o", str(tmp_path), str(PROGRAMS["v1model"])], tmp_path)
     assert proc.returncode == 0, proc.stderr
