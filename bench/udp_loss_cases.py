@@ -1,7 +1,7 @@
 """bench/udp_send.py's runs of the acknowledged UDP transport (docs/udp-transport.md, "Version 2"):
 the JSON scan NCA sending version 2 to a real receiver, an NTF relay NCA that decodes every tuple
 and acknowledges (its output is discarded), directly and through the lossy relay
-(jumpgate/testing/udp_relay.py) at 0%, 1% and 5% loss. Goodput is the rows over the time from the
+(jumpgate/deploy/udp_relay.py) at 0%, 1% and 5% loss. Goodput is the rows over the time from the
 scan's `execute` to the receiver's `done` (every tuple delivered and decoded); Gbit/s counts each
 datagram once (the repeats' bytes are the retransmitted share of what went out). "sender s" is the
 scan's own phase, which for version 2 ends only once everything is acknowledged; the CPU seconds
@@ -29,9 +29,9 @@ from jumpgate.contract.ntf import NtfLayout
 from jumpgate.dataflow.parse import parse_expression
 from jumpgate.dataflow.plan import Filter, InputRef
 from jumpgate.dataflow.typecheck import bind
+from jumpgate.deploy.udp_relay import Faults, RelayProcess
 from jumpgate.ncas.software.build import build_nca
 from jumpgate.ncas.software.codegen.shuffle import generate_relay_query
-from jumpgate.testing.udp_relay import Faults, RelayProcess
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import pytest
 
 from jumpgate.client import Jumpgate
 from jumpgate.client.udp import UdpReceiver
+from jumpgate.deploy.udp_relay import Faults, RelayProcess
 from jumpgate.local_server import LocalServer
-from jumpgate.testing.udp_relay import Faults, RelayProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 

@@ -1,4 +1,4 @@
-"""The lossy UDP relay (jumpgate/testing/udp_relay.py) that the UDP loss tests and bench/udp_send.py
+"""The lossy UDP relay (jumpgate/deploy/udp_relay.py) that the UDP loss tests and bench/udp_send.py
 put on the path of UDP streams: it drops, duplicates and reorders datagrams in both directions as
 its seeded generators decide, and its report says exactly what it did."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from jumpgate.testing.udp_relay import Faults, RelayProcess
+from jumpgate.deploy.udp_relay import Faults, RelayProcess
 
 N = 3000
 
@@ -95,7 +95,7 @@ def test_answers_go_back_to_the_sender_through_the_same_faults():
     (["--target", "nowhere"], "--target must be HOST:PORT"),
 ])
 def test_bad_arguments_are_refused_saying_which(args, message):
-    argv = [sys.executable, "-m", "jumpgate.testing.udp_relay", "--target", "127.0.0.1:9", *args]
+    argv = [sys.executable, "-m", "jumpgate.deploy.udp_relay", "--target", "127.0.0.1:9", *args]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     assert r.returncode != 0 and message in r.stderr
 

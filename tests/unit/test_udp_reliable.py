@@ -1,7 +1,7 @@
 """Version 2 of the UDP transport (docs/udp-transport.md, "Version 2"): acknowledged streams whose
 senders repeat what is lost. The C runtime's senders and receivers (the NTF relay with the copy
 fixture, the JSON scan) and the Python client's UdpReceiver over loopback, through the lossy relay
-(jumpgate/testing/udp_relay.py) where loss is wanted; datagrams written by hand where the exact
+(jumpgate/deploy/udp_relay.py) where loss is wanted; datagrams written by hand where the exact
 acknowledgements are checked; and every way a version 2 stream can really be lost failing in
 bounded time with a message naming the stream, the datagram and the peer."""
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pytest
 from jumpgate.client.udp import UdpReceiver
 from jumpgate.contract import udp
 from jumpgate.contract.ntf import NtfLayout
+from jumpgate.deploy.udp_relay import Faults, RelayProcess
 from jumpgate.ncas.software.build import build_nca
 from jumpgate.ncas.software.codegen import generate_scan_query
 from jumpgate.ncas.software.codegen.golden import scan_chain
-from jumpgate.testing.udp_relay import Faults, RelayProcess
 
 from .fixtures.runtime_harness import (
     COPY_FIELDS,

@@ -124,8 +124,8 @@ def test_inputs_announce_version_2_except_under_dpdk_and_senders_send_what_both_
 
 
 def test_the_relay_setting_is_checked_and_names_itself(monkeypatch):
+    from jumpgate.deploy.udp_relay import Faults
     from jumpgate.ncas.software.udp_transport import RELAY_ENV, relay_faults
-    from jumpgate.testing.udp_relay import Faults
 
     assert relay_faults("") is None
     assert relay_faults('{"loss": 0.05, "dup": 0.01, "seed": 3}') == Faults(loss=0.05, dup=0.01, seed=3)

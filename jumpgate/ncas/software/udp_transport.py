@@ -4,7 +4,7 @@ NCAs, jumpgate/ncas/software/dpdk.py), where its UDP inputs listen and which tra
 take, the receivers' idle timeout (`udp.idle_ms`: instance settings, else JUMPGATE_UDP_IDLE_MS,
 else the runtime's default), and two settings for testing: JUMPGATE_NCA_TRANSPORT, the transport
 software NCAs offer each other when nothing insists on one, and JUMPGATE_UDP_RELAY, which puts a
-lossy relay (jumpgate/testing/udp_relay.py) in front of every UDP input.
+lossy relay (jumpgate/deploy/udp_relay.py) in front of every UDP input.
 
 UDP inputs take version 2 (acknowledged streams, whose senders repeat what is lost), and a sender
 sends version 2 wherever the receiver's endpoint says it takes it. DPDK does not carry version 2 (no
@@ -20,8 +20,8 @@ import os
 import zlib
 from dataclasses import replace
 
+from ...deploy.udp_relay import Faults, RelayProcess
 from ...nca.interface import FILE, Endpoint, InstanceContext, NcaError, NcaSpec
-from ...testing.udp_relay import Faults, RelayProcess
 from .dpdk import DpdkLease, dpdk_selection
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def transport_setting_problem() -> str:
 
 
 def relay_faults(value: str | None = None) -> Faults | None:
-    """JUMPGATE_UDP_RELAY: a JSON object of jumpgate.testing.udp_relay.Faults (loss, dup, reorder,
+    """JUMPGATE_UDP_RELAY: a JSON object of jumpgate.deploy.udp_relay.Faults (loss, dup, reorder,
     depth, seed), or unset. A bad value is an NcaError naming the setting."""
     text = os.environ.get(RELAY_ENV, "") if value is None else value
     if not text.strip():

@@ -4,7 +4,7 @@ seeded random generator. It stands in for a lossy network where the kernel has n
 netem qdisc, no iptables): tests and bench/udp_send.py put it on the path of UDP streams
 (docs/udp-transport.md, "Testing under loss").
 
-    python -m jumpgate.testing.udp_relay --target 127.0.0.1:9000 --loss 0.01 --dup 0.01 \\
+    python -m jumpgate.deploy.udp_relay --target 127.0.0.1:9000 --loss 0.01 --dup 0.01 \\
         --reorder 0.01 --depth 3 --seed 7
 
 It prints `{"event":"ready","port":N}` once it listens, and when its standard input closes (or on
@@ -261,7 +261,7 @@ def _address(text: str, what: str) -> tuple[str, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m jumpgate.testing.udp_relay", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m jumpgate.deploy.udp_relay", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", required=True, help="HOST:PORT to forward to")
     ap.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT to listen on (port 0: any)")
@@ -296,14 +296,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class RelayProcess:
-    """`python -m jumpgate.testing.udp_relay` as a child process: `port` once it listens; `stop()`
+    """`python -m jumpgate.deploy.udp_relay` as a child process: `port` once it listens; `stop()`
     ends it and returns its report."""
 
     def __init__(self, target: tuple[str, int], faults: Faults, listen_host: str = "127.0.0.1",
                  ready_timeout: float = 30.0) -> None:
         self.target = target
         self.faults = faults
-        argv = [sys.executable, "-m", "jumpgate.testing.udp_relay", "--target", f"{target[0]}:{target[1]}",
+        argv = [sys.executable, "-m", "jumpgate.deploy.udp_relay", "--target", f"{target[0]}:{target[1]}",
                 "--listen", f"{listen_host}:0", *faults.args()]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"})
