@@ -216,6 +216,18 @@ static void pace(udp_dest *d, size_t n) {
  * (header and records of each, as iovecs) with UDP_SEGMENT = that size; the kernel cuts it into
  * the datagrams, at a fraction of the per-datagram cost. Returns 0, or -1 with errno (the caller
  * falls back to sendmmsg when the kernel does not support it). */
+/* Makes `m` one UDP GSO send: the kernel cuts its payload into datagrams of `seg` bytes (the last
+ * may be shorter). `ctrl` holds the control message: CMSG_SPACE(sizeof(uint16_t)) bytes. */
+static void gso_segments(struct msghdr *m, char *ctrl, size_t ctrl_size, uint16_t seg) {
+  m->msg_control = ctrl;
+  m->msg_controllen = ctrl_size;
+  struct cmsghdr *cm = CMSG_FIRSTHDR(m);
+  cm->cmsg_level = SOL_UDP;
+  cm->cmsg_type = UDP_SEGMENT;
+  cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+  memcpy(CMSG_DATA(cm), &seg, sizeof seg);
+}
+
 static int gso_send(udp_dest *d, struct jgr_udp_out *u, size_t n) {
   char ctrl[CMSG_SPACE(sizeof(uint16_t))];
   for (size_t at = 0; at < n;) {
@@ -228,16 +240,7 @@ static int gso_send(udp_dest *d, struct jgr_udp_out *u, size_t n) {
       u->iov[2 * i + 1] = (struct iovec){(void *)u->body[at + i], u->body_len[at + i]};
     }
     struct msghdr m = {.msg_iov = u->iov, .msg_iovlen = 2 * k};
-    if (k > 1) {
-      m.msg_control = ctrl;
-      m.msg_controllen = sizeof ctrl;
-      struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-      cm->cmsg_level = SOL_UDP;
-      cm->cmsg_type = UDP_SEGMENT;
-      cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-      uint16_t seg = (uint16_t)size;
-      memcpy(CMSG_DATA(cm), &seg, sizeof seg);
-    }
+    if (k > 1) gso_segments(&m, ctrl, sizeof ctrl, (uint16_t)size);
     if (sendmsg(d->fd, &m, 0) < 0) {
       if (errno == EINTR || errno == ENOBUFS) continue;
       return -1;
@@ -353,16 +356,7 @@ static int send_whole(jg_out *o, struct jgr_udp_out *u, udp_dest *d, size_t n) {
     while (at + k < n && k < GSO_SEGMENTS && u->body_len[at + k] == size && (k + 1) * size <= 65000) k++;
     for (size_t i = 0; i < k; i++) u->iov[i] = (struct iovec){(void *)u->body[at + i], u->body_len[at + i]};
     struct msghdr m = {.msg_iov = u->iov, .msg_iovlen = k};
-    if (k > 1) {
-      m.msg_control = ctrl;
-      m.msg_controllen = sizeof ctrl;
-      struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-      cm->cmsg_level = SOL_UDP;
-      cm->cmsg_type = UDP_SEGMENT;
-      cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-      uint16_t seg = (uint16_t)size;
-      memcpy(CMSG_DATA(cm), &seg, sizeof seg);
-    }
+    if (k > 1) gso_segments(&m, ctrl, sizeof ctrl, (uint16_t)size);
     if (sendmsg(d->fd, &m, 0) < 0) {
       if (errno == EINTR || errno == ENOBUFS) continue;
       if (errno == EINVAL || errno == EIO || errno == ENOPROTOOPT) {
