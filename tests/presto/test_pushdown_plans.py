@@ -99,3 +99,26 @@ def test_streamed_and_buffered_destinations_give_the_same_rows(conn, duck, fmt):
     want = duck.execute(sql.format(t="")).fetchall()
     assert len(streamed) == len(want) > 100_000
     assert exact(streamed) == exact(buffered) == exact([tuple(r) for r in want])
+
+
+def test_a_self_join_is_pushed_with_one_side_renamed_and_the_smaller_side_built(conn, duck, jg_server):
+    """Two nations (TPC-H Q7's shape): the second one's columns are renamed in its scan, so the
+    contract's join, which outputs both sides' columns by name, takes it; and the filtered supplier
+    side, written first, is the build side of its join with the larger lineitem."""
+    sql = ("SELECT n1.n_name, n2.n_name, count(*), sum(l_quantity) FROM {t}supplier, {t}lineitem, {t}orders, {t}customer, "
+           "{t}nation n1, {t}nation n2 WHERE s_suppkey = l_suppkey AND o_orderkey = l_orderkey AND c_custkey = o_custkey "
+           "AND s_nationkey = n1.n_nationkey AND c_nationkey = n2.n_nationkey AND s_acctbal > 9000 "
+           "AND n1.n_name IN ('FRANCE', 'GERMANY') AND n2.n_name IN ('FRANCE', 'GERMANY') GROUP BY 1, 2")
+    plan = explain(conn, sql.format(t="jumpgate.tpch_parquet."))
+    assert "renamed=[" in plan and "n_name AS n_name_2" in plan, plan
+    assert "(tpch_parquet.lineitem) WITH (tpch_parquet.supplier pushed filter" in plan, plan
+    cur = conn.cursor()
+    cur.execute(sql.format(t="jumpgate.tpch_parquet."))
+    got = cur.fetchall()
+    qid = cur.query_id
+    cur.close()
+    want = duck.execute(sql.format(t="")).fetchall()
+    assert got and normalize(got) == normalize(want)
+    jobs = jobs_of(jg_server, qid)
+    assert len(jobs) == 1, [j["ncas"] for j in jobs]  # the whole join is one job
+    assert sum(n["implementation"].endswith("hash_join") for n in jobs[0]["ncas"]) == 5

@@ -100,10 +100,8 @@ public final class JumpgateMetadata implements ConnectorMetadata {
     public ConnectorTableMetadata getTableMetadata(ConnectorSession session, ConnectorTableHandle handle) {
         JumpgateTableHandle h = (JumpgateTableHandle) handle;
         List<ColumnMetadata> cols = new ArrayList<>();
-        for (JumpgateTableHandle b : h.baseTables()) { // a pushed join: both sides' columns
-            for (DataRoot.Column c : table(b).columns()) {
-                cols.add(JumpgateColumnHandle.base(c.name(), Types.trino(c.type())).metadata());
-            }
+        for (JumpgateColumnHandle c : baseColumns(h)) { // a pushed join: both sides' columns
+            cols.add(c.metadata());
         }
         return new ConnectorTableMetadata(h.schemaTableName(), cols);
     }
@@ -151,9 +149,18 @@ public final class JumpgateMetadata implements ConnectorMetadata {
     @Override
     public Map<String, ColumnHandle> getColumnHandles(ConnectorSession session, ConnectorTableHandle handle) {
         Map<String, ColumnHandle> out = new LinkedHashMap<>();
-        for (JumpgateTableHandle b : ((JumpgateTableHandle) handle).baseTables()) { // a pushed join: both sides' columns
+        for (JumpgateColumnHandle c : baseColumns((JumpgateTableHandle) handle)) { // a pushed join: both sides' columns
+            out.put(c.name(), c);
+        }
+        return out;
+    }
+
+    /** The base columns a relation outputs, by the names they have in the job. */
+    private List<JumpgateColumnHandle> baseColumns(JumpgateTableHandle h) {
+        List<JumpgateColumnHandle> out = new ArrayList<>();
+        for (JumpgateTableHandle b : h.baseTables()) {
             for (DataRoot.Column c : table(b).columns()) {
-                out.put(c.name(), JumpgateColumnHandle.base(c.name(), Types.trino(c.type())));
+                out.add(JumpgateColumnHandle.base(b.jobName(c.name()), Types.trino(c.type())));
             }
         }
         return out;
@@ -507,13 +514,28 @@ public final class JumpgateMetadata implements ConnectorMetadata {
                 why = "join key: " + u.getMessage();
             }
         }
-        if (why == null) {
-            // The join's output is the probe's columns then the build's, by name: names must not clash.
-            java.util.Set<String> leftNames = new java.util.HashSet<>(columnNames(l));
-            for (String n : columnNames(r)) {
-                if (leftNames.contains(n)) {
-                    why = "both sides have a column " + n + " (a self-join)";
-                    break;
+        // The join's output is the probe's columns then the build's, by name: names must not clash.
+        // When they do (a self-join), a side that is a table renames its clashing columns.
+        Map<ColumnHandle, ColumnHandle> leftMap = new HashMap<>();
+        Map<ColumnHandle, ColumnHandle> rightMap = new HashMap<>();
+        if (why == null && columnNames(r).stream().anyMatch(new java.util.HashSet<>(columnNames(l))::contains)) {
+            Optional<Renamed> renamed = renamedApart(session, r, rightAssignments, l);
+            boolean onRight = renamed.isPresent();
+            if (!onRight) {
+                renamed = renamedApart(session, l, leftAssignments, r);
+            }
+            if (renamed.isEmpty()) {
+                why = "both sides have columns of the same names, and neither is a table that can rename them";
+            } else {
+                Renamed side = renamed.get();
+                if (onRight) {
+                    r = side.handle();
+                    rightMap.putAll(side.columns());
+                    rightKeys.replaceAll(k -> Sql.renamed(k, side.names()));
+                } else {
+                    l = side.handle();
+                    leftMap.putAll(side.columns());
+                    leftKeys.replaceAll(k -> Sql.renamed(k, side.names()));
                 }
             }
         }
@@ -521,25 +543,59 @@ public final class JumpgateMetadata implements ConnectorMetadata {
             LOG.info("Jumpgate: join of " + l.schemaTableName() + " and " + r.schemaTableName() + " stays in Trino: " + why);
             return Optional.empty();
         }
-        JumpgateTableHandle joined = JumpgateTableHandle.ofJoin(new JumpgateTableHandle.PushedJoin(l, r, type, leftKeys, rightKeys));
-        // Every column of each side keeps its handle: names are unique across the join's output.
-        Map<ColumnHandle, ColumnHandle> leftMap = new HashMap<>();
-        getColumnHandles(session, l).values().forEach(c -> leftMap.put(c, c));
-        leftAssignments.values().forEach(c -> leftMap.put(c, c));
-        Map<ColumnHandle, ColumnHandle> rightMap = new HashMap<>();
-        getColumnHandles(session, r).values().forEach(c -> rightMap.put(c, c));
-        rightAssignments.values().forEach(c -> rightMap.put(c, c));
+        // Trino's right side would be the build side; an inner join builds the smaller one instead.
+        JumpgateTableHandle.PushedJoin pushed = type.equals("inner")
+                && SizeEstimate.of(l, this::table).estimate() < SizeEstimate.of(r, this::table).estimate()
+                ? new JumpgateTableHandle.PushedJoin(r, l, type, rightKeys, leftKeys)
+                : new JumpgateTableHandle.PushedJoin(l, r, type, leftKeys, rightKeys);
+        JumpgateTableHandle joined = JumpgateTableHandle.ofJoin(pushed);
+        // Every other column of each side keeps its handle: names are unique across the join's output.
+        getColumnHandles(session, left).values().forEach(c -> leftMap.putIfAbsent(c, c));
+        leftAssignments.values().forEach(c -> leftMap.putIfAbsent(c, c));
+        getColumnHandles(session, right).values().forEach(c -> rightMap.putIfAbsent(c, c));
+        rightAssignments.values().forEach(c -> rightMap.putIfAbsent(c, c));
         return Optional.of(new JoinApplicationResult<>(joined, leftMap, rightMap, false));
     }
 
     /** The names of the base columns a relation outputs. */
     private List<String> columnNames(JumpgateTableHandle h) {
-        List<String> out = new ArrayList<>();
-        for (JumpgateTableHandle b : h.baseTables()) {
-            table(b).columns().forEach(c -> out.add(c.name()));
-        }
-        return out;
+        return baseColumns(h).stream().map(JumpgateColumnHandle::name).toList();
     }
+
+    /**
+     * {@code side} (a base table) with its columns that {@code other} also has renamed
+     * ({@code n_name} → {@code n_name_2}, the first number free on both sides), and the map of
+     * its column handles to the renamed ones. Empty when {@code side} is itself a join, or when
+     * a column Trino assigned is a pushed projection: renaming inside those is not done.
+     */
+    private Optional<Renamed> renamedApart(ConnectorSession session, JumpgateTableHandle side, Map<String, ColumnHandle> assignments,
+                                           JumpgateTableHandle other) {
+        if (side.join().isPresent() || assignments.values().stream().anyMatch(c -> ((JumpgateColumnHandle) c).synthetic())) {
+            return Optional.empty();
+        }
+        Set<String> taken = new java.util.HashSet<>(columnNames(other));
+        List<String> own = columnNames(side);
+        taken.addAll(own);
+        Map<String, String> renames = new LinkedHashMap<>();
+        for (String n : own) {
+            if (columnNames(other).contains(n)) {
+                int k = 2;
+                while (taken.contains(n + "_" + k)) {
+                    k++;
+                }
+                renames.put(n, n + "_" + k);
+                taken.add(n + "_" + k);
+            }
+        }
+        Map<ColumnHandle, ColumnHandle> handles = new HashMap<>();
+        for (ColumnHandle h : getColumnHandles(session, side).values()) {
+            JumpgateColumnHandle c = (JumpgateColumnHandle) h;
+            handles.put(c, JumpgateColumnHandle.base(renames.getOrDefault(c.name(), c.name()), c.type()));
+        }
+        return Optional.of(new Renamed(side.withRenames(renames), handles, renames));
+    }
+
+    private record Renamed(JumpgateTableHandle handle, Map<ColumnHandle, ColumnHandle> columns, Map<String, String> names) {}
 
     @Override
     public Optional<LimitApplicationResult<ConnectorTableHandle>> applyLimit(ConnectorSession session, ConnectorTableHandle handle, long limit) {

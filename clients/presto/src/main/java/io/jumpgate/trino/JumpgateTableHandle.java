@@ -11,6 +11,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.TreeMap;
 
 /**
  * A table, and what of the query above it was pushed into Jumpgate: filter conditions over the base
@@ -25,16 +26,40 @@ public record JumpgateTableHandle(
         @JsonProperty("filters") List<String> filters,
         @JsonProperty("aggregation") Optional<PushedAggregation> aggregation,
         @JsonProperty("notPushed") List<String> notPushed,
-        @JsonProperty("join") Optional<PushedJoin> join) implements ConnectorTableHandle {
+        @JsonProperty("join") Optional<PushedJoin> join,
+        @JsonProperty("renames") Map<String, String> renames) implements ConnectorTableHandle {
 
     @JsonCreator
     public JumpgateTableHandle {
         filters = List.copyOf(filters);
         notPushed = List.copyOf(notPushed);
+        renames = renames == null ? Map.of() : Collections.unmodifiableMap(new TreeMap<>(renames));
+    }
+
+    public JumpgateTableHandle(String schema, String table, List<String> filters, Optional<PushedAggregation> aggregation,
+                               List<String> notPushed, Optional<PushedJoin> join) {
+        this(schema, table, filters, aggregation, notPushed, join, Map.of());
     }
 
     public JumpgateTableHandle(String schema, String table) {
         this(schema, table, List.of(), Optional.empty(), List.of(), Optional.empty());
+    }
+
+    /**
+     * This base table with some of its columns under other names in the job ({@code renames}: base
+     * name → name), so that a join with a table of the same columns (a self-join, TPC-H Q7's and
+     * Q8's two nations) has unique names: the contract's join outputs both sides' columns by name.
+     * The scan applies its own filters to the base names, then renames in its column projection.
+     */
+    public JumpgateTableHandle withRenames(Map<String, String> more) {
+        Map<String, String> r = new TreeMap<>(renames);
+        r.putAll(more);
+        return new JumpgateTableHandle(schema, table, filters, aggregation, notPushed, join, r);
+    }
+
+    /** The name a base column of this table has in the job. */
+    public String jobName(String baseColumn) {
+        return renames.getOrDefault(baseColumn, baseColumn);
     }
 
     /** A join of two relations pushed into Jumpgate: probe = left, build = right (contract §1 join). */
@@ -118,11 +143,11 @@ public record JumpgateTableHandle(
     public JumpgateTableHandle withFilters(List<String> more) {
         List<String> f = new ArrayList<>(filters);
         f.addAll(more);
-        return new JumpgateTableHandle(schema, table, f, aggregation, notPushed, join);
+        return new JumpgateTableHandle(schema, table, f, aggregation, notPushed, join, renames);
     }
 
     public JumpgateTableHandle withAggregation(PushedAggregation a) {
-        return new JumpgateTableHandle(schema, table, filters, Optional.of(a), notPushed, join);
+        return new JumpgateTableHandle(schema, table, filters, Optional.of(a), notPushed, join, renames);
     }
 
     public JumpgateTableHandle withNote(String note) {
@@ -131,7 +156,7 @@ public record JumpgateTableHandle(
         }
         List<String> n = new ArrayList<>(notPushed);
         n.add(note);
-        return new JumpgateTableHandle(schema, table, filters, aggregation, n, join);
+        return new JumpgateTableHandle(schema, table, filters, aggregation, n, join, renames);
     }
 
     private String describe() {
@@ -153,6 +178,9 @@ public record JumpgateTableHandle(
             b.append(']');
         } else {
             b.append(schema).append('.').append(table);
+        }
+        if (!renames.isEmpty()) {
+            b.append(" renamed=").append(renames.entrySet().stream().map(e -> e.getKey() + " AS " + e.getValue()).toList());
         }
         if (!filters.isEmpty()) {
             b.append(" pushed filter=[").append(String.join(" AND ", filters)).append(']');

@@ -6,6 +6,7 @@ import io.jumpgate.core.request.Ops;
 import io.jumpgate.core.request.Request;
 
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -95,14 +96,18 @@ public final class RequestBuilder {
             DataRoot.Table t = dataRoot.table(h.schema(), h.table()).orElseThrow(() ->
                     new IllegalStateException("table " + h.schemaTableName() + " is no longer under " + dataRoot.root()));
             List<JsonObject> schema = new ArrayList<>();
+            // Dynamic conditions name the columns as the job does: back to the base names here.
+            Map<String, String> baseNames = new HashMap<>();
+            h.renames().forEach((base, renamed) -> baseNames.put(renamed, base));
             for (DataRoot.Column c : t.columns()) {
                 schema.add(Ops.column(c.name(), c.type()));
-                if (needed != null && needed.contains(c.name())) {
-                    (kept == null ? kept = new ArrayList<>() : kept).add(Ops.expr(c.name(), Sql.ident(c.name())));
+                String name = h.jobName(c.name());
+                if (needed != null && needed.contains(name)) {
+                    (kept == null ? kept = new ArrayList<>() : kept).add(Ops.expr(name, Sql.ident(c.name())));
                 }
-                String dynamic = dynamicFilters.get(c.name());
+                String dynamic = dynamicFilters.get(name);
                 if (dynamic != null) {
-                    conditions.add(dynamic);
+                    conditions.add(Sql.renamed(dynamic, baseNames));
                 }
             }
             if (dynamicFilters.containsKey("")) {
@@ -146,42 +151,8 @@ public final class RequestBuilder {
         return names;
     }
 
-    /**
-     * The quoted identifiers of a contract expression ({@code "name"}, {@code ""} inside for a
-     * quote), skipping string literals ({@code 'text'}). Every column reference the connector writes
-     * is quoted ({@link Sql#ident}), so these are all the columns it reads.
-     */
+    /** The columns a contract expression names ({@link Sql#identifiers}). */
     static Set<String> identifiers(String expr) {
-        Set<String> out = new HashSet<>();
-        if (expr == null) {
-            return out;
-        }
-        int i = 0;
-        int n = expr.length();
-        while (i < n) {
-            char c = expr.charAt(i);
-            if (c == '\'' || c == '"') {
-                StringBuilder b = new StringBuilder();
-                int k = i + 1;
-                while (k < n) {
-                    if (expr.charAt(k) == c) {
-                        if (k + 1 < n && expr.charAt(k + 1) == c) {
-                            b.append(c);
-                            k += 2;
-                            continue;
-                        }
-                        break;
-                    }
-                    b.append(expr.charAt(k++));
-                }
-                if (c == '"') {
-                    out.add(b.toString());
-                }
-                i = k + 1;
-            } else {
-                i++;
-            }
-        }
-        return out;
+        return Sql.identifiers(expr);
     }
 }

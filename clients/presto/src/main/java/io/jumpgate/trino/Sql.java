@@ -59,6 +59,61 @@ public final class Sql {
         return "\"" + name.replace("\"", "\"\"") + "\"";
     }
 
+    /**
+     * The quoted identifiers of a contract expression ({@code "name"}, {@code ""} inside for a
+     * quote), skipping string literals ({@code 'text'}). Every column reference the connector writes
+     * is quoted ({@link #ident}), so these are all the columns it reads.
+     */
+    public static Set<String> identifiers(String expr) {
+        Set<String> out = new java.util.HashSet<>();
+        if (expr != null) {
+            rewriteIdentifiers(expr, name -> {
+                out.add(name);
+                return name;
+            });
+        }
+        return out;
+    }
+
+    /** {@code expr} with the columns named in {@code names} (old → new) renamed; string literals untouched. */
+    public static String renamed(String expr, Map<String, String> names) {
+        return expr == null || names.isEmpty() ? expr : rewriteIdentifiers(expr, name -> names.getOrDefault(name, name));
+    }
+
+    private static String rewriteIdentifiers(String expr, java.util.function.UnaryOperator<String> f) {
+        StringBuilder out = new StringBuilder(expr.length());
+        int i = 0;
+        int n = expr.length();
+        while (i < n) {
+            char c = expr.charAt(i);
+            if (c != '\'' && c != '"') {
+                out.append(c);
+                i++;
+                continue;
+            }
+            StringBuilder b = new StringBuilder();
+            int k = i + 1;
+            while (k < n) {
+                if (expr.charAt(k) == c) {
+                    if (k + 1 < n && expr.charAt(k + 1) == c) {
+                        b.append(c);
+                        k += 2;
+                        continue;
+                    }
+                    break;
+                }
+                b.append(expr.charAt(k++));
+            }
+            if (c == '"') {
+                out.append(ident(f.apply(b.toString())));
+            } else {
+                out.append(expr, i, Math.min(k + 1, n));
+            }
+            i = k + 1;
+        }
+        return out.toString();
+    }
+
     /** Types whose values and comparisons are the same in Trino and in the contract. */
     public static boolean supported(Type t) {
         return t instanceof BooleanType || t instanceof IntegerType || t instanceof BigintType || t instanceof DoubleType
