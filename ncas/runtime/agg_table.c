@@ -57,7 +57,8 @@ static void note_bytes(jg_agg_table *t) {
 
 /* ------------------------------------------------------------------ create, grow, clear */
 
-static jg_agg_table *table_new(jg_ctx *ctx, const jg_agg_desc *desc, uint64_t bound) {
+/* A table for `groups` entries without growing (0: the initial size), within `bound` (0: none). */
+static jg_agg_table *table_new(jg_ctx *ctx, const jg_agg_desc *desc, uint64_t bound, uint64_t groups) {
   jg_agg_table *t = xmalloc(sizeof *t);
   memset(t, 0, sizeof *t);
   t->ctx = ctx;
@@ -66,6 +67,7 @@ static jg_agg_table *table_new(jg_ctx *ctx, const jg_agg_desc *desc, uint64_t bo
   t->bound = bound;
   uint64_t n = INITIAL_SLOTS;
   while (bound && n > MIN_SLOTS && arrays_bytes(n, t->entry_size) > bound / 2) n /= 2;
+  while (!bound && n / 2 < groups && n / 2 < MAX_ENTRIES) n *= 2;
   t->slots = line_alloc(n * 8, 1);
   t->entries = line_alloc(n / 2 * t->entry_size, 0);
   if (!t->slots || !t->entries) oom(arrays_bytes(n, t->entry_size));
@@ -265,7 +267,7 @@ jg_agg_table *jg_agg_open(jg_ctx *ctx, const jg_agg_desc *desc) {
       return NULL;
     }
   }
-  return table_new(ctx, desc, bound);
+  return table_new(ctx, desc, bound, 0);
 }
 
 /* Partition of a hash among n workers: from the bits the slot index does not use first. */
@@ -273,7 +275,11 @@ static int partition(uint64_t h, int n) { return (int)(((h >> 32) * (uint64_t)n)
 
 /* Worker `w`'s share of every worker's table, merged into a new table. */
 static jg_agg_table *merge_partition(jg_ctx *ctx, const jg_agg_desc *desc, int w) {
-  jg_agg_table *p = table_new(ctx, desc, 0);
+  /* Sized for its share of all the groups up front: growing it by doubling as groups arrive
+   * (1.4 M groups in TPC-H Q4's distinct order keys) rehashed and copied it some 20 times. */
+  uint64_t all = 0;
+  for (int k = 0; k < reg.ntables; k++) all += reg.tables[k]->count;
+  jg_agg_table *p = table_new(ctx, desc, 0, all / (uint64_t)reg.ntables + all / 16);
   for (int k = 0; k < reg.ntables; k++) {
     const jg_agg_table *src = reg.tables[k];
     for (uint64_t i = 0; i < src->count; i++) {
