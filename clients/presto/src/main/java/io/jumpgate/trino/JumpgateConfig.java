@@ -22,6 +22,7 @@ public record JumpgateConfig(
         String listenAddress,
         String token,
         long dynamicFilterWaitMs,
+        long dynamicFilterMinBytes,
         boolean streaming) {
 
     /** The operators a switch exists for: jumpgate.pushdown.OPERATOR=false keeps it in Trino. */
@@ -49,14 +50,17 @@ public record JumpgateConfig(
         String token = p.remove("jumpgate.token");
         boolean streaming = bool(take(p, "jumpgate.streaming", "true"), "jumpgate.streaming");
         long dynamicFilterWait = millis(take(p, "jumpgate.dynamic-filtering.wait-timeout", "10s"), "jumpgate.dynamic-filtering.wait-timeout");
+        long dynamicFilterMinBytes = bytes(take(p, "jumpgate.dynamic-filtering.min-table-size", "16MB"),
+                "jumpgate.dynamic-filtering.min-table-size");
         if (!p.isEmpty()) {
             throw new IllegalArgumentException("unknown Jumpgate catalog properties: " + new TreeSet<>(p.keySet())
                     + " (known: jumpgate.url, jumpgate.data-root, jumpgate.pushdown.enabled, jumpgate.pushdown.{"
                     + String.join(",", new TreeSet<>(OPERATORS)) + "}, jumpgate.max-streams, jumpgate.job-timeout,"
-                    + " jumpgate.http-timeout, jumpgate.listen-address, jumpgate.token, jumpgate.dynamic-filtering.wait-timeout, jumpgate.streaming)");
+                    + " jumpgate.http-timeout, jumpgate.listen-address, jumpgate.token, jumpgate.dynamic-filtering.wait-timeout,"
+                    + " jumpgate.dynamic-filtering.min-table-size, jumpgate.streaming)");
         }
         return new JumpgateConfig(url, Path.of(root), pushdown, disabled, Math.max(1, maxStreams), jobTimeout * 1000,
-                httpTimeout * 1000, listen, token, dynamicFilterWait, streaming);
+                httpTimeout * 1000, listen, token, dynamicFilterWait, dynamicFilterMinBytes, streaming);
     }
 
     /** Whether `op` (one of {@link #OPERATORS}) may be pushed down. */
@@ -96,6 +100,31 @@ public record JumpgateConfig(
         } catch (NumberFormatException e) {
             throw new IllegalArgumentException(key + " must be a duration such as 500ms, 10s or 1m, not " + v);
         }
+    }
+
+    /** A data size such as {@code 16MB}, {@code 512kB}, {@code 1GB} (powers of 1024, as Trino's) or a number of bytes. */
+    static long bytes(String v, String key) {
+        String s = v.trim();
+        int i = 0;
+        while (i < s.length() && (Character.isDigit(s.charAt(i)) || s.charAt(i) == '.')) {
+            i++;
+        }
+        long unit = switch (s.substring(i).trim().toUpperCase(Locale.ROOT)) {
+            case "", "B" -> 1L;
+            case "KB" -> 1L << 10;
+            case "MB" -> 1L << 20;
+            case "GB" -> 1L << 30;
+            case "TB" -> 1L << 40;
+            default -> -1L;
+        };
+        try {
+            if (unit > 0 && i > 0) {
+                return (long) (Double.parseDouble(s.substring(0, i)) * unit);
+            }
+        } catch (NumberFormatException e) {
+            // below
+        }
+        throw new IllegalArgumentException(key + " must be a data size such as 16MB, 512kB or 0, not " + v);
     }
 
     private static long seconds(String v) {
