@@ -122,3 +122,14 @@ def test_a_self_join_is_pushed_with_one_side_renamed_and_the_smaller_side_built(
     jobs = jobs_of(jg_server, qid)
     assert len(jobs) == 1, [j["ncas"] for j in jobs]  # the whole join is one job
     assert sum(n["implementation"].endswith("hash_join") for n in jobs[0]["ncas"]) == 5
+
+
+def test_a_right_outer_join_is_pushed_as_a_left_outer_join_the_other_way_round(conn, duck):
+    sql = ("SELECT c_custkey, o_orderkey, o_totalprice FROM {t}orders RIGHT JOIN {t}customer "
+           "ON o_custkey = c_custkey AND o_totalprice > 400000 WHERE c_custkey < 2000")
+    plan = explain(conn, sql.format(t="jumpgate.tpch_parquet."))
+    assert "pushed join=[left_outer (tpch_parquet.customer" in plan and "WITH (tpch_parquet.orders" in plan, plan
+    got = query(conn, sql.format(t="jumpgate.tpch_parquet."))
+    want = duck.execute(sql.format(t="")).fetchall()
+    assert any(r[1] is None for r in got) and any(r[1] is not None for r in got), got[:5]
+    assert normalize(got) == normalize(want)

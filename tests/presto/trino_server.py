@@ -64,11 +64,12 @@ def _props(d: dict[str, str]) -> str:
 
 
 class TrinoServer:
-    """One single-node Trino (coordinator and worker) in `workdir`, on a free loopback port."""
+    """One Trino node in `workdir`, on a free loopback port: a single-node Trino (coordinator and
+    worker), or, given `coordinator` (its URL), a worker that joins that coordinator's cluster."""
 
     def __init__(self, workdir: Path, catalogs: dict[str, dict[str, str]],
                  extra_plugins: dict[str, Path] | None = None, ready_timeout: float = 180,
-                 log_levels: dict[str, str] | None = None) -> None:
+                 log_levels: dict[str, str] | None = None, coordinator: str | None = None) -> None:
         why = missing()
         if why:
             raise RuntimeError(why)
@@ -80,13 +81,14 @@ class TrinoServer:
         (etc / "catalog").mkdir(parents=True)
         data = self.workdir / "data"
         data.mkdir()
+        self.coordinator = coordinator
         (etc / "node.properties").write_text(_props({
-            "node.environment": "jumpgate_test", "node.id": f"jumpgate-test-{os.getpid()}",
+            "node.environment": "jumpgate_test", "node.id": f"jumpgate-test-{os.getpid()}-{self.port}",
             "node.data-dir": str(data), "node.bind-ip": "127.0.0.1", "node.internal-address": "127.0.0.1"}))
         (etc / "jvm.config").write_text(JVM_CONFIG)
         (etc / "config.properties").write_text(_props({
-            "coordinator": "true", "node-scheduler.include-coordinator": "true",
-            "http-server.http.port": str(self.port), "discovery.uri": self.url,
+            **({"coordinator": "false"} if coordinator else {"coordinator": "true", "node-scheduler.include-coordinator": "true"}),
+            "http-server.http.port": str(self.port), "discovery.uri": coordinator or self.url,
             "query.max-memory": "1GB", "query.max-memory-per-node": "1GB",
             "task.concurrency": "2", "task.max-worker-threads": "4",
             "node-scheduler.min-candidates": "1", "catalog.management": "static",
@@ -128,7 +130,7 @@ class TrinoServer:
                 with urllib.request.urlopen(self.url + "/v1/info", timeout=2) as r:
                     # Started, and its node registered with its catalogs: a first query then finds a
                     # node to run on (else NO_NODES_AVAILABLE for a few seconds after start).
-                    if not json.load(r).get("starting", True) and self._ready_query():
+                    if not json.load(r).get("starting", True) and (self.coordinator or self._ready_query()):
                         return
             except (urllib.error.URLError, OSError, ValueError):
                 pass

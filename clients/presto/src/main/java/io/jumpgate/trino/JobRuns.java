@@ -42,6 +42,7 @@ public final class JobRuns implements AutoCloseable {
     static final long MAX_BUFFER_BYTES = 2L << 30;
 
     private final JumpgateConfig config;
+    private final String advertisedHost;
     private final JumpgateClient client;
     private final ReceiverService service = ReceiverService.get();
     private final Map<String, Run> runs = new ConcurrentHashMap<>();
@@ -49,8 +50,13 @@ public final class JobRuns implements AutoCloseable {
     private final Map<String, String> dropped = new ConcurrentHashMap<>();
     private final ScheduledExecutorService reaper;
 
-    public JobRuns(JumpgateConfig config) {
+    /**
+     * @param advertisedHost the host the job's NCAs connect to: the listen address, or this
+     *                       node's address when it listens on every interface (0.0.0.0, ::)
+     */
+    public JobRuns(JumpgateConfig config, String advertisedHost) {
         this.config = config;
+        this.advertisedHost = advertisedHost;
         this.client = new JumpgateClient(config.url(), config.httpTimeoutMs(), config.token());
         this.reaper = Executors.newSingleThreadScheduledExecutor(r -> {
             Thread t = new Thread(r, "jumpgate-trino-reaper");
@@ -194,7 +200,7 @@ public final class JobRuns implements AutoCloseable {
             List<Integer> ports = service.open(run.key, split.destinations(), config.listenAddress(), MAX_BUFFER_BYTES,
                     "the Trino connector's buffer cap", config.streaming());
             Request request = RequestBuilder.build("trino-" + run.key, handle, dataRoot, split.groups(), split.dynamicFilters(), columns,
-                    config.listenAddress(), ports);
+                    advertisedHost, ports);
             LOG.fine(() -> "Jumpgate request for " + run.table + ": " + request.toJson());
             CompiledJob job = JumpgateClient.retryOn503(config.jobTimeoutMs(), () -> client.submit(request));
             run.jobId = job.jobId();

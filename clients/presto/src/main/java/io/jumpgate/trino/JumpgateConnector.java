@@ -1,5 +1,7 @@
 package io.jumpgate.trino;
 
+import io.trino.spi.NodeManager;
+
 import io.trino.spi.connector.Connector;
 import io.trino.spi.connector.ConnectorMetadata;
 import io.trino.spi.connector.ConnectorPageSourceProvider;
@@ -16,11 +18,13 @@ public final class JumpgateConnector implements Connector {
     private final JumpgateSplitManager splits;
     private final JumpgatePageSourceProvider pages;
 
-    public JumpgateConnector(String catalogName, JumpgateConfig config) {
+    public JumpgateConnector(String catalogName, JumpgateConfig config, NodeManager nodes) {
         this.config = config;
         this.dataRoot = new DataRoot(config.dataRoot());
-        this.runs = new JobRuns(config);
-        this.splits = new JumpgateSplitManager(config, dataRoot);
+        String listen = config.listenAddress();
+        boolean everywhere = listen.equals("0.0.0.0") || listen.equals("::") || listen.equals("[::]");
+        this.runs = new JobRuns(config, everywhere ? nodes.getCurrentNode().getHost() : listen);
+        this.splits = new JumpgateSplitManager(config, dataRoot, nodes);
         this.pages = new JumpgatePageSourceProvider(runs, dataRoot);
     }
 

@@ -14,6 +14,6 @@ public final class JumpgateConnectorFactory implements ConnectorFactory {
 
     @Override
     public Connector create(String catalogName, Map<String, String> config, ConnectorContext context) {
-        return new JumpgateConnector(catalogName, JumpgateConfig.from(config));
+        return new JumpgateConnector(catalogName, JumpgateConfig.from(config), context.getNodeManager());
     }
 }

@@ -483,13 +483,13 @@ public final class JumpgateMetadata implements ConnectorMetadata {
         String why = null;
         String type = switch (joinType) {
             case INNER -> "inner";
-            case LEFT_OUTER -> "left_outer";
+            case LEFT_OUTER, RIGHT_OUTER -> "left_outer"; // a right outer join is a left outer join the other way round
             default -> null;
         };
         if (!config.enabled("join")) {
             why = config.switchedOff("join");
         } else if (type == null) {
-            why = joinType + " joins (the contract has inner, left semi/anti and left outer)";
+            why = joinType + " joins (the contract has inner, left semi/anti and left outer joins)";
         } else if (l.aggregation().isPresent() || r.aggregation().isPresent()) {
             why = "a join over a pushed aggregation";
         } else if (joinConditions.isEmpty()) {
@@ -543,9 +543,11 @@ public final class JumpgateMetadata implements ConnectorMetadata {
             LOG.info("Jumpgate: join of " + l.schemaTableName() + " and " + r.schemaTableName() + " stays in Trino: " + why);
             return Optional.empty();
         }
-        // Trino's right side would be the build side; an inner join builds the smaller one instead.
-        JumpgateTableHandle.PushedJoin pushed = type.equals("inner")
-                && SizeEstimate.of(l, this::table).estimate() < SizeEstimate.of(r, this::table).estimate()
+        // The contract's left side is the probe side, and the side a left outer join keeps. Trino's
+        // right side would be the build side; an inner join builds the smaller one instead.
+        boolean swap = joinType == JoinType.RIGHT_OUTER || type.equals("inner")
+                && SizeEstimate.of(l, this::table).estimate() < SizeEstimate.of(r, this::table).estimate();
+        JumpgateTableHandle.PushedJoin pushed = swap
                 ? new JumpgateTableHandle.PushedJoin(r, l, type, rightKeys, leftKeys)
                 : new JumpgateTableHandle.PushedJoin(l, r, type, leftKeys, rightKeys);
         JumpgateTableHandle joined = JumpgateTableHandle.ofJoin(pushed);

@@ -11,17 +11,19 @@ import java.util.Map;
 /**
  * One destination of a Jumpgate job: the job's {@code key} (one per table scan of a query),
  * which of its {@code destinations} this is, and the files of the data root that feed it (for a
- * pushed aggregation, one destination reads them all). The job runs in this JVM's receiver
- * service, so splits stay on the node that planned them (single-node Trino; docs/presto.md).
- * {@code dynamicFilters} are the conditions Trino's dynamic filters gave the scan before its job
- * started (base column name → contract condition; {@link DynamicFilterSplitSource}).
+ * pushed aggregation, one destination reads them all). The first split of a scan that a node
+ * reads starts the job with all its destinations in that node's receiver service, so every split
+ * of one scan runs on one worker, {@code node} ("host:port", the split manager's choice; none:
+ * anywhere). {@code dynamicFilters} are the conditions Trino's dynamic filters gave the scan
+ * before its job started (base column name → contract condition; {@link DynamicFilterSplitSource}).
  */
 public record JumpgateSplit(
         @JsonProperty("key") String key,
         @JsonProperty("index") int index,
         @JsonProperty("destinations") int destinations,
         @JsonProperty("groups") List<List<String>> groups,
-        @JsonProperty("dynamicFilters") Map<String, String> dynamicFilters) implements ConnectorSplit {
+        @JsonProperty("dynamicFilters") Map<String, String> dynamicFilters,
+        @JsonProperty("node") String node) implements ConnectorSplit {
 
     @JsonCreator
     public JumpgateSplit {
@@ -31,17 +33,18 @@ public record JumpgateSplit(
 
     @Override
     public boolean isRemotelyAccessible() {
-        return true;
+        return node == null;
     }
 
     @Override
     public List<HostAddress> getAddresses() {
-        return List.of();
+        return node == null ? List.of() : List.of(HostAddress.fromString(node));
     }
 
     @Override
     public Map<String, String> getSplitInfo() {
-        return Map.of("key", key, "destination", Integer.toString(index), "of", Integer.toString(destinations));
+        return Map.of("key", key, "destination", Integer.toString(index), "of", Integer.toString(destinations),
+                "node", node == null ? "any" : node);
     }
 
     @Override

@@ -1,5 +1,7 @@
 package io.jumpgate.trino;
 
+import io.trino.spi.Node;
+import io.trino.spi.NodeManager;
 import io.trino.spi.connector.ConnectorSession;
 import io.trino.spi.connector.ConnectorSplit;
 import io.trino.spi.connector.ConnectorSplitManager;
@@ -25,10 +27,26 @@ import java.util.UUID;
 public final class JumpgateSplitManager implements ConnectorSplitManager {
     private final JumpgateConfig config;
     private final DataRoot dataRoot;
+    private final NodeManager nodes;
 
-    public JumpgateSplitManager(JumpgateConfig config, DataRoot dataRoot) {
+    public JumpgateSplitManager(JumpgateConfig config, DataRoot dataRoot, NodeManager nodes) {
         this.config = config;
         this.dataRoot = dataRoot;
+        this.nodes = nodes;
+    }
+
+    /**
+     * The worker all splits of the scan {@code key} go to ("host:port"): a job's destinations
+     * are opened together by the first split read, in that node's JVM, so a split read elsewhere
+     * would start the same job again. Scans are spread over the workers by their key's hash.
+     */
+    private String node(String key) {
+        List<Node> workers = new ArrayList<>(nodes.getWorkerNodes());
+        if (workers.isEmpty()) {
+            return null;
+        }
+        workers.sort(Comparator.comparing(Node::getNodeIdentifier));
+        return workers.get(Math.floorMod(key.hashCode(), workers.size())).getHostAndPort().toString();
     }
 
     @Override
@@ -56,12 +74,13 @@ public final class JumpgateSplitManager implements ConnectorSplitManager {
         // Waiting holds the job back until the filter's build side is done. A small table is read
         // soon enough whole (Trino still applies the filter above the scan): TPC-H Q22's customer
         // scan waited for the average of another customer scan, and the query took a quarter longer.
+        String node = node(key);
         if (dynamicFilter.getColumnsCovered().isEmpty() || config.dynamicFilterWaitMs() == 0 || h.aggregation().isPresent()
                 || fileBytes(h) < config.dynamicFilterMinBytes()) {
-            return new FixedSplitSource(splits(key, groups, Map.of()));
+            return new FixedSplitSource(splits(key, groups, Map.of(), node));
         }
         return new DynamicFilterSplitSource(dynamicFilter, config.dynamicFilterWaitMs(), h,
-                conditions -> splits(key, groups, conditions));
+                conditions -> splits(key, groups, conditions, node));
     }
 
     /** The bytes of all the files a scan reads. */
@@ -73,10 +92,10 @@ public final class JumpgateSplitManager implements ConnectorSplitManager {
         return n;
     }
 
-    private static List<ConnectorSplit> splits(String key, List<List<String>> groups, Map<String, String> dynamicFilters) {
+    private static List<ConnectorSplit> splits(String key, List<List<String>> groups, Map<String, String> dynamicFilters, String node) {
         List<ConnectorSplit> splits = new ArrayList<>();
         for (int i = 0; i < groups.size(); i++) {
-            splits.add(new JumpgateSplit(key, i, groups.size(), groups, dynamicFilters));
+            splits.add(new JumpgateSplit(key, i, groups.size(), groups, dynamicFilters, node));
         }
         return splits;
     }
