@@ -162,6 +162,7 @@ struct metadata_t {
     bit<1>  rec;       /* this pass leaves a record (a bypass, a spill, a flushed slot) */
     bit<8>  n_rec;     /* the datagram's records with this pass's */
     bit<16> rec_bytes; /* their bytes */
+    bit<16> rec_len;   /* the bytes of one record of the job's layout: 20 + 8 x out_words */
     bit<1>  recirculated;  /* the datagram comes back from the switch's own recirculation */
     bit<32> out_records;   /* FINISH: the records the job sent (its END's tuple count) */
     bit<2>  o0;  /* 0 count, 1 s0, 2 s1 */

@@ -78,8 +78,14 @@ control JobConfig(inout headers_t hdr, inout metadata_t meta, out bool hit) {
             key_select.apply();
             v0_select.apply();
             v1_select.apply();
-            if ((meta.flags & 1) != 0) { meta.v0 = (bit<64>)((int<64>)((int<32>)meta.v0[31:0])); }
-            if ((meta.flags & 2) != 0) { meta.v1 = (bit<64>)((int<64>)((int<32>)meta.v1[31:0])); }
+            /* an int32 value's sign into its high word (ifs and slices: Tofino takes neither casts of
+             * casts nor conditional expressions in an action) */
+            if ((meta.flags & 1) != 0) {
+                if (meta.v0[31:31] == 1) { meta.v0[63:32] = 0xffffffff; } else { meta.v0[63:32] = 0; }
+            }
+            if ((meta.flags & 2) != 0) {
+                if (meta.v1[31:31] == 1) { meta.v1[63:32] = 0xffffffff; } else { meta.v1[63:32] = 0; }
+            }
         }
     }
 }

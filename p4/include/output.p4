@@ -53,6 +53,12 @@ control Output(inout headers_t hdr, inout metadata_t meta) {
 
     apply {
         route.apply();
+        /* a record's bytes: u32 length, null vector, key, out_words words (constants: Tofino shifts
+         * and adds one operand per stage) */
+        if (meta.out_words == 0) { meta.rec_len = 20; }
+        else if (meta.out_words == 1) { meta.rec_len = 28; }
+        else if (meta.out_words == 2) { meta.rec_len = 36; }
+        else { meta.rec_len = 44; }
         out0_select.apply();
         out1_select.apply();
         out2_select.apply();
@@ -79,8 +85,10 @@ control Emit(inout headers_t hdr, inout metadata_t meta, in bit<64> seq) {
 
     apply {
         bit<16> grow = 0;
+        bit<32> me = hdr.ipv4.dst_addr;
+        bit<16> my_port = hdr.udp.dst_port;
         if (meta.rec == 1) {
-            grow = ((bit<16>)meta.out_words << 3) + 20;
+            grow = meta.rec_len;
             if (meta.out_words == 0) {
                 PUSH_REC(0)
             } else if (meta.out_words == 1) {
@@ -112,8 +120,11 @@ control Emit(inout headers_t hdr, inout metadata_t meta, in bit<64> seq) {
             /* the next pass takes the next tuple: this one leaves the datagram, its record (if any)
              * joins the others before the tuples still to come */
             bit<16> left = SWAP16(hdr.ntu.count) - 1;
-            if (!hdr.pass.isValid()) { grow = grow + 4; }
-            hdr.udp.len = hdr.udp.len + grow - (meta.in_len + 4);
+            /* less the tuple taken (its u32 length and in_len bytes), plus the record and the pass
+             * header if new: one operand at a time (Tofino adds one per stage) */
+            hdr.udp.len = hdr.udp.len - meta.in_len;
+            hdr.udp.len = hdr.udp.len + grow;
+            if (hdr.pass.isValid()) { hdr.udp.len = hdr.udp.len - 4; }
             strip_tuple();
             hdr.pass.setValid();
             hdr.pass.records = meta.n_rec;
@@ -135,6 +146,13 @@ control Emit(inout headers_t hdr, inout metadata_t meta, in bit<64> seq) {
         } else if (meta.out_kind == OUT_NOTICE) {
             hdr.ipv4.dst_addr = meta.ctrl_ip;
             hdr.udp.dst_port = meta.ctrl_port;
+        }
+        if (meta.out_kind != OUT_NONE && meta.out_kind != OUT_PASS) {
+            /* what the switch sends leaves from the address and port it was sent to (the switch's
+             * data address, the job's port), as a host's answer would: its receivers' route back to
+             * the source is the switch, which reverse-path filters check */
+            hdr.ipv4.src_addr = me;
+            hdr.udp.src_port = my_port;
         }
         if (meta.out_kind != OUT_NONE) {
             hdr.udp.checksum = 0;  /* optional in IPv4 */

@@ -92,10 +92,11 @@ static int out_select[JG_MAX_OUT_WORDS][JG_MAX_JOBS], out_set[JG_MAX_OUT_WORDS][
 /* ------------------------------------------------------------------ registers (p4/v1model and p4/tna jumpgate_agg.p4) */
 
 /* Per way w (docs/switch.md, "The pipeline"): kl<w> the key's first four wire bytes XOR the job's
- * tag (0: the slot is empty), kh<w> the last four (low word) and the count (high word), s0_<w> and s1_<w>
- * the sums, each 0 (no value yet) or sum + JG_SUM_BIAS. */
-static uint32_t kl[JG_WAYS][JG_WAY_SLOTS], s0r[JG_WAYS][JG_WAY_SLOTS], s1r[JG_WAYS][JG_WAY_SLOTS];
-static uint64_t kh[JG_WAYS][JG_WAY_SLOTS];
+ * tag (0: the slot is empty), kh<w> the last four, cn<w> the count, s0_<w> and s1_<w> the sums, each
+ * 0 (no value yet) or sum + JG_SUM_BIAS. Five 32-bit registers: a Tofino 1 stateful ALU reads out one
+ * 32-bit word per packet, and a FLUSH takes every register of its way in one pass. */
+static uint32_t kl[JG_WAYS][JG_WAY_SLOTS], kh[JG_WAYS][JG_WAY_SLOTS], cn[JG_WAYS][JG_WAY_SLOTS];
+static uint32_t s0r[JG_WAYS][JG_WAY_SLOTS], s1r[JG_WAYS][JG_WAY_SLOTS];
 static uint32_t received[JG_STREAM_COUNTERS], out_seq[JG_MAX_JOBS], flushed[JG_MAX_JOBS];
 static uint32_t bypassed[JG_MAX_JOBS], spilled[JG_MAX_JOBS];
 /* tuples: input tuples taken through the table (received counts datagrams, which carry 1 ..
@@ -106,19 +107,18 @@ static uint32_t tuples[JG_MAX_JOBS], records[JG_MAX_JOBS];
 typedef struct {
   const char *name;
   void *cells;
-  int bytes; /* 4 or 8 (a pair: low word, high word) */
   uint32_t size;
 } reg_desc;
 
 #define WAY_REGS(w)                                                                               \
-  {"kl" #w, kl[w], 4, JG_WAY_SLOTS}, {"kh" #w, kh[w], 8, JG_WAY_SLOTS}, {"s0_" #w, s0r[w], 4, JG_WAY_SLOTS}, \
-      {"s1_" #w, s1r[w], 4, JG_WAY_SLOTS}
+  {"kl" #w, kl[w], JG_WAY_SLOTS}, {"kh" #w, kh[w], JG_WAY_SLOTS}, {"cn" #w, cn[w], JG_WAY_SLOTS},         \
+      {"s0_" #w, s0r[w], JG_WAY_SLOTS}, {"s1_" #w, s1r[w], JG_WAY_SLOTS}
 static const reg_desc REGISTERS[] = {
     WAY_REGS(0), WAY_REGS(1), WAY_REGS(2), WAY_REGS(3), WAY_REGS(4), WAY_REGS(5), WAY_REGS(6), WAY_REGS(7),
-    {"received", received, 4, JG_STREAM_COUNTERS}, {"out_seq", out_seq, 4, JG_MAX_JOBS},
-    {"flushed", flushed, 4, JG_MAX_JOBS},      {"bypassed", bypassed, 4, JG_MAX_JOBS},
-    {"spilled", spilled, 4, JG_MAX_JOBS},      {"tuples", tuples, 4, JG_MAX_JOBS},
-    {"records", records, 4, JG_MAX_JOBS},
+    {"received", received, JG_STREAM_COUNTERS}, {"out_seq", out_seq, JG_MAX_JOBS},
+    {"flushed", flushed, JG_MAX_JOBS},      {"bypassed", bypassed, JG_MAX_JOBS},
+    {"spilled", spilled, JG_MAX_JOBS},      {"tuples", tuples, JG_MAX_JOBS},
+    {"records", records, JG_MAX_JOBS},
 };
 #define NREGISTERS (sizeof REGISTERS / sizeof REGISTERS[0])
 _Static_assert(JG_WAYS == 8, "WAY_REGS lists eight ways");
@@ -313,18 +313,16 @@ static void flush_slot(const ctx_t *c, uint64_t seq, int discard) {
   uint32_t w = (uint32_t)(seq >> JG_FLUSH_WAY_SHIFT) & 7u;
   uint32_t idx = jb->base | ((uint32_t)seq & jb->mask & (JG_WAY_SLOTS - 1));
   flushed[c->j]++;
-  uint32_t lo = kl[w][idx], t0 = s0r[w][idx], t1 = s1r[w][idx];
-  uint64_t h = kh[w][idx];
-  kl[w][idx] = s0r[w][idx] = s1r[w][idx] = 0; /* read and clear, as the P4 does */
-  kh[w][idx] = 0;
+  uint32_t lo = kl[w][idx], last = kh[w][idx], count = cn[w][idx], t0 = s0r[w][idx], t1 = s1r[w][idx];
+  kl[w][idx] = kh[w][idx] = cn[w][idx] = s0r[w][idx] = s1r[w][idx] = 0; /* read and clear, as the P4 does */
   if (lo == 0 || discard) return;
-  uint32_t first = lo ^ jb->tag, last = (uint32_t)h;
+  uint32_t first = lo ^ jb->tag;
   uint8_t key_wire[8];
   for (int b = 0; b < 4; b++) key_wire[b] = (uint8_t)(first >> (24 - 8 * b)), key_wire[4 + b] = (uint8_t)(last >> (24 - 8 * b));
   uint8_t nulls = (uint8_t)((t0 ? 0 : c->route->s0_out_null) | (t1 ? 0 : c->route->s1_out_null));
   int64_t a = t0 ? (int64_t)t0 - JG_SUM_BIAS : 0, b = t1 ? (int64_t)t1 - JG_SUM_BIAS : 0;
   rec_stack rs = {0};
-  push_record(c, &rs, key_wire, nulls, h >> 32, a, b);
+  push_record(c, &rs, key_wire, nulls, count, a, b);
   emit_records(c, &rs);
 }
 
@@ -391,20 +389,18 @@ static void tuple_pass(const ctx_t *c, const uint8_t *t, rec_stack *rs) {
       if (kl[w][idx] == 0) { kl[w][idx] = klo, way = w, fresh = 1; break; } /* empty: claimed */
     }
     if (way >= 0) {
-      uint64_t *k = &kh[way][idx];
       uint64_t spill_c = 0;
       int any = 0;
-      if (fresh) {
-        *k = (uint64_t)inc << 32 | key_hi;
-      } else if ((uint32_t)*k != key_hi) {
-        bypass = 1; /* another key with the same low half holds the slot (the later ways were not tried) */
-      } else {
-        uint32_t cnt = (uint32_t)(*k >> 32);
-        if (cnt >= JG_COUNT_SPILL) spill_c = (uint64_t)cnt + inc, cnt = 0, any = 1;
-        else cnt += inc;
-        *k = (uint64_t)cnt << 32 | key_hi;
-      }
+      /* the next stage: kh<way> claims the slot's last half, or checks it */
+      if (fresh) kh[way][idx] = key_hi;
+      else if (kh[way][idx] != key_hi) bypass = 1; /* another key with the same first half holds the slot
+                                                    * (the later ways were not tried) */
       if (!bypass) {
+        /* the stage after: cn<way> (the count) and the sums, for the key that holds the slot */
+        uint32_t *cnt = &cn[way][idx];
+        if (fresh) *cnt = inc; /* claimed: the count starts at this tuple's */
+        else if (*cnt >= JG_COUNT_SPILL) spill_c = (uint64_t)*cnt + inc, *cnt = 0, any = 1;
+        else *cnt += inc;
         /* a value no slot's sum can take (outside (-2^30, 2^30)) goes on like one its sum refused */
         int r0 = n0 ? 0 : !fits_value(v0) ? 1 : add_sum(&s0r[way][idx], v0);
         int r1 = n1 ? 0 : !fits_value(v1) ? 1 : add_sum(&s1r[way][idx], v1);
@@ -617,15 +613,13 @@ static void reg_access(char **toks, int nt) {
     return reply("{\"event\":\"error\",\"message\":\"bad index or value\"}");
   if (strcmp(toks[0], "write") == 0) {
     if (idx >= r->size) return reply("{\"event\":\"error\",\"message\":\"index out of range\"}");
-    if (r->bytes == 8) ((uint64_t *)r->cells)[idx] = v;
-    else ((uint32_t *)r->cells)[idx] = (uint32_t)v;
+    ((uint32_t *)r->cells)[idx] = (uint32_t)v;
     return reply("{\"event\":\"ok\"}");
   }
   if (idx > r->size || v > r->size - idx) return reply("{\"event\":\"error\",\"message\":\"range out of bounds\"}");
   fputs("{\"event\":\"values\",\"values\":[", stdout);
   for (uint64_t i = idx; i < idx + v; i++)
-    printf("%s%llu", i == idx ? "" : ",",
-           r->bytes == 8 ? (unsigned long long)((uint64_t *)r->cells)[i] : (unsigned long long)((uint32_t *)r->cells)[i]);
+    printf("%s%u", i == idx ? "" : ",", ((uint32_t *)r->cells)[i]);
   (void)nt;
   reply("]}");
 }

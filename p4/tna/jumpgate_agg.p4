@@ -3,17 +3,17 @@
  * Shared with the BMv2 program (p4/v1model/jumpgate_agg.p4): sizes (../include/jumpgate_defs.p4),
  * headers and metadata, parser states, the table-owning controls JobConfig, Output and Emit, and
  * Admit and Passes (a datagram of several tuples, a pass per tuple). Here: the registers as
- * Tofino RegisterActions (one access per register array per packet; way w's kl in one stage, its
- * kh in the next, its sums in the one after: docs/switch.md, "Resources"), a CRC32 Hash extern per
- * way, recirculation (a datagram's next pass goes out of the pipe's recirculation port and back into
- * its ingress parser), forwarding and the TNA package.
+ * Tofino RegisterActions (one access per register array per packet, one 32-bit output each; way
+ * w's kl in one stage, its kh in the next, its count and sums in the one after), a CRC32 Hash
+ * extern per way, recirculation (a datagram's next pass goes out of the pipe's recirculation port
+ * and back into its ingress parser), forwarding and the TNA package.
  *
+ *   p4test -D__TARGET_TOFINO__=1 p4/tna/jumpgate_agg.p4                    (passes, no warning)
  *   bf-p4c --target tofino --arch tna -o build p4/tna/jumpgate_agg.p4      (Intel's SDE)
  *
- * Written against TNA's documented API and never compiled on the machines this project is built
- * on (bf-p4c is proprietary): expect to adjust stateful-ALU expressions to what the compiler fits
- * (kh<w>_take reads both words of the pair, as TNA's RegisterAction allows with a second output;
- * docs/switch.md says what to do if Tofino 1 refuses it).
+ * The open-source Tofino back end of p4c (p4c --target tofino) stops in PHV allocation, and the 8
+ * ways need more MAU stages than Tofino 1 has: docs/switch.md, "Does it fit one Tofino pipe?",
+ * says what it rejected, what was changed for it, and the options.
  */
 #include <core.p4>
 #include <tna.p4>
@@ -31,6 +31,11 @@
 parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
                            out ingress_intrinsic_metadata_t ig_intr_md) {
     state start {
+        /* every metadata field 0 (`...`: the default of each): TNA's `out meta` is otherwise
+         * undefined until written, and the pipeline reads flags such as meta.spilled, meta.rej0 and
+         * meta.rec that only some paths set. bf-p4c drops the assignments that merely repeat the
+         * parser's own zero-initialisation. */
+        meta = { ... };
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
         transition parse_ethernet;
@@ -44,7 +49,9 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #define KL_FRESH 2
 #define KH_SAME 0
 #define KH_OTHER 1
-#define KH_SPILL 2
+#define KH_FRESH 2
+#define CN_COUNTED 0
+#define CN_SPILL 1
 
 /* Way w's hash input: the key's 8 wire bytes rotated left by w bytes (CRC-32 over them). */
 #define ROT0 { meta.key }
@@ -56,14 +63,11 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #define ROT6 { meta.key[15:0], meta.key[63:16] }
 #define ROT7 { meta.key[7:0], meta.key[63:8] }
 
-struct pair_t {
-    bit<32> lo;   /* kh: the key's last four wire bytes */
-    bit<32> hi;   /* kh: the count */
-}
-
 /* The stateful ALU programs of way W (docs/switch.md, "The pipeline"; one access per register per
- * packet): kl<W> tries (the key's, empty and taken, or another key's) or is taken by a FLUSH; kh<W>
- * is claimed, checked-and-counted, or taken; s0_/s1_<W> add a value or refuse it, or are taken. */
+ * packet, one 32-bit output each, as Tofino 1's RegisterAction has): kl<W> tries (the key's, empty
+ * and taken, or another key's); kh<W> is claimed or checked; cn<W>, for the key that holds the slot
+ * after kh<W>, starts at the tuple's count (a claim) or counts it (spilling at JG_COUNT_SPILL);
+ * s0_/s1_<W> add a value or refuse it; a FLUSH takes each (reads and clears it). */
 #define WAY_ACTIONS(W)                                                                            \
     RegisterAction<bit<32>, bit<15>, bit<8>>(kl##W) kl##W##_try = {                              \
         void apply(inout bit<32> v, out bit<8> r) {                                               \
@@ -75,20 +79,28 @@ struct pair_t {
     RegisterAction<bit<32>, bit<15>, bit<32>>(kl##W) kl##W##_take = {                            \
         void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }                          \
     };                                                                                            \
-    RegisterAction<pair_t, bit<15>, bit<8>>(kh##W) kh##W##_claim = {                             \
-        void apply(inout pair_t v, out bit<8> r) { v.lo = meta.khi; v.hi = meta.cnt_inc; r = KH_SAME; } \
+    RegisterAction<bit<32>, bit<15>, bit<8>>(kh##W) kh##W##_claim = {                            \
+        void apply(inout bit<32> v, out bit<8> r) { v = meta.khi; r = KH_FRESH; }                 \
     };                                                                                            \
-    RegisterAction<pair_t, bit<15>, bit<8>>(kh##W) kh##W##_count = {                             \
-        void apply(inout pair_t v, out bit<8> r) {                                                \
-            if (v.lo != meta.khi) { r = KH_OTHER; }                                               \
-            else if (v.hi >= JG_COUNT_SPILL) { v.hi = 0; r = KH_SPILL; }                          \
-            else { v.hi = v.hi + meta.cnt_inc; r = KH_SAME; }                                     \
+    RegisterAction<bit<32>, bit<15>, bit<8>>(kh##W) kh##W##_check = {                            \
+        void apply(inout bit<32> v, out bit<8> r) {                                               \
+            if (v == meta.khi) { r = KH_SAME; } else { r = KH_OTHER; }                            \
         }                                                                                         \
     };                                                                                            \
-    RegisterAction<pair_t, bit<15>, bit<32>>(kh##W) kh##W##_take = {                             \
-        void apply(inout pair_t v, out bit<32> key_last, out bit<32> count) {                     \
-            key_last = v.lo; count = v.hi; v.lo = 0; v.hi = 0;                                    \
+    RegisterAction<bit<32>, bit<15>, bit<32>>(kh##W) kh##W##_take = {                            \
+        void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }                          \
+    };                                                                                            \
+    RegisterAction<bit<32>, bit<15>, bit<8>>(cn##W) cn##W##_claim = {                            \
+        void apply(inout bit<32> v, out bit<8> r) { v = meta.cnt_inc; r = CN_COUNTED; }           \
+    };                                                                                            \
+    RegisterAction<bit<32>, bit<15>, bit<8>>(cn##W) cn##W##_count = {                            \
+        void apply(inout bit<32> v, out bit<8> r) {                                               \
+            if (v >= JG_COUNT_SPILL) { v = 0; r = CN_SPILL; }                                     \
+            else { v = v + meta.cnt_inc; r = CN_COUNTED; }                                        \
         }                                                                                         \
+    };                                                                                            \
+    RegisterAction<bit<32>, bit<15>, bit<32>>(cn##W) cn##W##_take = {                            \
+        void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }                          \
     };                                                                                            \
     RegisterAction<bit<32>, bit<15>, bit<8>>(s0_##W) s0_##W##_add = {                            \
         void apply(inout bit<32> v, out bit<8> rej) {                                             \
@@ -111,24 +123,32 @@ struct pair_t {
         void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }                          \
     };
 
+/* Way W's slot index, base | (hash & mask), into a field of its own ahead of the way's first
+ * stage: a stateful ALU takes its index from a field or a hash as it is, not computed. */
+#define WAY_INDEX(W) i##W = hash##W.get(ROT##W) & meta.mask; i##W = i##W | meta.base;
+
 /* Way W's first stage, tried only while every earlier way missed. */
 #define TRY_WAY(W)                                                                                \
     if (meta.way == NO_WAY) {                                                                     \
-        meta.hash = hash##W.get(ROT##W);                                                          \
-        idx = (bit<15>)(meta.base | (meta.hash & meta.mask));                                     \
-        r = kl##W##_try.execute(idx);                                                             \
-        if (r != KL_MISS) { meta.way = W; meta.idx = (bit<16>)idx; }                              \
+        r = kl##W##_try.execute((bit<15>)i##W);                                                   \
+        if (r != KL_MISS) { meta.way = W; meta.idx = i##W; }                                      \
         if (r == KL_FRESH) { meta.fresh = 1; }                                                    \
     }
 
-/* The way that took the key: the count, then the sums (a NULL value leaves its sum alone). */
+/* The way that took the key: kh<W> claims or checks the key's last half; for the key that holds
+ * the slot, the count (cn<W>) and the sums (a NULL value leaves its sum alone). */
 #define AT_WAY(W)                                                                                 \
     if (meta.way == W) {                                                                          \
         idx = (bit<15>)meta.idx;                                                                  \
         if (meta.fresh == 1) { r = kh##W##_claim.execute(idx); }                                  \
-        else { r = kh##W##_count.execute(idx); }                                                  \
+        else { r = kh##W##_check.execute(idx); }                                                  \
         if (r == KH_OTHER) { meta.bypass = 1; }                                                   \
-        if (r == KH_SPILL) { meta.spilled = 1; meta.spill_c = JG_COUNT_SPILL + meta.cnt_inc; }    \
+        if (r == KH_FRESH) { cn##W##_claim.execute(idx); }                                        \
+        else if (r == KH_SAME) {                                                                  \
+            if (cn##W##_count.execute(idx) == CN_SPILL) {                                         \
+                meta.spilled = 1; meta.spill_c = JG_COUNT_SPILL + meta.cnt_inc;                   \
+            }                                                                                     \
+        }                                                                                         \
         if (meta.bypass == 0 && meta.v0_null_hit == 0) {                                          \
             if (meta.fit0 == 0) { meta.rej0 = 1; } else { meta.rej0 = (bit<1>)s0_##W##_add.execute(idx); } \
         }                                                                                         \
@@ -139,59 +159,69 @@ struct pair_t {
 
 #define TAKE_WAY(W)                                                                               \
     if (way == W) {                                                                               \
-        x = kl##W##_take.execute(idx);                                                            \
-        kh_last = kh##W##_take.execute(idx, c);                                                   \
-        t0 = s0_##W##_take.execute(idx);                                                          \
-        t1 = s1_##W##_take.execute(idx);                                                          \
+        x = kl##W##_take.execute((bit<15>)fi);                                              \
+        kh_last = kh##W##_take.execute((bit<15>)fi);                                        \
+        c = cn##W##_take.execute((bit<15>)fi);                                              \
+        t0 = s0_##W##_take.execute((bit<15>)fi);                                            \
+        t1 = s1_##W##_take.execute((bit<15>)fi);                                            \
     }
 
 /* The slot table: JG_WAYS ways of JG_WAY_SLOTS slots, each way its own registers, in its own MAU
  * stages, and its own CRC32 hash (docs/switch.md, "Resources" for the stage and memory budget). */
 control Aggregator(inout headers_t hdr, inout metadata_t meta) {
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kl0;
-    Register<pair_t, bit<15>>(JG_WAY_SLOTS, {0, 0}) kh0;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kh0;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) cn0;
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s0_0;
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s1_0;
+    Hash<bit<16>>(HashAlgorithm_t.IDENTITY) flush_index;
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash0;
     WAY_ACTIONS(0)
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kl1;
-    Register<pair_t, bit<15>>(JG_WAY_SLOTS, {0, 0}) kh1;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kh1;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) cn1;
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s0_1;
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s1_1;
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash1;
     WAY_ACTIONS(1)
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kl2;
-    Register<pair_t, bit<15>>(JG_WAY_SLOTS, {0, 0}) kh2;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kh2;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) cn2;
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s0_2;
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s1_2;
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash2;
     WAY_ACTIONS(2)
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kl3;
-    Register<pair_t, bit<15>>(JG_WAY_SLOTS, {0, 0}) kh3;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kh3;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) cn3;
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s0_3;
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s1_3;
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash3;
     WAY_ACTIONS(3)
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kl4;
-    Register<pair_t, bit<15>>(JG_WAY_SLOTS, {0, 0}) kh4;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kh4;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) cn4;
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s0_4;
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s1_4;
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash4;
     WAY_ACTIONS(4)
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kl5;
-    Register<pair_t, bit<15>>(JG_WAY_SLOTS, {0, 0}) kh5;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kh5;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) cn5;
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s0_5;
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s1_5;
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash5;
     WAY_ACTIONS(5)
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kl6;
-    Register<pair_t, bit<15>>(JG_WAY_SLOTS, {0, 0}) kh6;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kh6;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) cn6;
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s0_6;
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s1_6;
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash6;
     WAY_ACTIONS(6)
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kl7;
-    Register<pair_t, bit<15>>(JG_WAY_SLOTS, {0, 0}) kh7;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) kh7;
+    Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) cn7;
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s0_7;
     Register<bit<32>, bit<15>>(JG_WAY_SLOTS, 0) s1_7;
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash7;
@@ -199,6 +229,8 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
 
     apply {
         bit<15> idx;
+        bit<16> fi;
+        bit<16> i0; bit<16> i1; bit<16> i2; bit<16> i3; bit<16> i4; bit<16> i5; bit<16> i6; bit<16> i7;
         bit<8> r;
         if ((hdr.ntu.flags & JG_F_FLUSH) != 0) {
             bit<64> seq = SWAP64(hdr.ntu.seq);
@@ -208,21 +240,29 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
             bit<32> c = 0;
             bit<32> t0 = 0;
             bit<32> t1 = 0;
-            idx = (bit<15>)(meta.base | (seq[15:0] & meta.mask));
+            /* the slot index, as a way's: from a hash unit (identity: seq's two low bytes, swapped
+             * from little-endian), masked, or'ed with the block's base, one operand a statement */
+            fi = flush_index.get({ hdr.ntu.seq[55:48], hdr.ntu.seq[63:56] }) & meta.mask;
+            fi = fi | meta.base;
             TAKE_WAY(0) TAKE_WAY(1) TAKE_WAY(2) TAKE_WAY(3) TAKE_WAY(4) TAKE_WAY(5) TAKE_WAY(6) TAKE_WAY(7)
             if (x != 0 && (hdr.ntu.flags & JG_F_DISCARD) == 0) {
                 meta.key = (x ^ meta.tag) ++ kh_last;
                 meta.r_count = (bit<64>)c;
                 meta.r_s0 = 0;
                 meta.r_s1 = 0;
-                meta.r_nulls = meta.s0_out_null | meta.s1_out_null;
+                /* a NULL bit for each sum without a value (set, never cleared: one operand a statement) */
+                meta.r_nulls = 0;
+                if (t0 == 0) { meta.r_nulls = meta.r_nulls | meta.s0_out_null; }
+                if (t1 == 0) { meta.r_nulls = meta.r_nulls | meta.s1_out_null; }
+                /* sum = register - bias, sign-extended (slices and ifs: Tofino takes neither casts of
+                 * casts nor conditional expressions in an action; r_s0/r_s1 are 0 before) */
                 if (t0 != 0) {
-                    meta.r_s0 = (bit<64>)((int<64>)((int<32>)(t0 - JG_SUM_BIAS)));
-                    meta.r_nulls = meta.r_nulls & ~meta.s0_out_null;
+                    meta.r_s0[31:0] = t0 - JG_SUM_BIAS;
+                    if (t0[31:30] == 0) { meta.r_s0[63:32] = 0xffffffff; }  /* below the bias: negative */
                 }
                 if (t1 != 0) {
-                    meta.r_s1 = (bit<64>)((int<64>)((int<32>)(t1 - JG_SUM_BIAS)));
-                    meta.r_nulls = meta.r_nulls & ~meta.s1_out_null;
+                    meta.r_s1[31:0] = t1 - JG_SUM_BIAS;
+                    if (t1[31:30] == 0) { meta.r_s1[63:32] = 0xffffffff; }  /* below the bias: negative */
                 }
                 meta.rec = 1;
             }
@@ -251,6 +291,8 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
             meta.way = NO_WAY;
             meta.fresh = 0;
             if (meta.bypass == 0) {
+                WAY_INDEX(0) WAY_INDEX(1) WAY_INDEX(2) WAY_INDEX(3) WAY_INDEX(4) WAY_INDEX(5) WAY_INDEX(6)
+                WAY_INDEX(7)
                 TRY_WAY(0) TRY_WAY(1) TRY_WAY(2) TRY_WAY(3) TRY_WAY(4) TRY_WAY(5) TRY_WAY(6) TRY_WAY(7)
                 if (meta.way == NO_WAY) { meta.bypass = 1; }
             }
@@ -270,9 +312,9 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
                 meta.r_count = (bit<64>)meta.spill_c;  /* a count spills at exactly JG_COUNT_SPILL */
                 meta.r_s0 = 0;
                 meta.r_s1 = 0;
-                meta.r_nulls = meta.s0_out_null | meta.s1_out_null;
-                if (meta.rej0 == 1) { meta.r_s0 = meta.v0; meta.r_nulls = meta.r_nulls & ~meta.s0_out_null; }
-                if (meta.rej1 == 1) { meta.r_s1 = meta.v1; meta.r_nulls = meta.r_nulls & ~meta.s1_out_null; }
+                meta.r_nulls = 0;  /* a sum that did not spill is NULL in the record */
+                if (meta.rej0 == 1) { meta.r_s0 = meta.v0; } else { meta.r_nulls = meta.r_nulls | meta.s0_out_null; }
+                if (meta.rej1 == 1) { meta.r_s1 = meta.v1; } else { meta.r_nulls = meta.r_nulls | meta.s1_out_null; }
                 meta.rec = 1;
             }
         }
@@ -367,7 +409,12 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
     StreamCounters() counters;
     Emit() emit;
 
-    action send(PortId_t port) { ig_tm_md.ucast_egress_port = port; }
+    /* out of `port` to the host at `dst_mac`, from the MAC the frame was sent to (the switch's) */
+    action send(PortId_t port, bit<48> dst_mac) {
+        ig_tm_md.ucast_egress_port = port;
+        hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
+        hdr.ethernet.dst_addr = dst_mac;
+    }
     action drop() { ig_dprsr_md.drop_ctl = 1; }
     /* plain IPv4 forwarding, filled by the operator for the hosts on the switch (docs/switch.md) */
     table forward {

@@ -58,21 +58,28 @@ control SwitchVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
         else if (x == 0) { kl##W.write(i, meta.klo); meta.way = W; meta.idx = (bit<16>)i; meta.fresh = 1; } \
     }
 
-/* The way that took the key: kh<W> (its second half and the count), then the sums. */
+/* The way that took the key: kh<W> (its second half: claimed, or checked), then, for the key that
+ * holds the slot, cn<W> (the count: set by a claim, else counted or spilled) and the sums. */
 #define AT_WAY(W)                                                                                   \
     if (meta.way == W) {                                                                            \
         i = (bit<32>)meta.idx;                                                                      \
-        kh##W.read(k, i);                                                                           \
+        kh##W.read(x, i);                                                                           \
         if (meta.fresh == 1) {                                                                      \
-            kh##W.write(i, meta.cnt_inc ++ meta.khi);                                                \
-        } else if (k[31:0] != meta.khi) {                                                           \
+            kh##W.write(i, meta.khi);                                                               \
+        } else if (x != meta.khi) {                                                                 \
             meta.bypass = 1;  /* another key with the same first half holds the slot */            \
-        } else if (k[63:32] >= JG_COUNT_SPILL) {                                                    \
-            meta.spill_c = k[63:32] + meta.cnt_inc;                                                 \
-            meta.spilled = 1;                                                                       \
-            kh##W.write(i, 32w0 ++ meta.khi);                                                       \
-        } else {                                                                                    \
-            kh##W.write(i, (k[63:32] + meta.cnt_inc) ++ meta.khi);                                  \
+        }                                                                                           \
+        if (meta.bypass == 0) {                                                                     \
+            cn##W.read(x, i);                                                                       \
+            if (meta.fresh == 1) {                                                                  \
+                cn##W.write(i, meta.cnt_inc);                                                       \
+            } else if (x >= JG_COUNT_SPILL) {                                                       \
+                meta.spill_c = x + meta.cnt_inc;                                                    \
+                meta.spilled = 1;                                                                   \
+                cn##W.write(i, 0);                                                                  \
+            } else {                                                                                \
+                cn##W.write(i, x + meta.cnt_inc);                                                   \
+            }                                                                                       \
         }                                                                                           \
         if (meta.bypass == 0 && meta.v0_null_hit == 0 && !FITS(meta.v0)) { meta.rej0 = 1; }          \
         if (meta.bypass == 0 && meta.v1_null_hit == 0 && !FITS(meta.v1)) { meta.rej1 = 1; }          \
@@ -93,52 +100,61 @@ control SwitchVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
 /* FLUSH of slot meta.idx of way W: read and clear. */
 #define TAKE_WAY(W)                                                                                 \
     if (way == W) {                                                                                 \
-        kl##W.read(x, i); kh##W.read(k, i); s0_##W.read(t0, i); s1_##W.read(t1, i);                 \
-        kl##W.write(i, 0); kh##W.write(i, 0); s0_##W.write(i, 0); s1_##W.write(i, 0);               \
+        kl##W.read(x, i); kh##W.read(k, i); cn##W.read(c, i); s0_##W.read(t0, i); s1_##W.read(t1, i); \
+        kl##W.write(i, 0); kh##W.write(i, 0); cn##W.write(i, 0); s0_##W.write(i, 0); s1_##W.write(i, 0); \
     }
 
 /* The slot table: JG_WAYS ways of JG_WAY_SLOTS slots, each way its own registers and hash
  * (docs/switch.md, "The pipeline"): kl<w> the key's first four wire bytes XOR the job's tag (0:
- * empty), kh<w> its last four (low word) and the count (high word), s0_<w> and s1_<w> the sums
- * (0: no value yet, else the sum + JG_SUM_BIAS). */
+ * empty), kh<w> its last four, cn<w> the count, s0_<w> and s1_<w> the sums (0: no value yet, else
+ * the sum + JG_SUM_BIAS). The same five 32-bit registers per way as on Tofino (p4/tna). */
 control Aggregator(inout headers_t hdr, inout metadata_t meta) {
     register<bit<32>>(JG_WAY_SLOTS) kl0;
-    register<bit<64>>(JG_WAY_SLOTS) kh0;
+    register<bit<32>>(JG_WAY_SLOTS) kh0;
+    register<bit<32>>(JG_WAY_SLOTS) cn0;
     register<bit<32>>(JG_WAY_SLOTS) s0_0;
     register<bit<32>>(JG_WAY_SLOTS) s1_0;
     register<bit<32>>(JG_WAY_SLOTS) kl1;
-    register<bit<64>>(JG_WAY_SLOTS) kh1;
+    register<bit<32>>(JG_WAY_SLOTS) kh1;
+    register<bit<32>>(JG_WAY_SLOTS) cn1;
     register<bit<32>>(JG_WAY_SLOTS) s0_1;
     register<bit<32>>(JG_WAY_SLOTS) s1_1;
     register<bit<32>>(JG_WAY_SLOTS) kl2;
-    register<bit<64>>(JG_WAY_SLOTS) kh2;
+    register<bit<32>>(JG_WAY_SLOTS) kh2;
+    register<bit<32>>(JG_WAY_SLOTS) cn2;
     register<bit<32>>(JG_WAY_SLOTS) s0_2;
     register<bit<32>>(JG_WAY_SLOTS) s1_2;
     register<bit<32>>(JG_WAY_SLOTS) kl3;
-    register<bit<64>>(JG_WAY_SLOTS) kh3;
+    register<bit<32>>(JG_WAY_SLOTS) kh3;
+    register<bit<32>>(JG_WAY_SLOTS) cn3;
     register<bit<32>>(JG_WAY_SLOTS) s0_3;
     register<bit<32>>(JG_WAY_SLOTS) s1_3;
     register<bit<32>>(JG_WAY_SLOTS) kl4;
-    register<bit<64>>(JG_WAY_SLOTS) kh4;
+    register<bit<32>>(JG_WAY_SLOTS) kh4;
+    register<bit<32>>(JG_WAY_SLOTS) cn4;
     register<bit<32>>(JG_WAY_SLOTS) s0_4;
     register<bit<32>>(JG_WAY_SLOTS) s1_4;
     register<bit<32>>(JG_WAY_SLOTS) kl5;
-    register<bit<64>>(JG_WAY_SLOTS) kh5;
+    register<bit<32>>(JG_WAY_SLOTS) kh5;
+    register<bit<32>>(JG_WAY_SLOTS) cn5;
     register<bit<32>>(JG_WAY_SLOTS) s0_5;
     register<bit<32>>(JG_WAY_SLOTS) s1_5;
     register<bit<32>>(JG_WAY_SLOTS) kl6;
-    register<bit<64>>(JG_WAY_SLOTS) kh6;
+    register<bit<32>>(JG_WAY_SLOTS) kh6;
+    register<bit<32>>(JG_WAY_SLOTS) cn6;
     register<bit<32>>(JG_WAY_SLOTS) s0_6;
     register<bit<32>>(JG_WAY_SLOTS) s1_6;
     register<bit<32>>(JG_WAY_SLOTS) kl7;
-    register<bit<64>>(JG_WAY_SLOTS) kh7;
+    register<bit<32>>(JG_WAY_SLOTS) kh7;
+    register<bit<32>>(JG_WAY_SLOTS) cn7;
     register<bit<32>>(JG_WAY_SLOTS) s0_7;
     register<bit<32>>(JG_WAY_SLOTS) s1_7;
 
     apply {
         bit<32> i;
         bit<32> x;
-        bit<64> k;
+        bit<32> k;
+        bit<32> c;
         bit<32> t0;
         bit<32> t1;
         if ((hdr.ntu.flags & JG_F_FLUSH) != 0) {
@@ -146,11 +162,11 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
             bit<64> seq = SWAP64(hdr.ntu.seq);
             bit<3> way = seq[18:16];
             i = (bit<32>)(meta.base | (seq[15:0] & meta.mask));
-            x = 0; k = 0; t0 = 0; t1 = 0;
+            x = 0; k = 0; c = 0; t0 = 0; t1 = 0;
             TAKE_WAY(0) TAKE_WAY(1) TAKE_WAY(2) TAKE_WAY(3) TAKE_WAY(4) TAKE_WAY(5) TAKE_WAY(6) TAKE_WAY(7)
             if (x != 0 && (hdr.ntu.flags & JG_F_DISCARD) == 0) {
-                meta.key = (x ^ meta.tag) ++ k[31:0];
-                meta.r_count = (bit<64>)k[63:32];
+                meta.key = (x ^ meta.tag) ++ k;
+                meta.r_count = (bit<64>)c;
                 meta.r_s0 = t0 != 0 ? (bit<64>)((int<64>)((int<32>)(t0 - JG_SUM_BIAS))) : 64w0;
                 meta.r_s1 = t1 != 0 ? (bit<64>)((int<64>)((int<32>)(t1 - JG_SUM_BIAS))) : 64w0;
                 meta.r_nulls = (t0 != 0 ? 8w0 : meta.s0_out_null) | (t1 != 0 ? 8w0 : meta.s1_out_null);
@@ -276,7 +292,13 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta, inout standard
     StreamCounters() counters;
     Emit() emit;
 
-    action send(bit<9> port) { sm.egress_spec = port; }
+    /* out of `port` to the host at `dst_mac`, from the MAC the frame was sent to (the switch's): a
+     * host's kernel drops a frame not addressed to its own MAC, and no switch here answers ARP */
+    action send(bit<9> port, bit<48> dst_mac) {
+        sm.egress_spec = port;
+        hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
+        hdr.ethernet.dst_addr = dst_mac;
+    }
     action drop() { mark_to_drop(sm); }
     /* plain IPv4 forwarding, filled by the operator for the hosts on the switch (docs/switch.md) */
     table forward {

@@ -115,18 +115,51 @@ def test_a_key_takes_the_first_way_with_room_and_the_slot_is_crc32_of_its_bytes(
             b = k.to_bytes(8, "little", signed=True)
             idx = way_index(k, 0, slots)
             assert job.register("kl0", idx) == [int.from_bytes(b[:4], "big") ^ 77]  # first four wire bytes
-            assert job.register("kh0", idx) == [2 << 32 | int.from_bytes(b[4:], "big")]  # count 2, the last four
+            assert job.register("kh0", idx) == [int.from_bytes(b[4:], "big")]  # the last four wire bytes
+            assert job.register("cn0", idx) == [2]  # the count
             assert job.register("s0_0", idx) == [15100 + defs.SUM_BIAS]  # decimal(7,2): 150 + 1 -> 15100
         # a key whose way-0 slot another key holds goes to way 1
         taken = next(k for k in range(1000, 10**6) if way_index(k, 0, slots) == way_index(1, 0, slots))
         job.send_rows([(taken, 2)])
-        assert job.register("kh1", way_index(taken, 1, slots)) == [1 << 32]
+        assert job.register("kh1", way_index(taken, 1, slots)) == [0]  # an int64 below 2^32: its last four are 0
+        assert job.register("cn1", way_index(taken, 1, slots)) == [1]
         assert job.register("s0_1", way_index(taken, 1, slots)) == [200 + defs.SUM_BIAS]
         job.flush(discard=True)
         job.end()
         job.notice()  # the END notice comes after every FLUSH before it
         assert all(v == 0 for r in defs.SLOT_REGISTERS for v in job.register(r, 512, 512))
     finally:
+        job.close()
+
+
+def test_a_count_spills_at_its_limit_and_the_slot_counts_on_from_zero(model):
+    """cn<w> (the count, a register of its own after kh<w>, docs/switch.md) spills at
+    JG_COUNT_SPILL: the tuple that finds it there leaves a spill record carrying the count with its
+    own, the slot starts again from 0 and keeps the key and the sums."""
+    plan = bind(partial_request({"k": "int64", "v": "int64"}, "k",
+                                [{"name": "c", "fn": "count_star"}, {"name": "s", "fn": "sum", "expr": "v"}]))
+    slots = JobSlots(job=6, base=3072, size=512, tag=4242)
+    dst = UdpReceiver()
+    job = ModelJob(model, plan, slots, dst)
+    dst.start(1, job.query.layout)
+    try:
+        idx = way_index(11, 0, slots)
+        job.send_rows([(11, 5)])  # claims way 0's slot: count 1
+        assert job.register("cn0", idx) == [1]
+        model.write_registers([RegisterWrite("cn0", idx, defs.COUNT_SPILL - 1)])
+        job.send_rows([(11, 6)])  # counted: the limit reached, nothing spills yet
+        assert job.register("cn0", idx) == [defs.COUNT_SPILL]
+        job.send_rows([(11, 7)])  # at the limit: the count spills with this tuple's
+        assert job.register("cn0", idx) == [0]
+        job.end(tuples=3)
+        job.notice()
+        job.flush()
+        assert dst.wait(10), dst.error
+        rows = sorted((r["k"], r["c"], r["s"]) for r in dst.table().to_pylist())
+        assert rows == [(11, 0, 18), (11, defs.COUNT_SPILL + 1, None)]  # flushed slot; spill record (sum NULL)
+        assert job.register("spilled", slots.job) == [1]
+    finally:
+        dst.close()
         job.close()
 
 
@@ -137,7 +170,7 @@ def test_a_block_another_job_left_is_cleared_before_use(model):
     plan = bind(partial_request({"k": "int64", "v": "int64"}, "k", [{"name": "s", "fn": "sum", "expr": "v"}]))
     slots = JobSlots(job=4, base=2048, size=512, tag=1001)
     idx = way_index(9, 0, slots)
-    for reg, value in (("kl0", int.from_bytes((9).to_bytes(8, "little")[:4], "big") ^ 999), ("kh0", 7 << 32),
+    for reg, value in (("kl0", int.from_bytes((9).to_bytes(8, "little")[:4], "big") ^ 999), ("cn0", 7),
                        ("s0_0", 500 + defs.SUM_BIAS), ("kl3", 5), ("s1_7", 1)):
         model.write_registers([RegisterWrite(reg, idx, value)])
     dst = UdpReceiver()
@@ -275,9 +308,9 @@ def test_one_datagram_of_keys_that_hit_claim_and_go_on(model):
             assert counters == {"out_seq": 1, "flushed": 0, "bypassed": 2, "spilled": 0, "tuples": 1 + n, "records": 2}
             assert job.register("received", 8 * defs.MAX_STREAMS)[0] == 2
             i0 = way_index(hit, 0, slots)
-            assert job.register("kh0", i0) == [(n - 2) << 32]  # the hit key: 1 + 1 + (n - 4) tuples
+            assert job.register("cn0", i0) == [n - 2]  # the hit key: 1 + 1 + (n - 4) tuples
             assert job.register("s0_0", i0) == [1 + 2 + sum(100 + i for i in range(n - 4)) + defs.SUM_BIAS]
-            assert job.register("kh0", way_index(claim, 0, slots)) == [1 << 32]  # claimed by its one tuple
+            assert job.register("cn0", way_index(claim, 0, slots)) == [1]  # claimed by its one tuple
             job.flush(discard=True)
             job.end(tuples=1 + n)
             job.notice()

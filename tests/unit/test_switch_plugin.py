@@ -306,10 +306,12 @@ def test_configure_clears_a_block_not_known_clear(service, tmp_path):
         slots = inst.slots
         assert impl.backend.clean_blocks >= inst._blocks()  # a fresh model: every block clear
         impl.backend.clean_blocks -= {slots.base}
-        impl.backend.write_registers([RegisterWrite("kl5", slots.base + 3, 77), RegisterWrite("kh5", slots.base + 3, 9)])
+        impl.backend.write_registers([RegisterWrite("kl5", slots.base + 3, 77), RegisterWrite("kh5", slots.base + 3, 9),
+                                       RegisterWrite("cn5", slots.base + 3, 4)])
         inst.configure([[Destination(Endpoint("127.0.0.1", 9, "udp"), 0, 1)]])
         assert impl.backend.read_register("kl5", slots.base + 3) == [0]
         assert impl.backend.read_register("kh5", slots.base + 3) == [0]
+        assert impl.backend.read_register("cn5", slots.base + 3) == [0]
         assert impl.backend.read_register("flushed", slots.job) == [defs.WAYS * slots.size]
         assert not impl.backend.clean_blocks & inst._blocks()  # in use now
     finally:

@@ -3,8 +3,9 @@
 
 - `ModelBackend`: the switch model (p4/model/switch_model.c), a local process that runs the P4
   pipeline's logic on UDP sockets. What every test here uses; named a model wherever it appears.
-- `P4RuntimeBackend`: BMv2 (simple_switch_grpc) running p4/v1model/jumpgate_agg.p4, through
-  P4Runtime (the `p4runtime` package from PyPI, `pip install 'jumpgate[switch]'`).
+- `P4RuntimeBackend`: BMv2 (simple_switch_grpc) running p4/v1model/jumpgate_agg.p4: tables through
+  P4Runtime (the `p4runtime` package from PyPI, `pip install 'jumpgate[switch]'`), registers through
+  BMv2's own Thrift runtime API (`BmRuntime`), since BMv2's P4Runtime server has no register entries.
 - `BfRuntimeBackend`: a Tofino running p4/tna/jumpgate_agg.p4, through BF Runtime gRPC (the
   `bfrt_grpc` package of Intel's SDE, which is not on PyPI).
 
@@ -19,6 +20,7 @@ import json
 import os
 import select
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -39,6 +41,9 @@ class SwitchBackend(ABC):
     kind: str = ""
 
     fresh_registers = False  # whether connecting starts a switch whose slot registers are all zero
+    # FLUSH datagrams the plugin may send ahead of the switch's `flushed` counter; None: all at
+    # once (a switch at line rate, the model with its large receive buffer)
+    flush_window: int | None = None
 
     def __init__(self) -> None:
         self._users = 0
@@ -243,18 +248,123 @@ class _RemoteSwitch(SwitchBackend):
         return f"{self.kind} at {self.grpc}"
 
 
+class BmRuntime:
+    """BMv2's Thrift runtime API (service `standard` of every BMv2 switch; simple_switch_CLI speaks
+    it), for the registers: BMv2's P4Runtime server (p4lang/PI) answers every register read and
+    write with UNIMPLEMENTED ("Register reads are not supported yet"). The few calls needed, in
+    Thrift's binary protocol over a buffered TCP socket, multiplexed by service name (as BMv2's
+    own Python client, bmpy_utils.thrift_connect, does): not worth Thrift's Python runtime and
+    BMv2's generated bindings, which are not on PyPI."""
+
+    I32, I64, STRING, STRUCT, LIST = 8, 10, 11, 12, 15  # Thrift type ids
+    SIZES = {2: 1, 3: 1, 4: 8, 6: 2, 8: 4, 10: 8}  # fixed-size types: bool, byte, double, i16, i32, i64
+    CALL, REPLY, EXCEPTION = 1, 2, 3
+
+    def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.file = self.sock.makefile("rb")
+        self.seq = 0
+        self.lock = threading.Lock()
+
+    def close(self) -> None:
+        self.file.close()
+        self.sock.close()
+
+    def register_read(self, name: str, index: int) -> int:
+        return self.call(  # type: ignore[return-value]  # bm_register_read returns an i64
+            "bm_register_read", [(1, self.I32, 0), (2, self.STRING, name), (3, self.I32, index)])
+
+    def register_read_all(self, name: str) -> list[int]:
+        return self.call(  # type: ignore[return-value]  # a list<i64>
+            "bm_register_read_all", [(1, self.I32, 0), (2, self.STRING, name)])
+
+    def register_write(self, name: str, index: int, value: int) -> None:
+        self.call("bm_register_write", [(1, self.I32, 0), (2, self.STRING, name), (3, self.I32, index),
+                                        (4, self.I64, value)])
+
+    def call(self, method: str, args: list[tuple[int, int, object]], service: str = "standard") -> object:
+        """Call `method` of `service` with `args` (field id, type, value; the `standard` calls take
+        the context, 0, first); returns the result's field 0, raises NcaError for the call's
+        declared exception (field 1). Also the operator's: e.g. simple_switch's egress queue depth."""
+        with self.lock:
+            self.seq += 1
+            name = f"{service}:{method}".encode()
+            # strict binary protocol: version 1 and the message type, the name, the sequence id
+            out = struct.pack(">II", 0x80010000 | self.CALL, len(name)) + name + struct.pack(">i", self.seq)
+            for fid, ftype, value in args:
+                out += struct.pack(">bh", ftype, fid)
+                if ftype == self.STRING:
+                    data = str(value).encode()
+                    out += struct.pack(">I", len(data)) + data
+                else:
+                    out += struct.pack(">i" if ftype == self.I32 else ">q", value)
+            self.sock.sendall(out + b"\0")  # field STOP ends the arguments
+            version, = struct.unpack(">i", self._read(4))
+            self._read(struct.unpack(">I", self._read(4))[0] + 4)  # the method's name, the sequence id
+            result = self._struct()
+        if version & 0xFF == self.EXCEPTION:  # TApplicationException: 1 message, 2 type
+            raise NcaError(f"BMv2 Thrift {method}: {result.get(1)!r}")
+        if 1 in result:  # the declared exception, e.g. InvalidRegisterOperation {1: code}
+            raise NcaError(f"BMv2 Thrift {method} failed: {result[1]} (a register's codes: 1 no such register, "
+                           "2 index out of range)")
+        return result.get(0)
+
+    def _read(self, n: int) -> bytes:
+        data = self.file.read(n)
+        if len(data) != n:
+            raise NcaError("BMv2's Thrift server closed the connection")
+        return data
+
+    def _struct(self) -> dict[int, object]:
+        """A struct's fields by id, up to the STOP (type 0)."""
+        fields = {}
+        while (t := self._read(1)[0]) != 0:
+            fid, = struct.unpack(">h", self._read(2))
+            fields[fid] = self._value(t)
+        return fields
+
+    def _value(self, ftype: int) -> object:
+        if ftype in self.SIZES:
+            raw = self._read(self.SIZES[ftype])
+            return int.from_bytes(raw, "big", signed=True) if ftype != 4 else struct.unpack(">d", raw)[0]
+        if ftype == self.STRING:
+            return self._read(struct.unpack(">I", self._read(4))[0])
+        if ftype == self.STRUCT:
+            return self._struct()
+        if ftype in (self.LIST, 14):  # list, set: element type, size, elements
+            etype, size = struct.unpack(">bI", self._read(5))
+            return [self._value(etype) for _ in range(size)]
+        if ftype == 13:  # map: key type, value type, size, pairs
+            ktype, vtype, size = struct.unpack(">bbI", self._read(6))
+            return {self._value(ktype): self._value(vtype) for _ in range(size)}
+        raise NcaError(f"BMv2 Thrift: unexpected type {ftype} in a reply")
+
+
 class P4RuntimeBackend(_RemoteSwitch):
-    """BMv2's simple_switch_grpc through P4Runtime. URL options: `p4info` (the P4Info text file p4c
-    wrote), `config` (the BMv2 JSON; when given, the pipeline is pushed on connect), `device_id`."""
+    """BMv2's simple_switch_grpc: its tables through P4Runtime, its registers through its Thrift
+    runtime API (`BmRuntime`; simple_switch_grpc serves both). URL options: `p4info` (the P4Info
+    text file p4c wrote), `config` (the BMv2 JSON; when given, the pipeline is pushed on connect,
+    which also empties its tables and registers), `device_id`, `thrift` (HOST:PORT of the Thrift
+    server, default the gRPC host and port 9090), `flush_window` (default 256: BMv2 takes packets
+    off its ports at a few thousand a second, stops taking them while its input queue of 1024 is
+    full, and the kernel then drops what its capture buffer cannot hold, so most of a flush of
+    thousands of FLUSH datagrams sent at once would be lost)."""
 
     kind = "bmv2"
 
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.flush_window = int(self.options.get("flush_window", 256))
+
     def _connect(self, cache_dir: Path) -> None:
+        # first: it chooses protobuf's implementation, which must happen before protobuf is imported
+        p4info_pb2, p4runtime_pb2, p4runtime_pb2_grpc = p4runtime_modules()
         import grpc
         from google.protobuf import text_format
 
-        p4info_pb2, p4runtime_pb2, p4runtime_pb2_grpc = p4runtime_modules()
         self.load(p4runtime_pb2, text_format.Parse(Path(self.options["p4info"]).read_text(), p4info_pb2.P4Info()))
+        thrift = self.options.get("thrift") or f"{self.grpc.rpartition(':')[0]}:9090"
+        self.bm = BmRuntime(thrift.rpartition(":")[0], int(thrift.rpartition(":")[2]))
         self.channel = grpc.insecure_channel(self.grpc)
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
         self.election = p4runtime_pb2.Uint128(high=0, low=int(time.time()))
@@ -289,6 +399,7 @@ class P4RuntimeBackend(_RemoteSwitch):
     def _disconnect(self) -> None:
         self._closing = True
         self.channel.close()
+        self.bm.close()
 
     def _id(self, kind: str, name: str):
         for obj in getattr(self.p4info, kind):
@@ -330,30 +441,20 @@ class P4RuntimeBackend(_RemoteSwitch):
         self._write([pb.Update(type=pb.Update.DELETE, entity=pb.Entity(table_entry=self.table_entry(e)))
                      for e in entries])
 
-    def _register(self, name: str, index: int):
-        reg = self._id("registers", name)
-        entry = self._pb.RegisterEntry(register_id=reg.preamble.id)
-        entry.index.index = index
-        return reg, entry
+    def _register_name(self, name: str) -> str:
+        """The register's full name (`SwitchIngress.<control instance>.<name>`), the same in the
+        P4Info and in BMv2's JSON."""
+        return self._id("registers", name).preamble.name
 
     def write_registers(self, cells: list[RegisterWrite]) -> None:
-        pb = self._pb
-        updates = []
         for c in cells:
-            reg, entry = self._register(c.register, c.index)
-            entry.data.bitstring = self._bytes(c.value, reg.type_spec.bitstring.bit.bitwidth)
-            updates.append(pb.Update(type=pb.Update.MODIFY, entity=pb.Entity(register_entry=entry)))
-        self._write(updates)
+            self.bm.register_write(self._register_name(c.register), c.index, c.value)
 
     def read_register(self, name: str, index: int, count: int = 1) -> list[int]:
-        out = []
-        for i in range(index, index + count):
-            _, entry = self._register(name, i)
-            req = self._pb.ReadRequest(device_id=self.device_id)
-            req.entities.add(register_entry=entry)
-            for resp in self.stub.Read(req):
-                out += [int.from_bytes(e.register_entry.data.bitstring, "big") for e in resp.entities]
-        return out
+        full = self._register_name(name)
+        if count == 1:
+            return [self.bm.register_read(full, index)]
+        return self.bm.register_read_all(full)[index:index + count]
 
 
 class BfRuntimeBackend(_RemoteSwitch):

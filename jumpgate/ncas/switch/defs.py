@@ -42,11 +42,12 @@ COUNT_SPILL: int = _D["JG_COUNT_SPILL"]
 MAX_OUT_WORDS: int = _D["JG_MAX_OUT_WORDS"]
 MAX_SUMS = 2  # registers s0_* and s1_*
 
-# Registers, as named in both P4 programs and the model, with their sizes. Per way w: kl<w> (the
-# key's first four wire bytes XOR the job's tag; 0 = empty), kh<w> (a pair: its last four bytes,
-# the count),
-# s0_<w> and s1_<w> (0 = no value, else the sum + SUM_BIAS); WAY_SLOTS cells each.
-WAY_REGISTERS = tuple((f"kl{w}", f"kh{w}", f"s0_{w}", f"s1_{w}") for w in range(WAYS))
+# Registers, as named in both P4 programs and the model. Per way w, in pipeline order, each of
+# WAY_SLOTS 32-bit cells: kl<w> (the key's first four wire bytes XOR the job's tag; 0 = empty),
+# kh<w> (its last four bytes), cn<w> (the count), s0_<w> and s1_<w> (0 = no value, else the sum +
+# SUM_BIAS). One word each, because a Tofino 1 stateful ALU reads out one word per packet and a
+# FLUSH takes the whole slot in one pass (docs/switch.md, "The pipeline").
+WAY_REGISTERS = tuple((f"kl{w}", f"kh{w}", f"cn{w}", f"s0_{w}", f"s1_{w}") for w in range(WAYS))
 SLOT_REGISTERS = tuple(r for way in WAY_REGISTERS for r in way)
 # One cell per job: output datagrams (out_seq numbers them), FLUSHes processed, bypassed tuples, spill
 # records, input tuples taken through the table (tuples), tuples in the output datagrams (records).

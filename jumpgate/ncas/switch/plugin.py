@@ -428,15 +428,23 @@ class SwitchInstance(NcaInstance):
         seqs = Aggregator.flushes(self.slots)
         n = len(seqs)
         before = self.backend.read_register("flushed", job)[0]
-        for seq in seqs:
-            self.sock.sendto(pack_header(0, seq, 0, F_FLUSH | flags), self.ingress)
+        # at most `window` FLUSHes ahead of what the switch has counted (all of them, unless the
+        # backend is a switch that drops a burst it cannot take: SwitchBackend.flush_window)
+        window = self.backend.flush_window or n
+        sent = 0
         watch = _StillCounters()
-        while (flushed := self.backend.read_register("flushed", job)[0]) < before + n:
+        while True:
+            done = self.backend.read_register("flushed", job)[0] - before
+            for seq in seqs[sent:min(n, done + window)]:
+                self.sock.sendto(pack_header(0, seq, 0, F_FLUSH | flags), self.ingress)
+            sent = max(sent, min(n, done + window))
+            if done >= n:
+                break
             # it stands still only when what is missing will never come (a backlog still moves)
-            if watch.still({0: flushed}, LOSS_GRACE_S):
-                raise NcaError(f"UDP loss between the controller and the switch: it processed {flushed - before} "
+            if watch.still({0: done}, LOSS_GRACE_S):
+                raise NcaError(f"UDP loss between the controller and the switch: it processed {done} "
                                f"of {n} FLUSH datagrams and is not processing more")
-            time.sleep(0.01)
+            time.sleep(0.01 if sent == n else 0.002)
         if not flags & F_DISCARD:
             finish = pack_header(0, 0, 0, F_FINISH) + FINISH_PAYLOAD.pack(before + n)
             for _ in range(3):
