@@ -118,7 +118,8 @@ class JobRunner:
     def __init__(self, job: Job, store: JobStore, registry: Registry, deployer: Deployer | None, cache_dir: Path,
                  work_root: Path, on_finish: Callable[[Job], None], stall_timeout: float | None = None,
                  client_stall: float | None = CLIENT_STALL_S,
-                 progress_interval: float | None = PROGRESS_INTERVAL_S) -> None:
+                 progress_interval: float | None = PROGRESS_INTERVAL_S,
+                 on_stages_done: Callable[[Job], None] | None = None) -> None:
         self.job = job
         self.store = store
         self.registry = registry
@@ -126,6 +127,10 @@ class JobRunner:
         self.cache_dir = cache_dir
         self.work_dir = work_root / job.id
         self.on_finish = on_finish
+        # Every stage ended well: the NCAs did their work and are exiting. Called before destroy,
+        # which also starts the warm spares of the next jobs (tens of ms): a job waiting for these
+        # cores need not wait for that.
+        self.on_stages_done = on_stages_done
         self.stall_timeout = stall_timeout  # seconds without progress in a stage; None = never
         self.client_stall = client_stall  # seconds a client may take no data; None or 0 = never
         self.progress_interval = progress_interval or None  # seconds between counter readings; None = never
@@ -196,6 +201,8 @@ class JobRunner:
         if self._failure is not None:
             state = JobState.FAILED
             job.error = self._failure.to_json()
+        if state is JobState.SUCCEEDED and self.on_stages_done is not None:
+            self.on_stages_done(job)
         teardown = tl.begin("destroy")
         self._destroy_all()
         tl.end(teardown)

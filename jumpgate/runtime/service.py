@@ -239,7 +239,8 @@ class JumpgateService:
         self.store.transition(job, JobState.RUNNING, (JobState.COMPILED,))
         runner = JobRunner(job, self.store, self.registry, self.deployer, self.cache_dir, self.work_root,
                            on_finish=self._finished, stall_timeout=self.settings.stall_timeout_s,
-                           client_stall=self.settings.client_stall_s)
+                           client_stall=self.settings.client_stall_s,
+                           on_stages_done=lambda done: self.queue.release(done.id))
         job.runner = runner
         # Runs now if its cores are free and its tenant under its limits, else waits its turn
         # (runtime/queue.py): `running` to the client either way, the status says which.
@@ -391,4 +392,6 @@ class JumpgateService:
         self.history.close()  # last: the cancels above are recorded
 
     def _finished(self, job: Job) -> None:
-        self.queue.release(job.id)  # and the jobs waiting for these cores may start
+        # and the jobs waiting for these cores may start (a job that ended well gave them back
+        # when its last stage ended: releasing twice is harmless)
+        self.queue.release(job.id)

@@ -52,3 +52,52 @@ def test_a_compiled_job_never_executed_expires(data, tmp_path):
         assert fresh.state is JobState.COMPILED
     finally:
         svc.shutdown()
+
+
+def test_a_job_that_ended_well_gives_its_cores_back_before_its_teardown(tmp_path):
+    """On one core a second job waits for the first. Its cores come back when its last stage has
+    ended, not after its teardown (which also starts the next jobs' warm spares): here a teardown
+    made slow on purpose, and the second job still starts during it."""
+    import json
+    import threading
+
+    from jumpgate.client.receiver import Receiver
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "t.jsonl").write_text("".join(json.dumps({"a": i}) + "\n" for i in range(100)))
+    svc = JumpgateService(Settings(data_root=data, cores=1, cache_dir=tmp_path / "cache"))
+    stop, slow = svc.deployer.stop, threading.Event()
+
+    def slow_stop(proc):
+        slow.set()
+        time.sleep(1.0)
+        return stop(proc)
+
+    svc.deployer.stop = slow_stop
+    try:
+        with Receiver() as rx1, Receiver() as rx2:
+            jobs = []
+            for rx in (rx1, rx2):
+                job = svc.submit({"operations": [
+                    {"kind": "read", "name": "r", "path": "t.jsonl", "format": "json",
+                     "schema": [{"name": "a", "type": "int64"}]},
+                    {"kind": "send", "name": "out", "input": "r", "transport": "tcp", "host": "127.0.0.1",
+                     "port": rx.port}]})
+                out = job.pipeline.outputs["out"]
+                rx.start(out.expected_streams, out.layout)
+                jobs.append(job)
+            for job in jobs:
+                svc.execute(job.id)
+            first, second = jobs
+            assert slow.wait(30)  # the first job's teardown has begun
+            deadline = time.monotonic() + 0.8
+            while svc.queue.position(second.id) is not None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert svc.queue.position(second.id) is None, "the second job still waits for the core"
+            assert first.state is JobState.RUNNING  # its teardown is still under way
+            assert second.done.wait(30) and second.state is JobState.SUCCEEDED, second.error
+            assert first.done.wait(30) and first.state is JobState.SUCCEEDED, first.error
+            assert rx1.wait(10) and rx2.wait(10) and len(rx2.table()) == 100
+    finally:
+        svc.shutdown()
