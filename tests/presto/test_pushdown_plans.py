@@ -133,3 +133,11 @@ def test_a_right_outer_join_is_pushed_as_a_left_outer_join_the_other_way_round(c
     want = duck.execute(sql.format(t="")).fetchall()
     assert any(r[1] is None for r in got) and any(r[1] is not None for r in got), got[:5]
     assert normalize(got) == normalize(want)
+
+
+def test_a_refused_join_shows_its_reason_in_explain(conn, duck):
+    sql = "SELECT n_name, r_name FROM {t}nation FULL JOIN {t}region ON n_regionkey = r_regionkey AND r_name = 'ASIA'"
+    plan = explain(conn, sql.format(t="jumpgate.tpch_parquet."))
+    assert "pushed join=" not in plan, plan
+    assert "not pushed=[join with tpch_parquet.region (FULL_OUTER joins (the contract has inner, left semi/anti" in plan, plan
+    assert normalize(query(conn, sql.format(t="jumpgate.tpch_parquet."))) == normalize(duck.execute(sql.format(t="")).fetchall())

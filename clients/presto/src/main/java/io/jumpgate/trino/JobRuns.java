@@ -77,6 +77,8 @@ public final class JobRuns implements AutoCloseable {
         private boolean started;
         private List<NtfLayout> layouts;
         final Set<Integer> released = ConcurrentHashMap.newKeySet();
+        /** Destinations released after all their streams ended. */
+        final Set<Integer> complete = ConcurrentHashMap.newKeySet();
         final int destinations;
 
         Run(String key, String table, int destinations) {
@@ -156,6 +158,9 @@ public final class JobRuns implements AutoCloseable {
         }
 
         void release(int index) {
+            if (service.destination(key, index).map(Destination::isComplete).orElse(false)) {
+                complete.add(index);
+            }
             service.release(key, index);
             released.add(index);
             touched = System.currentTimeMillis();
@@ -169,7 +174,10 @@ public final class JobRuns implements AutoCloseable {
             if (runs.remove(key, this) && released.size() < destinations) {
                 dropped.put(key, failure != null ? failure : name() + " was dropped before all its output was read");
             }
-            if (!ended && jobId != null) {
+            // A job whose every destination got all its streams has done its work: it ends by itself
+            // (its teardown may still be under way), so it is not cancelled, and its record says
+            // it succeeded. Anything less (a LIMIT satisfied, a failed query) cancels it.
+            if (!ended && jobId != null && complete.size() < destinations) {
                 client.cancelQuietly(jobId);
             }
             service.release(key);

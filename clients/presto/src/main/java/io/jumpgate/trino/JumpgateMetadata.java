@@ -541,6 +541,9 @@ public final class JumpgateMetadata implements ConnectorMetadata {
         }
         if (why != null) {
             LOG.info("Jumpgate: join of " + l.schemaTableName() + " and " + r.schemaTableName() + " stays in Trino: " + why);
+            // EXPLAIN prints it with both scans' handles (kept as they are: nothing was pushed)
+            JumpgateTableHandle.refusedJoin((JumpgateTableHandle) left, "join with " + ((JumpgateTableHandle) right).schemaTableName() + " (" + why + ")");
+            JumpgateTableHandle.refusedJoin((JumpgateTableHandle) right, "join with " + ((JumpgateTableHandle) left).schemaTableName() + " (" + why + ")");
             return Optional.empty();
         }
         // The contract's left side is the probe side, and the side a left outer join keeps. Trino's

@@ -136,6 +136,19 @@ public record JumpgateTableHandle(
         REFUSED_AGGREGATIONS.put(h, why);
     }
 
+    /** Why a join of this relation with another that Trino offered was refused; the same bounded memory. */
+    private static final Map<JumpgateTableHandle, String> REFUSED_JOINS = Collections.synchronizedMap(
+            new LinkedHashMap<>(16, 0.75f, true) {
+                @Override
+                protected boolean removeEldestEntry(Map.Entry<JumpgateTableHandle, String> eldest) {
+                    return size() > 10_000;
+                }
+            });
+
+    static void refusedJoin(JumpgateTableHandle h, String why) {
+        REFUSED_JOINS.put(h, why);
+    }
+
     public SchemaTableName schemaTableName() {
         return new SchemaTableName(schema, table);
     }
@@ -197,9 +210,15 @@ public record JumpgateTableHandle(
         });
         List<String> notes = notPushed;
         String aggregationRefused = REFUSED_AGGREGATIONS.get(this);
-        if (aggregationRefused != null) {
+        String joinRefused = REFUSED_JOINS.get(this);
+        if (aggregationRefused != null || joinRefused != null) {
             notes = new ArrayList<>(notPushed);
-            notes.add("aggregation (" + aggregationRefused + ")");
+            if (aggregationRefused != null) {
+                notes.add("aggregation (" + aggregationRefused + ")");
+            }
+            if (joinRefused != null) {
+                notes.add(joinRefused);
+            }
         }
         if (!notes.isEmpty()) {
             b.append(" not pushed=").append(notes);
