@@ -388,8 +388,13 @@ PAGE_LAYOUTS = {
                                       "x": "BYTE_STREAM_SPLIT", "q": "PLAIN"}),
 }
 # conditions whose prune predicates the row prefilter runs on the (dictionary-encoded) columns
+# (the last two: IN lists longer than the prefilter scans value by value, searched instead)
+LONG_INTS = tuple(range(60, -1, -3))  # 21 values, not in order
+LONG_FLOATS = tuple(k / 8 for k in range(-10, 10, 1) if k % 3)  # 13 values, some outside the data
 PAGE_CONDITIONS = ["a BETWEEN 10 AND 30 AND q < 5.5", "a IN (3, 17, 41) OR a IS NULL", "a <> 7 AND day >= DATE '1970-01-20'",
-                   "q IS NULL AND x > 0", "x >= 0.25 AND x < 0.5 AND a IS NOT NULL"]
+                   "q IS NULL AND x > 0", "x >= 0.25 AND x < 0.5 AND a IS NOT NULL",
+                   f"a IN ({', '.join(map(str, LONG_INTS + LONG_INTS[:3]))})",
+                   f"x IN ({', '.join(map(str, LONG_FLOATS + tuple(k / 16 for k in range(1, 16, 2))))})"]
 
 
 @pytest.mark.parametrize("layout", PAGE_LAYOUTS)
@@ -419,7 +424,9 @@ def test_parquet_direct_pages_and_dictionary_prefilter(layout, tmp_path, cache):
              PAGE_CONDITIONS[1]: lambda r: r["a"] in (3, 17, 41, None),
              PAGE_CONDITIONS[2]: lambda r: r["a"] is not None and r["a"] != 7 and r["day"] >= EPOCH + dt.timedelta(19),
              PAGE_CONDITIONS[3]: lambda r: r["q"] is None and r["x"] is not None and r["x"] > 0,
-             PAGE_CONDITIONS[4]: lambda r: r["x"] is not None and 0.25 <= r["x"] < 0.5 and r["a"] is not None}
+             PAGE_CONDITIONS[4]: lambda r: r["x"] is not None and 0.25 <= r["x"] < 0.5 and r["a"] is not None,
+             PAGE_CONDITIONS[5]: lambda r: r["a"] in LONG_INTS,
+             PAGE_CONDITIONS[6]: lambda r: r["x"] in LONG_FLOATS or (r["x"] is not None and r["x"] * 16 % 2 == 1)}
     for cond in PAGE_CONDITIONS:
         nca = scan_nca(tmp_path, "parquet", types, cache, condition=cond, columns=[("a", "a"), ("x", "x")])
         want = sorted(key({"a": r["a"], "x": r["x"]}) for r in rows if tests[cond](r))
@@ -566,6 +573,9 @@ def test_parquet_direct_dictionary_strings(version, tmp_path, cache):
              "mode IN ('MAIL', 'SHIP') AND qty < 20": lambda r: r["mode"] in ("MAIL", "SHIP") and r["qty"] is not None
              and r["qty"] < 20,
              "flag = '' AND mode >= 'REG'": lambda r: r["flag"] == "" and r["mode"] >= "REG"}
+    # a list longer than the prefilter scans value by value (searched instead), not in order
+    many = ["TRUCK", "AIR", "x"] + [f"mode {k}" for k in range(20)] + ["RAIL", "AIR"]
+    cases[f"mode IN ({', '.join(repr(m) for m in many)})"] = lambda r: r["mode"] in many
     for cond, test in cases.items():
         # without `remark`: all three row groups direct; with it, the last one is not
         for cols, direct in (([("flag", "flag"), ("mode", "mode"), ("qty", "qty")], 3),
