@@ -27,8 +27,15 @@ import java.util.logging.Logger;
  */
 final class DynamicFilterSplitSource implements ConnectorSplitSource {
     private static final Logger LOG = Logger.getLogger(DynamicFilterSplitSource.class.getName());
-    /** Discrete sets larger than this are sent as their span: a long IN list costs more than it saves. */
-    static final int MAX_VALUES = 1000;
+    /**
+     * Discrete sets larger than this are sent as their span. An IN list of constants becomes a
+     * sorted array searched by binary search in the job's generated code (a 10,000-value list
+     * compiles in some 0.04 s), so it costs a few comparisons a row; the span of a few thousand
+     * keys spread over the whole key range keeps almost every row (TPC-H Q20: 2,127 part keys
+     * kept 799,500 of partsupp's 800,000 rows as a span). Trino itself collects at most 10,000
+     * distinct values per driver for a large build side.
+     */
+    static final int MAX_VALUES = 10_000;
 
     private final DynamicFilter filter;
     private final long deadlineNanos;

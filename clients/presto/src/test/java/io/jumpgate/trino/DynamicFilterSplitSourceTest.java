@@ -55,7 +55,11 @@ class DynamicFilterSplitSourceTest {
             many[i] = 10L * i;
         }
         Map<String, String> c = DynamicFilterSplitSource.conditions(new JumpgateTableHandle("s", "orders"), keys(O_KEY, many));
-        assertEquals("(\"o_orderkey\" >= 0 AND \"o_orderkey\" <= 10000)", c.get("o_orderkey"));
+        assertEquals("(\"o_orderkey\" >= 0 AND \"o_orderkey\" <= " + 10L * DynamicFilterSplitSource.MAX_VALUES + ")", c.get("o_orderkey"));
+        // one value fewer: the list itself
+        c = DynamicFilterSplitSource.conditions(new JumpgateTableHandle("s", "orders"),
+                keys(O_KEY, java.util.Arrays.copyOf(many, DynamicFilterSplitSource.MAX_VALUES)));
+        assertEquals(DynamicFilterSplitSource.MAX_VALUES, c.get("o_orderkey").split(",").length);
         assertEquals(Map.of("", "FALSE"), DynamicFilterSplitSource.conditions(join("inner"), TupleDomain.none()));
     }
 
