@@ -1,16 +1,23 @@
-"""Benchmark: TPC-DS over JSON Lines in Spark (local mode), with and without Jumpgate offloading.
+"""Benchmark: TPC-DS over JSON Lines, Parquet or ORC in Spark (local mode), with and without Jumpgate
+offloading.
 
-    .venv/bin/python bench/spark_tpcds.py --sf 1 [--queries 3,7,19] [--repeat 1] [--no-threshold]
+    .venv/bin/python bench/spark_tpcds.py --sf 1 [--format json|parquet|orc] [--queries 3,7,19] [--repeat 1]
+        [--no-threshold]
 
-Generates the data once (DuckDB's tpcds extension, see tests/spark/tpcds.py) under
-`.jumpgate/bench-spark/sf<SF>`, starts a real Jumpgate server over it, and runs each query in one
+Generates the data once (DuckDB's tpcds extension, see tests/spark/tpcds.py) as JSON Lines under
+`.jumpgate/bench-spark/sf<SF>/tpcds`; with `--format parquet` or `orc`, Spark itself rewrites those
+tables once, Snappy-compressed, as its users' files are (`jumpgate/datagen/spark_copy.py`), into
+`.jumpgate/bench-spark/sf<SF>/tpcds-<format>`, and the queries read that copy. It starts a real
+Jumpgate server over the folder, and runs each query in one
 Spark session (local[2] by default): after untimed warm-up runs (`--warmup`: both modes, or only
 with offloading on, which compiles the NCAs, cached by the server, and fills the page cache for
 both), `--repeat` rounds of one run with offloading off then one with it on; the median of each
 mode counts. Prints per-query seconds (with their min-max over several rounds), the speedup, the
 geometric-mean speedup, and which queries were slower with Jumpgate; `--json FILE` saves
-everything. The threshold heuristic and the score are on unless --no-threshold. `--jar FILE` runs
-a given build of the plugin instead of building clients/spark (to compare two versions).
+everything, with per query the last Jumpgate run's jobs (per NCA: wall, busy, CPU time, tuples;
+from the server's GET /v1/jobs/{id}) and EXPLAIN's Jumpgate section (what stayed in Spark, and
+why). The threshold heuristic and the score are on unless --no-threshold. `--jar FILE` runs a
+given build of the plugin instead of building clients/spark (to compare two versions).
 """
 from __future__ import annotations
 
@@ -27,6 +34,7 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 
+from jumpgate.datagen.spark_copy import spark_copy  # noqa: E402
 from jumpgate.local_server import LocalServer  # noqa: E402
 from tests.spark import tpcds  # noqa: E402
 from tests.spark.helpers import base_conf, normalize, run_query  # noqa: E402
@@ -37,6 +45,8 @@ JAR = PROJECT / "clients" / "spark" / "target" / "jumpgate-spark-0.1.0.jar"
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sf", type=float, default=1.0)
+    ap.add_argument("--format", choices=["json", "parquet", "orc"], default="json",
+                    help="the tables' files: JSON Lines as generated, or Spark's own Snappy Parquet or ORC copy")
     ap.add_argument("--queries", default="", help="comma-separated query numbers (default: all Spark can run)")
     ap.add_argument("--repeat", type=int, default=1, help="timed rounds (off, on); the median of each mode counts")
     ap.add_argument("--master", default="local[2]")
@@ -74,6 +84,10 @@ def main() -> None:
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     tpcds.register(spark, root / "tpcds")
+    if args.format != "json":
+        t = time.monotonic()
+        copy = register_copy(spark, root / "tpcds", root / f"tpcds-{args.format}", args.format)
+        print(f"{args.format} copy: {copy} ({time.monotonic() - t:.0f} s)", flush=True)
     results = []
     try:
         for n in wanted:
@@ -86,12 +100,15 @@ def main() -> None:
                     run_query(spark, sql, enabled=False)
                 times: dict[bool, list[float]] = {False: [], True: []}
                 last = {}
+                jobs_since = time.time()  # the start of the last timed run with Jumpgate
                 # Off and on alternate, so a change in the machine's load weighs on both alike.
                 for _ in range(args.repeat):
                     for mode in (False, True):
-                        t = time.monotonic()
+                        t, since = time.monotonic(), time.time()
                         last[mode] = run_query(spark, sql, enabled=mode)
                         times[mode].append(time.monotonic() - t)
+                        if mode:
+                            jobs_since = since
                 row["spark_s"] = statistics.median(times[False])
                 row["jumpgate_s"] = statistics.median(times[True])
                 row["spark_runs"], row["jumpgate_runs"] = times[False], times[True]
@@ -99,6 +116,8 @@ def main() -> None:
                 row["metrics"] = last[True].metrics
                 row["fallbacks"] = last[True].fallback_reasons
                 row["match"] = normalize(last[False].rows, False) == normalize(last[True].rows, False)
+                row["jobs"] = job_stats(srv.url, jobs_since)
+                row["report"] = last[True].report  # EXPLAIN's Jumpgate section: what stayed in Spark, and why
                 row["speedup"] = row["spark_s"] / row["jumpgate_s"]
                 # Over several rounds the spread (min-max) shows how much of a ratio near 1 is noise.
                 spread = (f"  (min-max spark {min(times[False]):.2f}-{max(times[False]):.2f}, jumpgate "
@@ -111,10 +130,14 @@ def main() -> None:
                 print(f"q{n:02d}  error: {row['error']}", flush=True)
             results.append(row)
             if args.json:  # after every query, so a run stopped early keeps what it measured
-                args.json.write_text(json.dumps({"sf": args.sf, "master": args.master, "results": results}, indent=1))
+                args.json.write_text(json.dumps(summary(args, results), indent=1))
     finally:
-        spark.stop()
-        srv.stop()
+        # The server is stopped even when Spark's stop fails (a stop by SIGTERM in a call to the
+        # JVM breaks the Py4J connection, and spark.stop() then raises).
+        try:
+            spark.stop()
+        finally:
+            srv.stop()
     ok = [r for r in results if "speedup" in r]
     if ok:
         geo = math.exp(statistics.fmean(math.log(r["speedup"]) for r in ok))
@@ -126,7 +149,7 @@ def main() -> None:
                   for r in ok if r["speedup"] < 1.0]
         offl = [r for r in ok if ran_jobs(r)]
         worst = min(offl, key=lambda r: r["speedup"]) if offl else None
-        print(f"\nSF {args.sf:g}, {len(ok)} queries, master {args.master}, threshold "
+        print(f"\nSF {args.sf:g} over {args.format}, {len(ok)} queries, master {args.master}, threshold "
               f"{'off' if args.no_threshold else 'on'}: geometric-mean speedup x{geo:.2f}; "
               f"total spark {sum(r['spark_s'] for r in ok):.0f} s, jumpgate {sum(r['jumpgate_s'] for r in ok):.0f} s")
         print("slower with Jumpgate: " + (", ".join(slower) or "none"))
@@ -136,7 +159,59 @@ def main() -> None:
                   f"{math.exp(statistics.fmean(math.log(r['speedup']) for r in offl)):.2f}")
         print("answers differ: " + (", ".join(f"q{r['query']:02d}" for r in ok if not r["match"]) or "none"))
     if args.json:
-        args.json.write_text(json.dumps({"sf": args.sf, "master": args.master, "results": results}, indent=1))
+        args.json.write_text(json.dumps(summary(args, results), indent=1))
+
+
+def job_stats(url: str, since: float) -> list[dict]:
+    """Where the time of the last timed run with Jumpgate went: per job it ran (created after
+    `since`, epoch seconds; dry runs of planning end cancelled and are left out), its execute span
+    and per NCA its implementation, wall, busy and CPU time and tuples in and out (the server's
+    timeline, GET /v1/jobs/{id}). Only to read the figures: a failure leaves the list empty."""
+    import httpx
+
+    out = []
+    try:
+        listed = httpx.get(url + "/v1/jobs", timeout=30).json()
+        for line in listed:
+            if line["created"] < since or line["state"] in ("cancelled", "compiled"):
+                continue
+            job = httpx.get(f"{url}/v1/jobs/{line['job_id']}", timeout=30).json()
+            impl = {n["id"]: n["implementation"] for n in job.get("ncas", [])}
+            ncas = []
+            for nid, steps in job["timeline"]["ncas"].items():
+                stages = steps.get("stages", [])
+                ncas.append({"nca": nid, "implementation": impl.get(nid, "?"),
+                             "compile_cached": steps.get("compile", {}).get("cached"),
+                             **{k: round(sum(st.get(k) or 0 for st in stages), 1)
+                                for k in ("wall_ms", "busy_ms", "wait_input_ms", "wait_output_ms", "cpu_ms",
+                                          "tuples_in", "tuples_out", "bytes_in")},
+                             "threads": max((st.get("threads") or 0 for st in stages), default=0)})
+            out.append({"job_id": line["job_id"], "state": line["state"],
+                        "execute_ms": job["timeline"]["phases"].get("execute", {}).get("duration_ms"),
+                        "ncas": ncas})
+    except Exception as e:  # the stats are a reading aid, never fatal to the benchmark
+        print(f"  (job stats unavailable: {e})", flush=True)
+    return out
+
+
+def summary(args: argparse.Namespace, results: list[dict]) -> dict:
+    return {"sf": args.sf, "format": args.format, "master": args.master, "results": results}
+
+
+def register_copy(spark, tpcds_json: Path, out: Path, fmt: str) -> Path:
+    """Have Spark rewrite the JSON Lines tables (registered in `spark`) as Snappy `fmt` under `out`
+    (once: tables already there are kept), then register the copy under the same table names."""
+    # Spark's own reader and writer make the copy, not the plugin under test.
+    spark.conf.set("spark.jumpgate.enabled", "false")
+    try:
+        spark_copy(spark, tpcds.TABLES, out, fmt)
+    finally:
+        spark.conf.set("spark.jumpgate.enabled", "true")
+    for table, cols in tpcds.schemas(tpcds_json).items():
+        ddl = ", ".join(f"`{c['name']}` {c['type']}" for c in cols)
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
+        spark.sql(f"CREATE TABLE {table} ({ddl}) USING {fmt} LOCATION '{out / table}'")
+    return out
 
 
 if __name__ == "__main__":
