@@ -122,28 +122,26 @@ public record JumpgateTableHandle(
     /**
      * Why an aggregation Trino offered over a handle was refused. Refusing leaves the handle as it
      * was (applyAggregation returns nothing), so the reason is kept here, by handle, for EXPLAIN to
-     * print with it (the coordinator plans and explains in this JVM). Bounded: the oldest go first.
+     * print with it (the coordinator plans and explains in this JVM).
      */
-    private static final Map<JumpgateTableHandle, String> REFUSED_AGGREGATIONS = Collections.synchronizedMap(
-            new LinkedHashMap<>(16, 0.75f, true) {
-                @Override
-                protected boolean removeEldestEntry(Map.Entry<JumpgateTableHandle, String> eldest) {
-                    return size() > 10_000;
-                }
-            });
+    private static final Map<JumpgateTableHandle, String> REFUSED_AGGREGATIONS = refusals();
 
     static void refusedAggregation(JumpgateTableHandle h, String why) {
         REFUSED_AGGREGATIONS.put(h, why);
     }
 
-    /** Why a join of this relation with another that Trino offered was refused; the same bounded memory. */
-    private static final Map<JumpgateTableHandle, String> REFUSED_JOINS = Collections.synchronizedMap(
-            new LinkedHashMap<>(16, 0.75f, true) {
-                @Override
-                protected boolean removeEldestEntry(Map.Entry<JumpgateTableHandle, String> eldest) {
-                    return size() > 10_000;
-                }
-            });
+    /** Why a join of this relation with another that Trino offered was refused; kept the same way. */
+    private static final Map<JumpgateTableHandle, String> REFUSED_JOINS = refusals();
+
+    /** A memory of refusals by handle, bounded: the least recently used go first. */
+    private static Map<JumpgateTableHandle, String> refusals() {
+        return Collections.synchronizedMap(new LinkedHashMap<>(16, 0.75f, true) {
+            @Override
+            protected boolean removeEldestEntry(Map.Entry<JumpgateTableHandle, String> eldest) {
+                return size() > 10_000;
+            }
+        });
+    }
 
     static void refusedJoin(JumpgateTableHandle h, String why) {
         REFUSED_JOINS.put(h, why);
