@@ -12,7 +12,8 @@ split into a partial and a final one and mapped again, so the final one is an NC
 receives every scan's partial rows. Without spread reads nothing of this changes the pipeline.
 
 Before any of it, aggregations with DISTINCT aggregates become aggregations without them
-(`distinct.py`), so that no plugin ever sees one.
+(`distinct.py`), so that no plugin ever sees one, and a left outer join whose preserved side is
+the smaller one is swapped into a right outer join that builds it (`join_sides.py`).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from ..nca.deployment import Host
 from ..nca.interface import NcaImplementation, ResourceRequest, Verdict
 from . import cost as costs
 from .distinct import expand_distinct
+from .join_sides import build_smaller_outer_side, noted
 from .mapping import DEFAULT_BUDGET, map_plan
 from .pipeline import StagedPipeline, build_pipeline
 from .placement import place
@@ -53,13 +55,15 @@ def compile_plan(plan: LogicalPlan,
     impls = list(registry_implementations.values()) if isinstance(registry_implementations, Mapping) \
         else list(registry_implementations)
     plan, op_paths = expand_distinct(plan, op_paths)
+    plan, swapped_joins = build_smaller_outer_side(plan)
 
     def staged(plan: LogicalPlan, op_paths: Mapping[str, str] | None) -> StagedPipeline:
         mapped = map_plan(plan, impls, capacity_check=capacity_check, op_paths=op_paths, cost=cost,
                           budget=budget)
         op_stages = compute_stages(plan, op_paths)
         mapped = assign_threads(mapped, op_stages, thread_budget)
-        return build_pipeline(mapped, op_stages, keyed={impl.name for impl in impls if impl.keyed_streams})
+        pipeline = build_pipeline(mapped, op_stages, keyed={impl.name for impl in impls if impl.keyed_streams})
+        return noted(pipeline, swapped_joins)
 
     pipeline = staged(plan, op_paths)
     if hosts is None:

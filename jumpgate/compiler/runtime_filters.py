@@ -8,10 +8,9 @@ tuple's hash, and each integral key's range), and the scans can drop, right afte
 filters and before encoding them, the rows whose keys cannot match. This module decides where.
 
 The rule, on the logical plan (`plan_runtime_filters`), per join:
-- only `inner` and `left_semi` joins: they output a probe row only when it matches, so dropping a
-  probe row that matches nothing changes nothing. Not `left_outer` or `left_anti`, whose preserved
-  probe side keeps rows without a match (the build side is never filtered: every join type here
-  keeps the probe side);
+- only `inner`, `left_semi` and `right_outer` joins: they output a probe row only when it matches,
+  so dropping a probe row that matches nothing changes nothing. Not `left_outer` or `left_anti`,
+  whose preserved probe side keeps rows without a match (the build side is never filtered);
 - each probe key is a plain column of the probe input (not an expression: a key computed by an
   expression would have to be computed twice, and its value's type may differ from the column's);
 - walking from the probe input up to a `read`, every operation passes the key columns through
@@ -37,7 +36,7 @@ from ..dataflow.plan import Filter, InputRef, Join, JoinType, LogicalPlan, Proje
 from ..nca.interface import NcaImplementation, RuntimeFilterSpec
 from .pipeline import StagedPipeline
 
-FILTERABLE = (JoinType.INNER, JoinType.LEFT_SEMI)
+FILTERABLE = (JoinType.INNER, JoinType.LEFT_SEMI, JoinType.RIGHT_OUTER)  # a probe row no build row matches is dropped
 MAX_KEYS = 64  # keys of one filter (ncas/runtime/jg_rfilter.h)
 MAX_PER_SCAN = 16  # filters one scan applies (ncas/runtime/rfilter.c)
 

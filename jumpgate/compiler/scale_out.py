@@ -64,6 +64,7 @@ from ..dataflow.plan import (
     Filter,
     InputRef,
     Join,
+    JoinType,
     LogicalPlan,
     NamedExpr,
     Project,
@@ -141,7 +142,10 @@ def _chain(pipeline: StagedPipeline, node: NcaNode, prev: str, ops: Sequence[str
             if op.mode is AggMode.FINAL:
                 return _Path(refusal=f"final aggregation '{name}' is fused with it: each node's scan "
                                      f"would merge only its own node's partial rows")
-        elif isinstance(op, Join):  # every join type (left = probe) answers for each probe row alone
+        elif isinstance(op, Join):  # a join but right_outer answers for each probe row alone
+            if op.type is JoinType.RIGHT_OUTER:
+                return _Path(refusal=f"right outer join '{name}' outputs the build rows no probe row "
+                                     f"matched: it must see every probe row")
             if op.build.op == prev:
                 return _Path(refusal=f"it feeds the build side of join '{name}' fused with it: every "
                                      f"probe row must meet the whole build side")

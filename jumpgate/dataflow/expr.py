@@ -16,7 +16,8 @@ Invariants after binding (code generators rely on them):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from ..contract.types import DataType
 
@@ -161,6 +162,32 @@ def depth(e: Expr) -> int:
             stack.append((node, True))
             stack.extend((c, False) for c in kids if id(c) not in levels)
     return levels[id(e)]
+
+
+def map_children(e: Expr, fn: Callable[[Expr], Expr]) -> Expr:
+    """`e` with `fn` applied to each direct child (same node class, same type)."""
+    if isinstance(e, (Column, Literal)):
+        return e
+    if isinstance(e, (Unary, IsNull, Like, Cast)):
+        return replace(e, arg=fn(e.arg))
+    if isinstance(e, Binary):
+        return replace(e, left=fn(e.left), right=fn(e.right))
+    if isinstance(e, InList):
+        return replace(e, arg=fn(e.arg), items=tuple(fn(i) for i in e.items))
+    if isinstance(e, Case):
+        return replace(e, whens=tuple((fn(c), fn(v)) for c, v in e.whens),
+                       else_=None if e.else_ is None else fn(e.else_))
+    if isinstance(e, Func):
+        return replace(e, args=tuple(fn(a) for a in e.args))
+    raise TypeError(f"not an expression node: {type(e).__name__}")
+
+
+def reindex_columns(e: Expr, index: Callable[[int], int]) -> Expr:
+    """`e` (bound) with every column reference `Column(index=i)` reading input column `index(i)`:
+    the same expression over a reordered input."""
+    if isinstance(e, Column):
+        return replace(e, index=index(e.index))
+    return map_children(e, lambda c: reindex_columns(c, index))
 
 
 def columns_used(e: Expr) -> set[int]:

@@ -60,7 +60,7 @@ from .jsonshape import (
 )
 from .limits import DEFAULT_LIMITS, too_large
 from .paths import read_path_entries
-from .plan import AggFn, AggMode, FileFormat, JoinType
+from .plan import AggFn, AggMode, FileFormat, RequestJoinType
 
 # The pydantic error type of a failed check; its context holds the RequestError (validation.py).
 CHECK_FAILED = "jumpgate_check"
@@ -296,8 +296,8 @@ class JoinOperation(_Operation):
     build_keys: Annotated[list[Expression], Field(min_length=1, description="Compared pairwise with probe_keys."),
                           _field(_array())]
     probe_keys: Annotated[list[Expression], Field(min_length=1), _field(_array())]
-    type: Annotated[JoinType | None, Field(description="inner when left out or null."),
-                    _field(_one_of(JoinType, default=JoinType.INNER.value))] = JoinType.INNER
+    type: Annotated[RequestJoinType | None, Field(description="inner when left out or null."),
+                    _field(_one_of(RequestJoinType, default=RequestJoinType.INNER.value))] = RequestJoinType.INNER
     condition: Annotated[Expression | None, Field(description="An extra boolean expression over both sides.")] = None
     columns: Annotated[Annotated[list[NamedExpression], Field(min_length=1)] | None,
                        Field(description="Over the probe's columns then the build's."),

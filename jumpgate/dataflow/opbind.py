@@ -32,7 +32,7 @@ from .limits import DEFAULT_LIMITS, RequestLimits
 from .models import FilterOperation, ReadOperation, SendOperation, ShuffleOperation
 from .parse import parse_expression
 from .paths import resolve_read_paths
-from .plan import Filter, InputRef, Join, JoinType, NamedExpr, Project, Read, Send, Shuffle
+from .plan import Filter, InputRef, Join, JoinType, NamedExpr, Project, Read, RequestJoinType, Send, Shuffle
 from .sqltext import quote_name
 from .storage import Storage
 from .typecheck import bind, bind_named, cast_to, common_type, named_schema
@@ -141,7 +141,7 @@ def bind_send(op: RawOp, ref: InputRef) -> Send:
 
 def bind_join(op: RawOp, build: InputRef, probe: InputRef, build_schema: Schema,
               probe_schema: Schema) -> tuple[Join, Schema]:
-    jtype = choice(op.obj, "type", op.path, JoinType, default="inner")
+    jtype = JoinType(choice(op.obj, "type", op.path, RequestJoinType, default="inner").value)
     build_keys, probe_keys = _join_keys(op, build_schema, probe_schema)
     both = (*probe_schema.fields, *build_schema.fields)
     cond = op.obj.get("condition")

@@ -63,11 +63,25 @@ class Project:
     kind: str = field(default="project", init=False)
 
 
-class JoinType(StrEnum):
+class RequestJoinType(StrEnum):
+    """The join types a request may name (contract §1; left = the probe side)."""
+
     INNER = "inner"
     LEFT_SEMI = "left_semi"
     LEFT_ANTI = "left_anti"
     LEFT_OUTER = "left_outer"
+
+
+class JoinType(StrEnum):
+    """The request's join types, and the compiler's own `right_outer`: a `left_outer` join run with
+    its sides swapped (compiler/join_sides.py), which keeps its *build* side's rows that nothing
+    matched. No request names it."""
+
+    INNER = "inner"
+    LEFT_SEMI = "left_semi"
+    LEFT_ANTI = "left_anti"
+    LEFT_OUTER = "left_outer"
+    RIGHT_OUTER = "right_outer"
 
 
 @dataclass(frozen=True, slots=True)

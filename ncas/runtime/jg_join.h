@@ -7,7 +7,8 @@
  *     `noutputs` is 1, and `row` is the output function: it receives one joined row, the probe's
  *     values followed by the build's (row[0 .. nprobe) then row[nprobe .. nprobe + nbuild)),
  *     runs the fused filters and projection, and emits at most one tuple. For a left_outer row
- *     without a match the build half is all NULL; for left_semi/left_anti it is not filled.
+ *     without a match the build half is all NULL (for a right_outer build row without one, the
+ *     probe half); for left_semi/left_anti it is not filled.
  *   - JG_JOIN (below): the build schema, the key functions, key equality and the extra condition.
  *
  * The driver owns everything else: receiving both sides, the hash table (open addressing keyed by
@@ -29,7 +30,8 @@ enum jg_join_type {
   JG_JOIN_INNER = 0,      /* every matching (probe, build) pair */
   JG_JOIN_LEFT_SEMI = 1,  /* a probe row once when some build row matches */
   JG_JOIN_LEFT_ANTI = 2,  /* a probe row once when no build row matches */
-  JG_JOIN_LEFT_OUTER = 3  /* every match, or the probe row once with the build half NULL */
+  JG_JOIN_LEFT_OUTER = 3, /* every match, or the probe row once with the build half NULL */
+  JG_JOIN_RIGHT_OUTER = 4 /* every match, then each build row no probe row matched, the probe half NULL */
 };
 
 /* A key function's answer besides JG_ROW_OK (keys and *hash filled) and JG_ROW_ERROR (after

@@ -6,8 +6,8 @@
  * Build. Each worker decodes its build streams (contract §2, by the layout of
  * JG_JOIN.build_columns), evaluates the generated build keys and copies the raw NTF tuple, with
  * its packed key values (jg_join.h), into its own chunked arena (no allocation per tuple). Rows
- * with a NULL key are dropped: they can match nothing, and build rows are never output on their
- * own (every join type keeps the probe side, "left"). The last worker to finish inserts every
+ * with a NULL key can match nothing: they are dropped, except by a right_outer join, which keeps
+ * them aside (flagged, not in the table) to output at the end. The last worker to finish inserts every
  * entry into one open-addressing table (linear probing, sized for a load factor <= 1/2, never
  * resized). A slot holds an entry pointer, the top 16 bits of the key hash (jg_hash v1) as a tag
  * in bits 48..63, and in bit 0 whether the entry spans two cache lines; the entries of one
@@ -21,7 +21,14 @@
  * condition is evaluated over (probe row, build row) with the matched build tuple decoded into
  * the second half of the joined row, and rows are emitted by the join type: inner (every match),
  * left_outer (every match, or once with the build half NULL), left_semi (once if any match),
- * left_anti (once if none). Only the columns some generated function reads are decoded.
+ * left_anti (once if none), right_outer (every match, flagging the build row as matched). Only the
+ * columns some generated function reads are decoded.
+ *
+ * Right outer. The compiler runs a left outer join whose preserved side is the smaller one this
+ * way round (compiler/join_sides.py): the small side is built, the large one streams through as
+ * the probe side. Matched build rows are flagged in their entry (an atomic OR: workers share the
+ * table); the last probe worker to finish walks every stored build row and emits each one no probe
+ * row matched, once, with the probe half NULL, before its own end-of-input hook.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,8 +56,14 @@ typedef struct jn_entry {
     struct jn_entry *next;  /* then: the next build row with equal keys */
   } u;
   uint32_t len;  /* tuple bytes */
-  uint32_t size; /* bytes of the whole entry, to walk a chunk */
+  uint32_t size; /* bytes of the whole entry, to walk a chunk (ENTRY_BYTES), and two flags */
 } jn_entry;
+
+#define ENTRY_MATCHED 0x80000000u  /* right_outer: some probe row matched it */
+#define ENTRY_NULL_KEY 0x40000000u /* right_outer: a NULL key, kept to output; not in the table */
+#define ENTRY_BYTES 0x3fffffffu
+
+static inline uint32_t entry_bytes(const jn_entry *e) { return e->size & ENTRY_BYTES; }
 
 typedef struct jn_chunk {
   struct jn_chunk *next;
@@ -125,6 +138,8 @@ typedef struct {
   jn_arena *arenas; /* one per build worker */
   int narenas;
   int finished; /* build workers done (atomic); the last one builds the table */
+  int probed;   /* probe workers done (atomic); the last one emits a right_outer's unmatched rows */
+  uint64_t unmatched; /* right_outer: build rows emitted with the probe half NULL */
   jn_table table;
   uint64_t table_ns;
   uint64_t *matches; /* per probe worker: (probe, build) pairs that passed keys and condition */
@@ -218,7 +233,7 @@ static jn_entry *store_row(build_arg *a, const uint8_t *t, uint32_t len, uint64_
       if (!(s >= t && s + a->keys[k].v.s.n <= t + len)) extra += a->keys[k].v.s.n;
     }
   size_t size = align8(sizeof(jn_entry) + 8 * (size_t)nkeys + align8(len) + extra);
-  if (size > UINT32_MAX) return NULL;
+  if (size > ENTRY_BYTES) return NULL;
   jn_entry *e = arena_alloc(a->arena, size);
   if (!e) return NULL;
   e->u.hash = hash;
@@ -264,16 +279,20 @@ static int build_tuples(void *arg, jg_ctx *ctx, const uint8_t *const *tuples, co
       jgr_row_error(ctx, err);
       return -1;
     }
-    if (r == JG_KEY_NULL) {
+    const int null_key = r == JG_KEY_NULL;
+    if (null_key) {
       a->arena->null_key_rows++;
-      continue;
+      if (JG_JOIN.type != JG_JOIN_RIGHT_OUTER) continue;
+      for (uint32_t k = 0; k < a->st->nkeys; k++) a->keys[k].v.s.n = 0; /* nothing to pack */
     }
-    if (JGR_UNLIKELY(!store_row(a, tuples[i], lens[i], hash))) {
+    jn_entry *e = store_row(a, tuples[i], lens[i], hash);
+    if (JGR_UNLIKELY(!e)) {
       jgr_error_set(err, "hash join: out of memory holding the build side (%llu rows, %zu bytes so far)",
                     (unsigned long long)a->arena->rows, a->arena->bytes);
       return -1;
     }
-    a->arena->rows++;
+    if (null_key) e->size |= ENTRY_NULL_KEY;
+    else a->arena->rows++;
   }
   return 0;
 }
@@ -302,7 +321,7 @@ static void insert_entry(join_state *st, jn_entry *e, jg_val *keys) {
   for (uint64_t i = hash & mask;; i = (i + 1) & mask) {
     uint64_t s = slots[i];
     if (s == 0) {
-      uint64_t spans = (((uintptr_t)e & 63) + e->size > 64) ? SPANS_TWO_LINES : 0;
+      uint64_t spans = (((uintptr_t)e & 63) + entry_bytes(e) > 64) ? SPANS_TWO_LINES : 0;
       slots[i] = (tag << 48) | (uintptr_t)e | spans;
       st->table.distinct++;
       return;
@@ -339,7 +358,8 @@ static int build_table(join_state *st, jgr_error *err) {
     for (jn_chunk *c = st->arenas[w].first; c; c = c->next)
       for (size_t off = 0; off < c->used;) {
         jn_entry *e = (jn_entry *)(void *)((uint8_t *)c->data + off);
-        off += e->size;
+        off += entry_bytes(e);
+        if (e->size & ENTRY_NULL_KEY) continue;
         if (JGR_UNLIKELY((uintptr_t)e & ~PTR_MASK)) {
           jgr_error_set(err, "hash join: build memory above 2^48 (pointer tags need 48-bit addresses)");
           free(keys);
@@ -391,7 +411,8 @@ static int emit_runtime_filter(join_state *st, jgr_error *err) {
     for (jn_chunk *c = st->arenas[w].first; c; c = c->next)
       for (size_t off = 0; off < c->used;) {
         const jn_entry *e = (const jn_entry *)(const void *)((const uint8_t *)c->data + off);
-        off += e->size;
+        off += entry_bytes(e);
+        if (e->size & ENTRY_NULL_KEY) continue;
         if (f.nblocks) jg_rf_insert(&f, e->u.hash);
         for (uint32_t k = 0; k < st->nkeys; k++)
           if (integral_key(JG_JOIN.key_types[k])) {
@@ -517,7 +538,7 @@ static int probe_row(probe_arg *a, jg_ctx *ctx, jg_val *row, const jg_val *keys,
   const join_state *st = a->st;
   const jn_table *t = &st->table;
   const int type = JG_JOIN.type;
-  const int emits_pairs = type == JG_JOIN_INNER || type == JG_JOIN_LEFT_OUTER;
+  const int emits_pairs = type == JG_JOIN_INNER || type == JG_JOIN_LEFT_OUTER || type == JG_JOIN_RIGHT_OUTER;
   const int decode = JG_JOIN.condition_reads_build || (emits_pairs && JG_JOIN.output_reads_build);
   jg_val *half = row + st->nprobe;
   int matched = 0;
@@ -540,6 +561,8 @@ static int probe_row(probe_arg *a, jg_ctx *ctx, jg_val *row, const jg_val *keys,
           }
           matched = 1;
           a->matches++;
+          if (type == JG_JOIN_RIGHT_OUTER && !(__atomic_load_n(&x->size, __ATOMIC_RELAXED) & ENTRY_MATCHED))
+            __atomic_fetch_or((uint32_t *)&x->size, ENTRY_MATCHED, __ATOMIC_RELAXED);
           if (!emits_pairs) break;
           if (output_row(ctx, row, err) != 0) return -1;
         }
@@ -607,6 +630,24 @@ static int probe_tuples(void *arg, jg_ctx *ctx, const uint8_t *const *tuples, co
   return 0;
 }
 
+/* right_outer, once every probe row is in: each stored build row that no probe row matched (NULL
+ * keys included), with the probe half of the joined row NULL. */
+static int emit_unmatched(join_state *st, jg_ctx *ctx, jg_val *row, jgr_error *err) {
+  memset(row, 0, st->nprobe * sizeof *row);
+  for (uint32_t j = 0; j < st->nprobe; j++) row[j].null = 1;
+  jgr_scratch_reset(ctx);
+  for (int w = 0; w < st->narenas; w++)
+    for (jn_chunk *c = st->arenas[w].first; c; c = c->next)
+      for (size_t off = 0; off < c->used;) {
+        const jn_entry *e = (const jn_entry *)(const void *)((const uint8_t *)c->data + off);
+        off += entry_bytes(e);
+        if (__atomic_load_n(&e->size, __ATOMIC_RELAXED) & ENTRY_MATCHED) continue;
+        if (decode_build(st, e, row + st->nprobe, err) != 0 || output_row(ctx, row, err) != 0) return -1;
+        st->unmatched++;
+      }
+  return 0;
+}
+
 static int probe_work(jgr_proc *p, jg_ctx *ctx, jgr_error *err) {
   join_state *st = p->driver_state;
   probe_arg *a = calloc(1, sizeof *a);
@@ -621,6 +662,9 @@ static int probe_work(jgr_proc *p, jg_ctx *ctx, jgr_error *err) {
     rc = -1;
   } else {
     rc = jgr_in_run(st->in, ctx, probe_tuples, a, err);
+    /* every worker counts itself done, failed or not, so that the last one is known */
+    const int last = __atomic_add_fetch(&st->probed, 1, __ATOMIC_ACQ_REL) == st->nmatch_slots;
+    if (rc == 0 && last && JG_JOIN.type == JG_JOIN_RIGHT_OUTER) rc = emit_unmatched(st, ctx, a->rows, err);
     if (rc == 0) rc = jgr_call_finish(ctx, err); /* the query's end-of-input hook (jgrt.h) */
     st->matches[ctx->worker] = a->matches;
   }
@@ -666,6 +710,10 @@ static void join_stats(jgr_proc *p, int phase, char *buf, size_t cap) {
     for (int w = 0; w < st->nmatch_slots; w++) matches += st->matches[w];
     snprintf(buf, cap, ",\"matches\":%llu,\"build_bytes\":%llu", (unsigned long long)matches,
              (unsigned long long)(arena + table));
+    if (JG_JOIN.type == JG_JOIN_RIGHT_OUTER) {
+      size_t used = strlen(buf);
+      snprintf(buf + used, cap - used, ",\"unmatched_build_rows\":%llu", (unsigned long long)st->unmatched);
+    }
   }
 }
 

@@ -193,7 +193,7 @@ def test_chained_joins_run_in_three_stages(server, jduck):
         join_op("inner", ["bk"], ["pk"], columns=[{"name": "k", "expr": "pk"}, {"name": "p_id", "expr": "p_id"},
                                                   {"name": "bs", "expr": "bs"}]),
         read_op("c", "jc.jsonl", schema(THIRD)),
-        join_op("left_outer", ["k"], ["ck"], name="j2", build="j", probe="c", condition="bs <> cs")]
+        join_op("inner", ["k"], ["ck"], name="j2", build="j", probe="c", condition="bs <> cs")]
     got, job = run(server.url, ops)
     assert len(job.stages) == 3
     stages = {tuple(n["operations"]): n["stages"] for n in job.ncas}
@@ -202,9 +202,63 @@ def test_chained_joins_run_in_three_stages(server, jduck):
     # had a receiver and its sender disagreed on a key, the job could not have finished
     edges = job.answer["edges"]
     assert [e["keyed"] for e in edges] == [not e["client"] for e in edges] and len(edges) == 5
-    assert_same_rows(jduck, got, "SELECT c.*, j.* FROM jc c LEFT JOIN "
+    assert_same_rows(jduck, got, "SELECT c.*, j.* FROM jc c JOIN "
                                  "(SELECT p.pk AS k, p.p_id, b.bs FROM jp p JOIN jb b ON p.pk = b.bk) j "
                                  "ON c.ck = j.k AND j.bs <> c.cs")
+
+
+@pytest.mark.parametrize("keys", [SINGLE, MULTI], ids=["one key", "four keys"])
+@pytest.mark.parametrize("extra", ["plain", "condition", "columns"])
+def test_left_outer_keeping_the_smaller_side_builds_it(server, jduck, keys, extra):
+    """jb (800 rows) LEFT JOIN jp (2,500): the request builds jp and probes with jb, the side it
+    keeps. The compiler swaps the sides (compiler/join_sides.py): jb is built, jp streams through,
+    and the jb rows nothing matched (NULL keys included) come out at the end, NULL on jp's side."""
+    bkeys, pkeys, on = keys
+    extra_fields: dict = {}
+    select, cond = "b.*, p.*", ""
+    if extra == "condition":
+        extra_fields["condition"] = "pv > bw"
+        cond = " AND p.pv > b.bw"
+    elif extra == "columns":
+        extra_fields["columns"] = [{"name": "id", "expr": "b_id"}, {"name": "pv2", "expr": "pv * 2"},
+                                   {"name": "tag", "expr": "coalesce(ps, bs)"}]
+        select = "b.b_id AS id, p.pv * 2 AS pv2, coalesce(p.ps, b.bs) AS tag"
+    ops = reads() + [join_op("left_outer", pkeys, bkeys, build="p", probe="b", **extra_fields)]
+    got, job = run(server.url, ops)
+    assert_same_rows(jduck, got, f"SELECT {select} FROM jb b LEFT JOIN jp p ON {on}{cond}")
+    nca = join_nca(job)
+    decision = job.answer["decisions"]["j"]
+    assert "run as right_outer" in decision["note"] and "preserved side 'b'" in decision["note"]
+    stages = {tuple(n["operations"]): n["stages"] for n in job.ncas}
+    assert stages[("b",)] == [0] and stages[("p",)] == [1]  # jb is built first, jp streams
+    with Jumpgate(server.url) as jg:
+        status = jg._call("GET", f"/v1/jobs/{job.job_id}")
+    [probe_phase] = [s for s in status["timeline"]["ncas"][nca["id"]]["stages"] if s["stage"] == 1]
+    assert 0 < probe_phase["unmatched_build_rows"] < 800
+    # the build keys filter the probe's scan: a right outer join drops probe rows nothing matches
+    assert [(f["join"], f["planned"]) for f in job.answer["runtime_filters"]] == [("j", True)]
+
+
+def test_left_outer_keeping_the_larger_side_is_left_as_it_is(server, jduck):
+    ops = reads() + [join_op("left_outer", ["bk"], ["pk"])]
+    got, job = run(server.url, ops)
+    assert_same_rows(jduck, got, "SELECT p.*, b.* FROM jp p LEFT JOIN jb b ON p.pk = b.bk")
+    assert "right_outer" not in job.answer["decisions"]["j"].get("note", "")
+    assert [(f["join"], f["planned"]) for f in job.answer["runtime_filters"]] == [("j", False)]
+
+
+def test_swapped_left_outer_join_with_fused_filter_and_a_join_above(server, jduck):
+    """A filter fused after the swapped join reads its columns by the request's names; a second
+    join builds from its output."""
+    ops = reads() + [
+        join_op("left_outer", ["pk"], ["bk"], build="p", probe="b"),
+        {"kind": "filter", "name": "f", "input": "j", "condition": "p_id IS NULL OR pv > 10"},
+        read_op("c", "jc.jsonl", schema(THIRD)),
+        join_op("inner", ["b_id"], ["c_id"], name="j2", build="f", probe="c")]
+    got, job = run(server.url, ops)
+    assert "run as right_outer" in job.answer["decisions"]["j"]["note"]
+    assert_same_rows(jduck, got, "SELECT c.*, f.* FROM jc c JOIN (SELECT b.*, p.* FROM jb b LEFT JOIN jp p "
+                                 "ON p.pk = b.bk WHERE p.p_id IS NULL OR p.pv > 10) f ON c.c_id = f.b_id")
 
 
 def test_builder_join_reports_build_memory(server, jduck, tables):

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
+from jumpgate.compiler.join_sides import as_right_outer
 from jumpgate.contract.ntf import generate_ntf
 from jumpgate.ncas.software.build import build_nca
 from jumpgate.ncas.software.codegen.golden import join_chain
@@ -183,6 +184,40 @@ def test_join_threads_and_many_streams(cache, jtype):
     same(got, want)
     assert ev0["stats"]["build_rows"] == sum(b["bk"] is not None for b in build)
     assert ev0["stats"]["build_null_key_rows"] == sum(b["bk"] is None for b in build)
+
+
+class SwappedLeftOuter(JoinQuery):
+    """A left_outer join run as the compiler's right_outer (compiler/join_sides.py): the kept side
+    (PROBE rows) is built on port 0, the other side (BUILD rows) probes on port 1."""
+
+    def __init__(self, cache, join: dict) -> None:
+        ops, probe_schema, build_schema, self.layout = join_chain(PROBE, BUILD, {**join, "type": "left_outer"})
+        ops[0] = as_right_outer(ops[0], probe_schema, build_schema)
+        self.source = generate_join_query(ops, build_schema, probe_schema, self.layout)
+        self.binary = build_nca(self.source, "join", cache).path
+        self.probe_fields, self.probe_fixed = fields(generate_ntf(build_schema))
+        self.build_fields, self.build_fixed = fields(generate_ntf(probe_schema))
+        self.out_fields, _ = fields(self.layout)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("with_condition", [False, True], ids=["keys", "keys+condition"])
+def test_right_outer_gives_the_left_outers_rows(cache, threads, with_condition):
+    """Kept rows nothing matched (NULL keys included) come out once, after every probe row, with
+    the other side NULL, whichever worker ends last; matched ones only with their matches."""
+    join = {"build_keys": ["bk", "bs"], "probe_keys": ["pk", "ps"]}
+    if with_condition:
+        join["condition"] = "pv > bw"
+    q = SwappedLeftOuter(cache, join)
+    kept, other = random_rows(3, 700, 2500)
+    _, ev1, got = run_join(q, split([q.build_tuple(p) for p in kept], 2),
+                           split([q.probe_tuple(b) for b in other], 5), threads=threads)
+    want = oracle("left_outer", kept, other, lambda p: (p["pk"], p["ps"]), lambda b: (b["bk"], b["bs"]),
+                  (lambda p, b: sql_gt(p["pv"], b["bw"])) if with_condition else None, default_out("left_outer"))
+    same(got, want)
+    alone = sum(1 for r in want if r[3:] == (None, None, None))
+    assert 0 < ev1["stats"]["unmatched_build_rows"] == alone
+    assert ev1["stats"]["tuples_out"] == len(want)
 
 
 def test_join_build_stats_report_memory(cache):

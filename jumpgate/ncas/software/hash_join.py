@@ -11,7 +11,7 @@ output) comes from `codegen.join`.
 from __future__ import annotations
 
 from ...contract.ntf import NtfLayout, generate_ntf
-from ...dataflow.plan import Join, JoinType, LogicalPlan
+from ...dataflow.plan import Join, LogicalPlan, RequestJoinType
 from ...nca.interface import (
     NTF,
     InstanceContext,
@@ -53,7 +53,7 @@ class HashJoinNca(NcaImplementation):
     # -- operator interface ----------------------------------------------------------------
 
     def support(self) -> Support:
-        types = ", ".join(t.value for t in JoinType)
+        types = ", ".join(t.value for t in RequestJoinType) + " (run as right_outer when the side it keeps is the smaller)"
         return codegen_support({"join": f"{types}; keys of any type; an extra condition; output columns",
                                 "filter": "fused after the join", "project": "fused after the join"},
                                aggregates=False)

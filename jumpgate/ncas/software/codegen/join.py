@@ -37,7 +37,8 @@ from .expr import ExprCompiler, count_subtrees
 from .templates import render
 
 JOIN_TYPE_C = {JoinType.INNER: "JG_JOIN_INNER", JoinType.LEFT_SEMI: "JG_JOIN_LEFT_SEMI",
-               JoinType.LEFT_ANTI: "JG_JOIN_LEFT_ANTI", JoinType.LEFT_OUTER: "JG_JOIN_LEFT_OUTER"}
+               JoinType.LEFT_ANTI: "JG_JOIN_LEFT_ANTI", JoinType.LEFT_OUTER: "JG_JOIN_LEFT_OUTER",
+               JoinType.RIGHT_OUTER: "JG_JOIN_RIGHT_OUTER"}
 
 
 @dataclass(frozen=True)

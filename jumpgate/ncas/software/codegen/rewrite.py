@@ -2,28 +2,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
-from ....dataflow.expr import Binary, Case, Cast, Column, Expr, Func, InList, IsNull, Like, Literal, Unary
+from ....dataflow import expr as dataflow_expr
+from ....dataflow.expr import Column, Expr
 from .csyntax import CodegenError, same_representation
 
 
 def map_children(e: Expr, fn) -> Expr:
-    """`e` with `fn` applied to each direct child (same node class, same type)."""
-    if isinstance(e, (Column, Literal)):
-        return e
-    if isinstance(e, (Unary, IsNull, Like, Cast)):
-        return replace(e, arg=fn(e.arg))
-    if isinstance(e, Binary):
-        return replace(e, left=fn(e.left), right=fn(e.right))
-    if isinstance(e, InList):
-        return replace(e, arg=fn(e.arg), items=tuple(fn(i) for i in e.items))
-    if isinstance(e, Case):
-        return replace(e, whens=tuple((fn(c), fn(v)) for c, v in e.whens),
-                       else_=None if e.else_ is None else fn(e.else_))
-    if isinstance(e, Func):
-        return replace(e, args=tuple(fn(a) for a in e.args))
-    raise CodegenError(f"not an expression node: {type(e).__name__}")
+    """`e` with `fn` applied to each direct child (same node class, same type); a node that is
+    not an expression is a CodegenError, as everywhere in code generation."""
+    try:
+        return dataflow_expr.map_children(e, fn)
+    except TypeError as err:
+        raise CodegenError(str(err)) from None
 
 
 def substitute_columns(e: Expr, columns: Sequence[Expr]) -> Expr:
