@@ -63,7 +63,10 @@ def _serve(args: argparse.Namespace) -> int:
     if problem:
         print(f"jumpgate: {problem}", file=sys.stderr)
         return 2
-    settings = Settings(data_root=data_root, bind_host=args.nca_host, cores=args.cores,
+    if args.overcommit < 1:
+        print(f"jumpgate: --overcommit must be at least 1, got {args.overcommit:g}", file=sys.stderr)
+        return 2
+    settings = Settings(data_root=data_root, bind_host=args.nca_host, cores=args.cores, overcommit=args.overcommit,
                         stall_timeout_s=args.stall_timeout, nodes=nodes,
                         warm=WarmSettings(per_binary=max(0, args.warm_ncas), idle_s=args.warm_idle),
                         tokens=Path(args.tokens) if args.tokens else None, rest_host=args.host, rest_port=args.port,
@@ -261,6 +264,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-root", required=True, help="directory that every read path is relative to")
     serve.add_argument("--nca-host", default="127.0.0.1", help="address NCA processes listen on")
     serve.add_argument("--cores", type=int, default=None, help="cores NCAs may use (default: all)")
+    serve.add_argument("--overcommit", type=float, default=2.0, metavar="F",
+                       help="jobs running together may hold F times the cores in threads, one job at most "
+                            "the cores; 1 = one thread per core (default 2: NCA threads wait for the network "
+                            "much of the time)")
     serve.add_argument("--nodes", default=None, metavar="FILE",
                        help="inventory of the nodes NCAs run on (YAML, docs/deploy.md); default: this machine")
     serve.add_argument("--cache-dir", default=None, help="where compiled NCAs are cached")

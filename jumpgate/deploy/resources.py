@@ -2,8 +2,17 @@
 
 A job's demand is the largest number of cores its NCAs need *at the same time*: the NCAs of one
 stage run together, and NCAs of other stages sit idle in between. One job may always use the whole
-machine (capped at capacity), otherwise a pipeline with more NCAs than cores could never run; jobs
-beyond that are answered 503 until cores are free (contract §4), and the client retries.
+machine (its demand capped at the host's cores), otherwise a pipeline with more NCAs than cores
+could never run; jobs beyond the capacity wait in the run queue (runtime/queue.py) until cores
+are free.
+
+The capacity is the host's cores times `overcommit` (the server's `--overcommit`, default 2):
+several jobs may hold up to that many threads in all, while one job's threads never exceed the
+cores. NCA threads spend much of their time waiting for the network (a scan for its consumer, a
+join or an aggregation for its producers), and the jobs of one query engine's query come
+together and are all needed before it goes on: TPC-H Q22 through Trino runs a 2-thread
+aggregation of orders and a 1-thread scan of customer at the same time, which one-to-one
+counting serialized (the second waited ~80 ms for the first's cores, in a query of ~300 ms).
 """
 from __future__ import annotations
 
@@ -23,8 +32,11 @@ class Lease:
 
 
 class CoreManager:
-    def __init__(self, capacity: int | None = None) -> None:
-        self.capacity = capacity or os.cpu_count() or 1
+    def __init__(self, cores: int | None = None, overcommit: float = 1.0) -> None:
+        if overcommit < 1:
+            raise ValueError(f"overcommit must be at least 1, got {overcommit}")
+        self.cores = cores or os.cpu_count() or 1
+        self.capacity = max(self.cores, round(self.cores * overcommit))  # threads of all jobs together
         self._used: dict[str, int] = {}
         self._lock = threading.Lock()
 
@@ -33,7 +45,7 @@ class CoreManager:
         return max(stage_cores, default=1)
 
     def acquire(self, job_id: str, stage_cores: list[int]) -> Lease:
-        want = min(self.demand(stage_cores), self.capacity)
+        want = min(self.demand(stage_cores), self.cores)
         with self._lock:
             free = self.capacity - sum(self._used.values())
             if want > free:
@@ -51,22 +63,30 @@ class CoreManager:
         with self._lock:
             return self.capacity - sum(self._used.values())
 
+    @property
+    def budget(self) -> int:
+        """The threads a job compiled now may give a stage: what is free, at most the cores."""
+        return min(self.free, self.cores)
+
     def snapshot(self) -> dict:
         with self._lock:
-            return {"capacity": self.capacity, "used": dict(self._used)}
+            return {"cores": self.cores, "capacity": self.capacity, "used": dict(self._used)}
 
 
 class HostCores:
     """The resource view of a deployment: a `CoreManager` per host. A job's demand is per host
     (its placed instances, stage by stage); it is granted on every host or on none."""
 
-    def __init__(self, hosts: Sequence[Host], capacity: int | None = None, *, dynamic: bool = False) -> None:
-        """`dynamic`: hosts come and go (`sync`), so there may be none for a while."""
+    def __init__(self, hosts: Sequence[Host], capacity: int | None = None, *, dynamic: bool = False,
+                 overcommit: float = 1.0) -> None:
+        """`capacity`: the cores of every host (default: each host's own); `dynamic`: hosts come
+        and go (`sync`), so there may be none for a while; `overcommit`: see the module."""
         if not hosts and not dynamic:
             raise ValueError("a deployment needs at least one host")
         self.hosts = list(hosts)
         self.capacity = capacity
-        self._cores = {h.name: CoreManager(capacity or h.cores) for h in hosts}
+        self.overcommit = overcommit
+        self._cores = {h.name: CoreManager(capacity or h.cores, overcommit) for h in hosts}
         self._lock = threading.Lock()
 
     def sync(self, hosts: Sequence[Host]) -> None:
@@ -77,8 +97,8 @@ class HostCores:
             names = {h.name for h in hosts}
             for h in hosts:
                 manager = self._cores.get(h.name)
-                if manager is None or manager.capacity != (self.capacity or h.cores) and not manager.snapshot()["used"]:
-                    self._cores[h.name] = CoreManager(self.capacity or h.cores)
+                if manager is None or manager.cores != (self.capacity or h.cores) and not manager.snapshot()["used"]:
+                    self._cores[h.name] = CoreManager(self.capacity or h.cores, self.overcommit)
             for name in [n for n in self._cores if n not in names]:
                 if not self._cores[name].snapshot()["used"]:
                     del self._cores[name]
@@ -122,8 +142,14 @@ class HostCores:
 
     @property
     def most_free(self) -> int:
-        """The most cores free on any one host (the budget of a stage's thread assignment)."""
+        """The most cores free on any one host."""
         return max((m.free for m in self._managers()), default=0)
+
+    @property
+    def thread_budget(self) -> int:
+        """The budget of a stage's thread assignment for a job compiled now: the most any one host
+        could give it (free, and at most its cores)."""
+        return max((m.budget for m in self._managers()), default=0)
 
     def snapshot(self) -> dict:
         with self._lock:

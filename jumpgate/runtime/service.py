@@ -79,6 +79,9 @@ class Settings:
     data_root: Path
     bind_host: str = "127.0.0.1"  # where NCA processes listen
     cores: int | None = None
+    # Jobs together may hold this many times the cores in threads, one job at most the cores
+    # (deploy/resources.py: NCA threads wait for the network much of the time).
+    overcommit: float = 2.0
     cache_dir: Path = field(default_factory=default_cache_dir)
     work_root: Path | None = None
     plugins: list[str] | None = None  # restrict to these registered NCA names
@@ -155,7 +158,7 @@ class JumpgateService:
                                                              self.deployer.node_states()))
         # Every node the deployer knows, up or not: a down node that comes back is counted at once.
         self.all_hosts = [h for h, _, _ in self.deployer.node_states()]
-        self.cores = HostCores(self.all_hosts, settings.cores, dynamic=self.dynamic)
+        self.cores = HostCores(self.all_hosts, settings.cores, dynamic=self.dynamic, overcommit=settings.overcommit)
         self.access = Access(TokenFile(settings.tokens) if settings.tokens else None, self._reserved,
                              self._data_roots, settings.send_allow)
         self.queue = RunQueue(self.cores, self._limits, settings.queue_max_wait_s)
@@ -189,7 +192,7 @@ class JumpgateService:
         states = self._current_nodes()
         up = [h for h, state, _ in states if state == "up"]
         pipeline = compile_plan(plan, self.registry.all(), capacity_check=self.capacity_check,
-                                op_paths=plan.op_paths, thread_budget=max(1, self.cores.most_free),
+                                op_paths=plan.op_paths, thread_budget=max(1, self.cores.thread_budget),
                                 hosts=up, runtime_filters=self.settings.runtime_filters)
         processes = sum(1 for n in pipeline.ncas if n.host is not None)
         if processes > self.settings.max_ncas_per_job:

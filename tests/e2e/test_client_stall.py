@@ -41,10 +41,11 @@ def big(data_root):
 
 @pytest.fixture(scope="module")
 def one_core(data_root, tmp_path_factory):
-    """A server with one core, so that a second job waits while the first holds it; every other
-    setting its default (the stall watchdog's 300 s among them)."""
+    """A server with one core and one thread per core, so that a second job waits while the first
+    holds it; every other setting its default (the stall watchdog's 300 s among them)."""
     cache = Path(os.environ.get("JUMPGATE_TEST_CACHE") or tmp_path_factory.mktemp("cache"))
-    srv = LocalServer(data_root, cache, tmp_path_factory.mktemp("logs") / "server.log", cores=1)
+    srv = LocalServer(data_root, cache, tmp_path_factory.mktemp("logs") / "server.log", cores=1,
+                      extra_args=["--overcommit", "1"])
     yield srv
     left = srv.children()
     srv.stop()

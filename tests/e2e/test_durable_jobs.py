@@ -79,7 +79,7 @@ def stuck_nca(cache: Path, owner: ProcessId) -> subprocess.Popen:
 
 def test_a_killed_server_s_jobs_are_listed_after_a_restart_and_its_leftovers_are_gone(root, tmp_path):
     cache, db = cache_for(tmp_path), tmp_path / "jobs.db"
-    args = ["--state-db", str(db)]
+    args = ["--state-db", str(db), "--overcommit", "1"]  # one core, one job: the next one waits
     first = LocalServer(root, cache, tmp_path / "first.log", cores=1, extra_args=args)
     listeners = []
     try:

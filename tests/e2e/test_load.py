@@ -57,7 +57,7 @@ def test_sixteen_clients_of_two_tenants_400_jobs_fair_and_clean(tmp_path):
                                text=True, check=True).stdout.strip() for t in ("blue", "green")}
     cache = os.environ.get("JUMPGATE_TEST_CACHE")
     srv = LocalServer(root, Path(cache) if cache else tmp_path / "cache", tmp_path / "server.log",
-                      extra_args=["--tokens", str(tokens), "--warm-ncas", "0"], cores=2)
+                      extra_args=["--tokens", str(tokens), "--warm-ncas", "0", "--overcommit", "1"], cores=2)
     try:
         with Jumpgate(srv.url, token=token["blue"]) as warm:  # compile once; the baseline after it
             warm.run(job("127.0.0.1", 0), timeout=120)

@@ -22,7 +22,7 @@ def service(tmp_path):
         (data / f"{b}.jsonl").write_text("{}\n")
     reg = Registry()
     reg.add(MisbehavingSource())
-    svc = JumpgateService(Settings(data_root=data, cores=2, cache_dir=tmp_path / "cache", stall_timeout_s=1.5),
+    svc = JumpgateService(Settings(data_root=data, cores=2, overcommit=1, cache_dir=tmp_path / "cache", stall_timeout_s=1.5),
                           registry=reg)
     yield svc
     svc.shutdown()

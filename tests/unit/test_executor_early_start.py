@@ -80,7 +80,7 @@ def test_a_late_compile_failure_stops_an_nca_that_never_gets_ready(tmp_path):
     started = time.monotonic()
     reg = Registry()
     reg.add(SlowFailingCompile(lambda: time.monotonic() - started > 0.5))
-    svc = JumpgateService(Settings(data_root=data, cores=2, cache_dir=tmp_path / "cache"), registry=reg)
+    svc = JumpgateService(Settings(data_root=data, cores=2, overcommit=1, cache_dir=tmp_path / "cache"), registry=reg)
     try:
         with Receiver() as rx1, Receiver() as rx2:
             job, took = run_failing(svc, two_sends("never_ready.jsonl", "fail_compile.jsonl", rx1, rx2), rx1, rx2)

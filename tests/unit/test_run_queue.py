@@ -71,3 +71,35 @@ def test_a_cancelled_waiting_job_leaves_and_one_waiting_too_long_fails():
         assert len(failed) == 1 and "waited" in failed[0] and q.position("z") is None
     finally:
         q.close()
+
+
+def test_overcommit_lets_jobs_share_cores_but_never_gives_one_job_more_than_the_cores():
+    """Two cores at overcommit 2: jobs hold up to four threads together; one job's demand is
+    capped at the two cores, and a job compiled now is given at most what is free and at most
+    the cores (deploy/resources.py)."""
+    cores = HostCores([HOST], 2, overcommit=2)
+    q = RunQueue(cores, lambda t: TenantLimits(), max_wait_s=60)
+    started: list[str] = []
+    try:
+        assert cores.thread_budget == 2 and cores.most_free == 4
+        assert job(q, started, "big", "a", 3)  # a 3-thread stage holds the 2 cores it may have
+        assert cores.snapshot()["h"] == {"cores": 2, "capacity": 4, "used": {"big": 2}}
+        assert cores.thread_budget == 2  # the next job compiled may still use both cores
+        assert job(q, started, "small", "a", 1)  # runs beside it: 3 of 4 threads held
+        assert cores.thread_budget == 1
+        assert not job(q, started, "third", "a", 2)  # 2 more would make 5
+        q.release("big")
+        assert started == ["big", "small", "third"]
+    finally:
+        q.close()
+
+
+def test_overcommit_one_is_one_thread_per_core():
+    cores = HostCores([HOST], 2, overcommit=1)
+    q = RunQueue(cores, lambda t: TenantLimits(), max_wait_s=60)
+    started: list[str] = []
+    try:
+        assert job(q, started, "a1", "a", 2)
+        assert not job(q, started, "a2", "a", 1) and cores.thread_budget == 0
+    finally:
+        q.close()
