@@ -62,6 +62,8 @@ from .limits import DEFAULT_LIMITS, too_large
 from .paths import read_path_entries
 from .plan import AggFn, AggMode, FileFormat, RequestJoinType
 
+JoinType = RequestJoinType  # a request's join types: the plan's own right_outer is not one of them
+
 # The pydantic error type of a failed check; its context holds the RequestError (validation.py).
 CHECK_FAILED = "jumpgate_check"
 
