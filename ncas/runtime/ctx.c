@@ -117,6 +117,16 @@ void jg_fail(jg_ctx *c, const char *msg) {
   c->flags |= JGR_FAILED;
 }
 
+const char *jg_message(jg_ctx *c, uint32_t k) {
+  char key[24];
+  snprintf(key, sizeof key, "msg.%u", (unsigned)k);
+  const char *msg = jgr_param(c->proc, key); /* a linear search, on the error path only */
+  if (msg) return msg;
+  char *fallback = jg_scratch(c, 96); /* jg_fail copies it before the scratch is reset */
+  snprintf(fallback, 96, "data error (message %u of the NCA's message table was not sent)", (unsigned)k);
+  return fallback;
+}
+
 const uint8_t *jg_input_tuple(jg_ctx *c, uint32_t *len) {
   if (len) *len = c->in_tuple ? c->in_len : 0;
   return c->in_tuple;

@@ -11,7 +11,8 @@
  *
  * Rows reach generated code as an array of `jg_val`, one per input column, so the same generated
  * expression code works whatever the input format is. Nothing from request text is ever pasted
- * into generated source: column names and string literals appear only as byte arrays.
+ * into generated source: string literals (and the column names a scan looks up) appear only as
+ * byte arrays, error messages only as numbers (jg_message).
  */
 #ifndef JG_H
 #define JG_H
@@ -78,6 +79,14 @@ uint8_t *jg_emit(jg_out *out, uint32_t len);
  * then return JG_ROW_ERROR; the runtime adds file and record and fails the job. `msg` is
  * copied. */
 void jg_fail(jg_ctx *ctx, const char *msg);
+
+/* Message `k` of the NCA's message table, for jg_fail and jg_fail_text. Data-error messages name
+ * the request's operations and columns, which differ between requests of one shape (clients
+ * name columns after per-run ids), so generated code holds only their numbers and the control
+ * plane sends the texts with the configuration (`param msg.K TEXT`, docs/nca-process-protocol.md):
+ * requests that differ only in names share one generated source and one binary. A number that
+ * was not sent reads as "data error (message K of the NCA's message table was not sent)". */
+const char *jg_message(jg_ctx *ctx, uint32_t k);
 
 /* The raw bytes of the input tuple the row function is called for, when the driver reads NTF
  * (ntf_relay): `*len` gets its length. NULL (and *len = 0) for drivers whose input is not NTF

@@ -23,6 +23,7 @@ from jumpgate.dataflow.request import parse_request
 from jumpgate.ncas.software.build import build_nca
 from jumpgate.ncas.software.codegen import generate_scan_query
 from jumpgate.ncas.software.codegen.aggregate import generate_aggregate_query
+from jumpgate.ncas.software.codegen.messages import message_params
 
 from .fixtures.runtime_harness import NcaProcess, Receiver, run_scan, stream_bytes
 from .test_codegen_harness import cache_dir, decode, needs_runtime
@@ -101,8 +102,9 @@ def run_fused(root: Path, ops: list[dict], threads: int = 1, params=None, path: 
     """The scan with the aggregation fused in: (rows, tuples, layout, done or error event)."""
     plan, chain = plan_of(root, ops)
     layout = generate_ntf(plan.schemas[chain[-1].name])
-    exe = build(generate_aggregate_query(chain, layout), "scan_json")
-    event, streams, _ = run_scan(exe, [root / path], threads=threads, params=params)
+    source = generate_aggregate_query(chain, layout)  # its error messages go with the configuration
+    exe = build(source, "scan_json")
+    event, streams, _ = run_scan(exe, [root / path], threads=threads, params={**message_params(source), **(params or {})})
     tuples = [t for s in streams for t in s.tuples]
     return [decode(t, layout) for t in tuples], tuples, layout, event
 
@@ -136,12 +138,13 @@ def run_ntf(ops_after: list[dict], input_schema, input_streams: list[list[bytes]
                 "port": 1})
     plan, chain = plan_of(root, ops)
     layout = generate_ntf(plan.schemas[chain[-1].name])
-    exe = build(generate_aggregate_query(chain[1:], layout, input_schema), "ntf_relay")
+    source = generate_aggregate_query(chain[1:], layout, input_schema)
+    exe = build(source, "ntf_relay")
     r = Receiver()
     nca = NcaProcess(exe, inputs=1)
     try:
         nca.configure(dests=[(0, r.port, 0, threads)], threads=threads, expect=[(0, len(input_streams))],
-                      params=params)
+                      params={**message_params(source), **(params or {})})
         nca.send("execute 0")
         senders = feed(nca.ports[0], [stream_bytes(i, ts) for i, ts in enumerate(input_streams)])
         event = nca.event()

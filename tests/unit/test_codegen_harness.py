@@ -21,6 +21,7 @@ from jumpgate.contract.ntf import NtfLayout, generate_ntf
 from jumpgate.contract.types import Field, Kind, Schema, parse_type
 from jumpgate.dataflow.plan import FileFormat, Filter, InputRef, NamedExpr, Project, Read
 from jumpgate.ncas.software.codegen import generate_scan_query
+from jumpgate.ncas.software.codegen.messages import message_params
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ROOT / "ncas" / "runtime"
@@ -134,7 +135,8 @@ def run_query(ops, layout: NtfLayout, files: list[Path], threads: int = 1) -> tu
     """Generate, build and run the scan; (decoded rows, None) or (None, the error event)."""
     from .fixtures.runtime_harness import run_scan
 
-    event, streams, _ = run_scan(build(generate_scan_query(ops, layout)), files, threads=threads)
+    source = generate_scan_query(ops, layout)  # its error messages go with the configuration, as ProcessNca's
+    event, streams, _ = run_scan(build(source), files, threads=threads, params=message_params(source))
     if event["event"] != "done":
         return None, event
     tuples = [t for s in streams for t in s.tuples]

@@ -20,6 +20,7 @@ from jumpgate.contract.ntf import generate_ntf
 from jumpgate.dataflow.request import parse_request
 from jumpgate.ncas.software import hashing
 from jumpgate.ncas.software.build import build_nca
+from jumpgate.ncas.software.codegen.messages import message_params
 from jumpgate.ncas.software.codegen.shuffle import generate_relay_query
 
 from .fixtures.runtime_harness import (
@@ -46,6 +47,12 @@ def env(tmp_path_factory):
     return root, tmp_path_factory.getbasetemp() / "nca-cache"
 
 
+# The message table of the source last built into each binary, which `run` sends as ProcessNca
+# does with the configuration (the binary holds message numbers only, and serves every request of
+# its shape: a later request of one shape with other names replaces the table).
+MESSAGES: dict = {}
+
+
 def relay_binary(env, ops: list[dict], chain: list[str], partitions: int = 0):
     """Build the relay NCA for operations `chain` of a request reading the copy schema."""
     root, cache = env
@@ -60,7 +67,9 @@ def relay_binary(env, ops: list[dict], chain: list[str], partitions: int = 0):
     assert in_layout.fixed_size == COPY_FIXED
     out_layout = generate_ntf(plan.schemas[last])
     src = generate_relay_query([plan.op(n) for n in chain], plan.schemas["r"], in_layout, out_layout)
-    return build_nca(src, "ntf_relay", cache).path, out_layout
+    path = build_nca(src, "ntf_relay", cache).path
+    MESSAGES[path] = message_params(src)
+    return path, out_layout
 
 
 def shuffle_binary(env, keys: list[str], partitions: int):
@@ -90,7 +99,7 @@ def run(binary, payloads: list[bytes], ports: int, threads: int = 1):
     nca = NcaProcess(binary, inputs=1)
     try:
         nca.configure(dests=[(p, r.port, 0, threads) for p, r in enumerate(receivers)], threads=threads,
-                      expect=[(0, len(payloads))])
+                      expect=[(0, len(payloads))], params=MESSAGES.get(binary))
         nca.send("execute 0")
         feeders = [threading.Thread(target=_feed, args=(nca.ports[0], p), daemon=True) for p in payloads]
         for t in feeders:

@@ -2,7 +2,9 @@
 one small binary per generated query (generated C + a driver's objects + libjgrt.a).
 
 Everything lands in a cache directory and is keyed by content, so a query that was built before
-costs a hash and a `stat`. Builds are safe to run concurrently from several jobs or test workers:
+costs a hash and a `stat`. Generated C holds no operation or column names (its error messages
+reach the process with its configuration: codegen/messages.py), so requests that differ only in
+names, as a client's re-runs under new column ids do, share one binary. Builds are safe to run concurrently from several jobs or test workers:
 the runtime (like every optional part built beside it) is built under a file lock into a
 temporary directory that is renamed into place (buildstep.py), and query binaries are written to a
 temporary file and renamed (the last writer wins with identical bytes).

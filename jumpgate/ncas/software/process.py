@@ -30,6 +30,7 @@ from ...nca.interface import (
     RuntimeFilterBlob,
 )
 from .build import build_nca
+from .codegen.messages import message_params, refers_to_messages
 from .udp_transport import UdpEdges
 
 READY_TIMEOUT_S = 30.0
@@ -89,12 +90,17 @@ class ProcessNca(NcaInstance):
         self._reading: PhaseStats | None = None
         self._reading_lock = threading.Lock()
         self._rfilter: RuntimeFilterBlob | None = None  # what the build phase made (`rfilter` event)
+        # The generated source's message table (codegen/messages.py), sent as `param msg.K`: the
+        # binary holds message numbers only, so that it serves every request of its shape.
+        self._messages: dict[str, str] = {}
 
     # -- what subclasses provide ----------------------------------------------------------
 
     @abstractmethod
     def generate_source(self) -> str:
-        """The query-specific C source, generated from the typed operations of `spec`."""
+        """The query-specific C source, generated from the typed operations of `spec`: what the
+        generators return (a GeneratedSource, which carries the message table the process is
+        given at configure), not a copy of its text."""
 
     def threads(self) -> int:
         return max(1, self.spec.resources.cores)
@@ -107,6 +113,10 @@ class ProcessNca(NcaInstance):
 
     def compile(self) -> CompileResult:
         source = self.generate_source()
+        self._messages = message_params(source)
+        if not self._messages and refers_to_messages(source):
+            raise NcaError("the generated source refers to a message table it does not carry "
+                           "(generate_source must return the generator's GeneratedSource itself)")
         self.udp = UdpEdges(self.spec, self.context)  # docs/udp-transport.md, "DPDK"
         result = build_nca(source, self.driver, Path(self.context.cache_dir), dpdk=self.udp.dpdk)
         self.binary = Path(result.path)
@@ -149,7 +159,7 @@ class ProcessNca(NcaInstance):
 
     def configure(self, destinations: list[list[Destination]]) -> None:
         lines = [f"threads {self.threads()}"]
-        for key, value in {**self.params(), **(self.udp.params() if self.udp else {})}.items():
+        for key, value in {**self.params(), **(self.udp.params() if self.udp else {}), **self._messages}.items():
             lines.append(f"param {_token(key)} {_token(value)}")
         lines += self._file_lines()
         net_index = 0

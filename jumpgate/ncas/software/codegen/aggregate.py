@@ -46,7 +46,7 @@ from .csyntax import (
 )
 from .expr import ExprCompiler, compare_condition, count_subtrees
 from .scan import RowEnv, column_table, fold_scan, used_columns
-from .templates import render
+from .templates import render_query
 
 _MODE = {AggMode.COMPLETE: "JG_AGG_COMPLETE", AggMode.PARTIAL: "JG_AGG_PARTIAL", AggMode.FINAL: "JG_AGG_FINAL"}
 
@@ -430,11 +430,11 @@ def generate_aggregate_query(ops: Sequence[Operation], layout: NtfLayout, input_
     copy = [f"d->k{i} = jg_agg_store_str(t, s->k{i});" for i, k in enumerate(keys) if k.type.kind is Kind.STRING]
     copy += [line for a in accs for line in a.copy_strings()]
     entry, align = _entry_members(plan, key_nullable, accs)
-    return render("agg_query.c.j2", kind="scan with aggregation" if plan.scan else "aggregation",
-                  literals=pool.declarations(), row_eval=row_eval,
+    return render_query("agg_query.c.j2", pool, kind="scan with aggregation" if plan.scan else "aggregation",
+                  row_eval=row_eval,
                   pending=pending, apply=_apply_body(keys, args, accs), emit=emit, entry=entry, align=align,
                   same_key=_same_key(plan, key_nullable), copy=copy, merge=[line for a in accs for line in a.merge()],
-                  mode=_MODE[plan.mode], nkeys=len(plan.keys), columns=column_table(plan.row_schema, used),
+                  mode=_MODE[plan.mode], nkeys=len(plan.keys), columns=column_table(plan.row_schema, used, named=plan.scan),
                   summary=_summary(plan))
 
 
@@ -443,7 +443,7 @@ def _evaluate(plan: AggPlan, pool: LiteralPool, used: list[int], row_exprs: list
     that does not pass runs `skip`), the group keys and the aggregates' arguments, and the key
     hash. Returns (C text, pending keys, pending (argument, count) pairs, the pending struct's
     members): the pending values are `p->...` CValues, read by `q_apply`."""
-    body = FunctionBody(message_ref=pool.message)
+    body = FunctionBody(messages=pool.messages)
     comp = ExprCompiler(body, pool, RowEnv(plan.row_schema, used), shared=count_subtrees(row_exprs))
     emit_filters(body, comp, plan.filters, skip=skip)
     members: list[str] = ["uint64_t h;"]
@@ -508,7 +508,7 @@ def _apply_body(keys: list[CValue], args: list[tuple[CValue | None, CValue | Non
 
 def _emit_body(plan: AggPlan, accs: list[_Acc], key_nullable: list[bool], pool: LiteralPool,
                layout: NtfLayout) -> str:
-    body = FunctionBody(message_ref=pool.message)
+    body = FunctionBody(messages=pool.messages)
     exprs = [e for _, e in plan.post_filters] + [e for _, e in plan.outputs]
     needed = {n.index for e in exprs for n in walk(e) if isinstance(n, Column)}
     fields = list(plan.agg_schema.fields)

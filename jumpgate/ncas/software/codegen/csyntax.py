@@ -1,11 +1,12 @@
 """The C building blocks every generated file shares: values, byte literals, function bodies.
 
 Security rule (design: "text from a request never reaches a compiler"): the only way request
-text (column names, string literals, LIKE patterns) enters generated source is `c_bytes`, which
-writes every byte as a `\\xNN` escape, so no quote, backslash, newline, `*/` or `??/` trigraph
-can ever appear. Identifiers are generated (`t3`, `n3`, `lit_2`, `row[1]`), never derived from
-names. Error messages (which may quote operation and column names) go through the same byte
-escaping (`LiteralPool.message`).
+text (string literals, LIKE patterns, the column names a scan looks up in its files) enters
+generated source is `c_bytes`, which writes every byte as a `\\xNN` escape, so no quote,
+backslash, newline, `*/` or `??/` trigraph can ever appear. Identifiers are generated (`t3`, `n3`,
+`lit_2`, `row[1]`), never derived from names. Error messages, which quote operation and column
+names, are not in the source at all: the code refers to them by number (messages.py), so that
+requests differing only in names share one source and one compiled binary.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ....contract.types import DataType, Kind
+from .messages import MessageTable
 
 
 class CodegenError(Exception):
@@ -225,27 +227,20 @@ def not_(cond: str) -> str:
 
 class LiteralPool:
     """Byte strings a generated file needs, each emitted once from `c_bytes` and referenced by a
-    generated name: string literals and LIKE patterns (`lit_K`, used with an explicit length) and
-    error messages (`msg_K`, NUL-terminated for jg_fail), which may quote operation and column
-    names of the request: as bytes, like every other request text."""
+    generated name (`lit_K`, used with an explicit length): string literals and LIKE patterns,
+    which are query data. The file's error messages, which name request operations and columns,
+    go to `messages` instead: a table the process receives at run time (messages.py)."""
 
     def __init__(self) -> None:
         self._lits: dict[bytes, int] = {}
-        self._msgs: dict[bytes, int] = {}
+        self.messages = MessageTable()
 
     def add(self, data: bytes) -> str:
         return f"lit_{self._lits.setdefault(data, len(self._lits))}"
 
-    def message(self, text: str) -> str:
-        data = text.encode("utf-8", errors="replace").replace(b"\0", b"?")
-        return f"msg_{self._msgs.setdefault(data, len(self._msgs))}"
-
     def declarations(self) -> list[dict]:
-        out = [{"name": f"lit_{k}", "bytes": c_bytes(d, indent="    "), "length": len(d)}
-               for d, k in self._lits.items()]
-        out += [{"name": f"msg_{k}", "bytes": c_bytes(d, indent="    "), "length": len(d)}
-                for d, k in self._msgs.items()]
-        return out
+        return [{"name": f"lit_{k}", "bytes": c_bytes(d, indent="    "), "length": len(d)}
+                for d, k in self._lits.items()]
 
 
 # ------------------------------------------------------------------ function bodies
@@ -256,12 +251,13 @@ class FunctionBody:
 
     `decls` are declarations hoisted to the top of the function (memoised values that several
     blocks share); `lines` is the body. `error_return` is what a failing row does after
-    jg_fail: other templates (aggregation, join) may return differently."""
+    jg_fail: other templates (aggregation, join) may return differently. `messages` is the file's
+    message table (LiteralPool.messages); a body without one cannot report data errors."""
 
     def __init__(self, ctx: str = "ctx", error_return: str = "return JG_ROW_ERROR;", depth: int = 1,
-                 message_ref=c_message) -> None:
+                 messages: MessageTable | None = None) -> None:
         self.ctx = ctx
-        self.message_ref = message_ref
+        self.messages = messages
         self.error_return = error_return
         self.decls: list[str] = []
         self.lines: list[str] = []
@@ -328,21 +324,30 @@ class FunctionBody:
             self._depth -= 1
             self.line("}")
 
+    def message(self, text: str) -> str:
+        """C expression of the message `text`: its number in the message table, looked up at run
+        time, never the text (which may name request operations and columns)."""
+        if self.messages is None:
+            raise CodegenError("a data error in a function body that has no message table")
+        return f"jg_message({self.ctx}, {self.messages.add(text)}u)"
+
     def fail(self, message: str, cond: str | None = None, note: str | None = None) -> None:
-        """Report a data error and leave the row. `message` becomes a C string through
-        `self.message_ref` (a literal pool's `message`, so it may name request columns); `note`
-        is a comment of our own words for readers of the generated file."""
-        stmt = f"{{ jg_fail({self.ctx}, {self.message_ref(message)}); {self.error_return} }}"
+        """Report a data error and leave the row. `message` goes to the message table (it may
+        name request columns); `note` is a comment of our own words for readers of the
+        generated file."""
+        if cond == "0":
+            return  # never fails: no message table entry either
+        stmt = f"{{ jg_fail({self.ctx}, {self.message(message)}); {self.error_return} }}"
         if note:
             stmt += self._note(note)
         if cond is None:
             self.line(stmt)
-        elif cond != "0":
+        else:
             self.line(f"if {self.cond(cond)} {stmt}")
 
     def fail_text(self, message: str, text: str, cond: str, note: str | None = None) -> None:
         """Report a data error quoting a string value of the row (invalid casts)."""
-        stmt = (f"if {self.cond(cond)} {{ jg_fail_text({self.ctx}, {self.message_ref(message)}, {text}); "
+        stmt = (f"if {self.cond(cond)} {{ jg_fail_text({self.ctx}, {self.message(message)}, {text}); "
                 f"{self.error_return} }}")
         self.line(stmt + (self._note(note) if note else ""))
 

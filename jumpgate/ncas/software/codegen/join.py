@@ -31,10 +31,9 @@ from .csyntax import (
     jg_type,
     row_member,
     same_representation,
-    utf8,
 )
 from .expr import ExprCompiler, count_subtrees
-from .templates import render
+from .templates import render_query
 
 JOIN_TYPE_C = {JoinType.INNER: "JG_JOIN_INNER", JoinType.LEFT_SEMI: "JG_JOIN_LEFT_SEMI",
                JoinType.LEFT_ANTI: "JG_JOIN_LEFT_ANTI", JoinType.LEFT_OUTER: "JG_JOIN_LEFT_OUTER",
@@ -138,7 +137,7 @@ def _equal(t: DataType, j: int) -> str:
 
 def _key_function(pool: LiteralPool, keys: Sequence[Expr], key_types: Sequence[DataType],
                   side_types: Sequence[DataType], side: str) -> str:
-    body = FunctionBody(message_ref=pool.message)
+    body = FunctionBody(messages=pool.messages)
     comp = ExprCompiler(body, pool, JoinedRowEnv(side_types, f"{side} row"), shared=count_subtrees(keys))
     for j, (e, t) in enumerate(zip(keys, key_types, strict=True)):
         comp.where = f"{side}_keys[{j}]"
@@ -161,7 +160,7 @@ def _key_function(pool: LiteralPool, keys: Sequence[Expr], key_types: Sequence[D
 
 
 def _condition_function(pool: LiteralPool, cond: Expr, row_types: Sequence[DataType], name: str) -> str:
-    body = FunctionBody(message_ref=pool.message)
+    body = FunctionBody(messages=pool.messages)
     comp = ExprCompiler(body, pool, JoinedRowEnv(row_types, "joined row"), shared=count_subtrees([cond]))
     comp.where = f"the condition of join '{name}'"
     v = comp.compile(cond)
@@ -173,7 +172,7 @@ def _condition_function(pool: LiteralPool, cond: Expr, row_types: Sequence[DataT
 
 def _output_function(pool: LiteralPool, plan: JoinPlan, row_types: Sequence[DataType], layout: NtfLayout) -> str:
     exprs = [e for _, e in plan.filters] + [e for _, e in plan.outputs]
-    body = FunctionBody(message_ref=pool.message)
+    body = FunctionBody(messages=pool.messages)
     comp = ExprCompiler(body, pool, JoinedRowEnv(row_types, "joined row"), shared=count_subtrees(exprs))
     emit_filters(body, comp, plan.filters, "fused filter {i} of {n}")
     emit_outputs(body, comp, plan.outputs, layout)
@@ -181,10 +180,11 @@ def _output_function(pool: LiteralPool, plan: JoinPlan, row_types: Sequence[Data
 
 
 def _column_table(schema: Schema, first_row_index: int) -> list[dict]:
+    """A side's columns for the driver, which decodes NTF by position: types only, no names (the
+    request's names would make the source differ between requests of one shape)."""
     rows = []
     for i, f in enumerate(schema.fields):
-        name = utf8(f.name, "column name")
-        rows.append({"name": c_bytes(name), "name_len": len(name), "jg_type": jg_type(f.type),
+        rows.append({"name": c_bytes(b""), "name_len": 0, "jg_type": jg_type(f.type),
                      "precision": f.type.precision, "scale": f.type.scale, "row_index": first_row_index + i,
                      "type": str(f.type)})
     return rows
@@ -213,8 +213,8 @@ def generate_join_query(ops: Sequence[Operation], probe_schema: Schema, build_sc
     nprobe, nbuild = len(probe_schema), len(build_schema)
     probe_used = [max(u) for u in zip(_used(joined, 0, nprobe), _used(join.probe_keys, 0, nprobe), strict=True)]
     build_used = _used(joined, nprobe, nbuild)
-    return render(
-        "join_query.c.j2", kind="join", literals=pool.declarations(),
+    return render_query(
+        "join_query.c.j2", pool, kind="join",
         probe_columns=_column_table(probe_schema, 0), build_columns=_column_table(build_schema, len(probe_schema)),
         key_types=[jg_type(t) for t in plan.key_types], key_type_names=[str(t) for t in plan.key_types],
         join_type=JOIN_TYPE_C[join.type], join_type_name=join.type.value,

@@ -23,7 +23,7 @@ from .csyntax import (
     utf8,
 )
 from .expr import ExprCompiler, count_subtrees
-from .templates import render
+from .templates import render_query
 
 
 @dataclass(frozen=True)
@@ -73,11 +73,14 @@ def used_columns(exprs: Sequence[Expr]) -> list[int]:
     return sorted({n.index for e in exprs for n in walk(e) if isinstance(n, Column)})
 
 
-def column_table(schema: Schema, used: Sequence[int]) -> list[dict]:
+def column_table(schema: Schema, used: Sequence[int], named: bool = True) -> list[dict]:
+    """JG_QUERY.columns: the `used` columns of `schema`. A scan finds its columns in its files by
+    name (`named`); a driver decoding NTF goes by position only, so there the names, which are
+    the request's and differ between requests of one shape, stay out of the source."""
     rows = []
     for src in used:
         f = schema.fields[src]
-        name = utf8(f.name, "column name")
+        name = utf8(f.name, "column name") if named else b""
         rows.append({"name": c_bytes(name), "name_len": len(name), "jg_type": jg_type(f.type),
                      "precision": f.type.precision, "scale": f.type.scale, "source_index": src,
                      "type": str(f.type)})
@@ -138,12 +141,12 @@ def generate_scan_query(ops: Sequence[Operation], layout: NtfLayout, ports: int 
     exprs = [e for _, e in scan.filters] + [e for _, e in scan.outputs]
     used = used_columns(exprs + keys)
     pool = LiteralPool()
-    body = FunctionBody(message_ref=pool.message)
+    body = FunctionBody(messages=pool.messages)
     comp = ExprCompiler(body, pool, RowEnv(schema, used), shared=count_subtrees(exprs))
     emit_filters(body, comp, scan.filters)
     emit_runtime_filters(body, comp, schema, runtime_filters)
     emit_outputs(body, comp, scan.outputs, layout, ports)
     compact = {src: k for k, src in enumerate(used)}
-    return render("scan_query.c.j2", kind="scan", body=body.text(), literals=pool.declarations(),
+    return render_query("scan_query.c.j2", pool, kind="scan", body=body.text(),
                   columns=column_table(schema, used), nfilters=len(scan.filters), ports=ports,
                   runtime_filters=[[compact[i] for i in cols] for cols in runtime_filters])

@@ -26,7 +26,7 @@ from .chain import ChainFold, emit_filters, emit_outputs
 from .csyntax import CodegenError, CValue, FunctionBody, LiteralPool
 from .expr import ExprCompiler, count_subtrees
 from .scan import RowEnv, column_table, fold_scan, used_columns
-from .templates import render
+from .templates import render_query
 
 _INTEGER_LIKE = (Kind.BOOLEAN, Kind.INT32, Kind.INT64, Kind.DATE, Kind.DECIMAL)
 
@@ -172,7 +172,7 @@ def generate_relay_query(ops: Sequence[Operation], schema: Schema, input_layout:
         evaluated += [e for _, e in plan.outputs]
     everything = list(range(len(schema.fields)))
     pool = LiteralPool()
-    body = FunctionBody(message_ref=pool.message)
+    body = FunctionBody(messages=pool.messages)
     comp = ExprCompiler(body, pool, RowEnv(schema, everything), shared=count_subtrees(evaluated))
     emit_filters(body, comp, plan.filters)
     port = shuffle_port(body, comp, plan.keys, plan.partitions) if plan.partitions else "0"
@@ -183,8 +183,8 @@ def generate_relay_query(ops: Sequence[Operation], schema: Schema, input_layout:
     what = (f"{len(plan.filters)} filter condition(s), "
             + (f"the key hash picks 1 of {plan.partitions} output ports, " if plan.partitions else "")
             + ("the input tuple is forwarded unchanged" if forward else "then the output tuple"))
-    return render("relay_query.c.j2", kind="shuffle" if plan.partitions else "ntf relay", body=body.text(),
-                  literals=pool.declarations(), columns=column_table(schema, everything),
+    return render_query("relay_query.c.j2", pool, kind="shuffle" if plan.partitions else "ntf relay",
+                        body=body.text(), columns=column_table(schema, everything, named=False),
                   ports=max(1, plan.partitions), hashing=bool(plan.partitions),
                   summary=f"One input tuple: {what}.")
 
@@ -204,12 +204,12 @@ def generate_scan_shuffle_query(ops: Sequence[Operation], layout: NtfLayout) -> 
     exprs = [e for _, e in scan.filters] + [e for _, e in keys] + [e for _, e in outputs]
     used = used_columns(exprs)
     pool = LiteralPool()
-    body = FunctionBody(message_ref=pool.message)
+    body = FunctionBody(messages=pool.messages)
     comp = ExprCompiler(body, pool, RowEnv(read.schema, used), shared=count_subtrees(exprs))
     emit_filters(body, comp, scan.filters)
     port = shuffle_port(body, comp, keys, shuffle.partitions)
     emit_outputs(body, comp, outputs, layout, port=port)
-    return render("relay_query.c.j2", kind="scan with shuffle", body=body.text(), literals=pool.declarations(),
+    return render_query("relay_query.c.j2", pool, kind="scan with shuffle", body=body.text(),
                   columns=column_table(read.schema, used), ports=shuffle.partitions, hashing=True,
                   summary=f"One input row: {len(scan.filters)} filter condition(s), the key hash picks 1 of "
                           f"{shuffle.partitions} output ports, then the output tuple.")

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import jinja2
 
+from .csyntax import LiteralPool
+from .messages import GeneratedSource
+
 ENV_SOURCES = "JUMPGATE_NCA_SOURCES"  # the ncas/ directory (runtime/ and templates/), as build.py reads it
 
 
@@ -38,3 +41,9 @@ def environment() -> jinja2.Environment:
 
 def render(name: str, **context) -> str:
     return environment().get_template(name).render(**context)
+
+
+def render_query(name: str, pool: LiteralPool, **context) -> GeneratedSource:
+    """A query file from template `name`: the pool's literals declared in it, its message table
+    carried beside it (messages.py), for the process's configuration."""
+    return GeneratedSource(render(name, literals=pool.declarations(), **context), pool.messages.texts)
