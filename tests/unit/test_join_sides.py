@@ -121,3 +121,15 @@ def test_the_compiled_pipeline_builds_the_kept_side_first(tmp_path):
     assert pipeline.op_stages["s"] == (0,) and pipeline.op_stages["l"] == (1,)
     assert "run as right_outer" in pipeline.decisions["j"].note
     assert [f.join for f in pipeline.runtime_filters] == ["j"]  # s's keys filter l's scan
+
+
+def test_a_condition_nested_to_the_request_limit_is_swapped(tmp_path):
+    """Swapping re-reads every column of the condition: a tree as deep as a request may nest."""
+    depth = 95  # each "(... + 1)" is two levels: about 195 of the 200 a request may have
+    cond = "lv" + " + 1)" * depth
+    cond = "(" * depth + cond + " > length(sv)"
+    plan = plan_of(tmp_path, [read("s", SMALL), read("l", LARGE), left_outer("l", "s", "lk", "sk", condition=cond)],
+                   {"s": 1000, "l": 50_000})
+    j = the_join(build_smaller_outer_side(plan)[0])
+    assert j.type is JoinType.RIGHT_OUTER and columns_used(j.condition) == {1, 4}
+    compile_plan(plan, [JsonScanNca(), HashJoinNca()])
