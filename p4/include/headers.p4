@@ -83,7 +83,42 @@ header rec1_h { bit<32> len; bit<64> nulls; bit<64> key; bit<64> w0; }
 header rec2_h { bit<32> len; bit<64> nulls; bit<64> key; bit<64> w0; bit<64> w1; }
 header rec3_h { bit<32> len; bit<64> nulls; bit<64> key; bit<64> w0; bit<64> w1; bit<64> w2; }
 
+/* TNA only: what the ingress pipe tells the egress pipe about a datagram it sends there (the
+ * egress parser reads it before Ethernet; it never leaves the switch). The slot table is split
+ * between the two pipes (docs/switch.md, "Does it fit one Tofino pipe?"): ingress tries the ways
+ * (kl<w>, kh<w>), egress counts and sums (cn<w>, s0_<w>, s1_<w>) and writes the records. */
+header bridge_h {    /* every field whole bytes at its own offset: Tofino packs a header's fields into
+                      * containers as laid out, and an action may read only two containers */
+    bit<8>  job;
+    bit<8>  r;          /* kl outcome: KL_NONE (not tried), KL_MISS (no room in any way), KL_MATCH, KL_FRESH */
+    bit<8>  rh;         /* kh outcome of ways 0..6: KH_NONE, KH_SAME, KH_OTHER, KH_FRESH (way 7's: egress) */
+    bit<8>  way;
+    bit<8>  v0_null_hit;
+    bit<8>  v1_null_hit;
+    bit<8>  cnt_inc;
+    bit<8>  key_null_hit;
+    bit<8>  v0_int32;
+    bit<8>  v1_int32;
+    bit<8>  o0;         /* Output's out0..2_select: which word (0 count, 1 sum 0, 2 sum 1) */
+    bit<8>  o1;
+    bit<8>  o2;
+    bit<8>  out_words;
+    bit<8>  s0_out_null;
+    bit<8>  s1_out_null;
+    bit<16> idx;        /* the slot index (the job's block included) */
+    bit<16> len_d0;     /* Output's UDP length changes of a pass that goes on (without, with a record) */
+    bit<16> rec_len;
+    bit<16> len_d1;
+    bit<32> out_stream; /* wire bytes */
+    bit<32> tag;
+    bit<32> key_hi;     /* data: the tuple's key (wire bytes); FLUSH: kl<way> (not XORed) and kh<way> as */
+    bit<32> key_lo;     /* taken: two fields, so that the takes of kl and kh do not order each other */
+    bit<64> v0w;        /* the values' wire bytes (ValueSelect): the tuple leaves the datagram in ingress */
+    bit<64> v1w;
+}
+
 struct headers_t {
+    bridge_h   bridge;  /* TNA only, between the pipes */
     ethernet_h ethernet;
     ipv4_h     ipv4;
     udp_h      udp;
@@ -123,6 +158,10 @@ struct metadata_t {
     bit<64> v0_null;
     bit<64> v1_null;
     bit<64> cnt_null;
+    bit<8>  key_nulls; /* the tuple's null vector's first byte AND each mask (set_job) */
+    bit<8>  v0_nulls;
+    bit<8>  v1_nulls;
+    bit<8>  cnt_nulls;
     /* set_route */
     bit<32> dst_ip;
     bit<16> dst_port;
@@ -136,6 +175,8 @@ struct metadata_t {
     bit<64> key;       /* wire bytes */
     bit<64> v0;        /* native */
     bit<64> v1;
+    bit<64> v0w;       /* value 0 and 1 as wire bytes (ValueSelect): 0 when NULL or none */
+    bit<64> v1w;
     bit<1>  v0_null_hit;
     bit<1>  v1_null_hit;
     bit<32> cnt_inc;
@@ -151,6 +192,21 @@ struct metadata_t {
     bit<32> x0m1;      /* value - 1: the range test's operand */
     bit<32> x1m1;
     bit<16> hash;
+    bit<16> fi;        /* TNA ingress: a FLUSH's slot index, and way w's index iw */
+    bit<32> got;       /* TNA: an END's stream count (ingress); a FLUSH's count and sums, a FINISH's */
+    bit<32> fl_c;      /* flushed count, as the stateful ALUs read them out (egress) */
+    bit<32> fl_t0;
+    bit<32> fl_t1;
+    bit<32> fin_f;
+    bit<16> i0;
+    bit<16> i1;
+    bit<16> i2;
+    bit<16> i3;
+    bit<16> i4;
+    bit<16> i5;
+    bit<16> i6;
+    bit<16> i7;
+    bit<8>  rh7;       /* TNA egress: kh7's outcome */
     bit<16> idx;
     bit<12> counter;   /* job * JG_MAX_STREAMS + stream */
     /* a record to emit: count, sums, their null bits, and which output word holds which */
@@ -163,6 +219,9 @@ struct metadata_t {
     bit<8>  n_rec;     /* the datagram's records with this pass's */
     bit<16> rec_bytes; /* their bytes */
     bit<16> rec_len;   /* the bytes of one record of the job's layout: 20 + 8 x out_words */
+    bit<16> rec_len_m4; /* rec_len - 4 */
+    bit<16> len_d0;    /* a pass that goes on: its UDP length's change without a record (Output) */
+    bit<16> len_d1;    /* and with one */
     bit<1>  recirculated;  /* the datagram comes back from the switch's own recirculation */
     bit<32> out_records;   /* FINISH: the records the job sent (its END's tuple count) */
     bit<2>  o0;  /* 0 count, 1 s0, 2 s1 */

@@ -1,6 +1,9 @@
-/* Control JobConfig (controller: jumpgate/ncas/switch/controller.py JobConfig): which UDP port is
- * which job, where its slots are, and which fields of its tuples are the key and the values.
- * Shared by both programs: plain tables and actions. */
+/* Controls JobConfig and ValueSelect (controller: jumpgate/ncas/switch/controller.py JobConfig):
+ * which UDP port is which job, where its slots are, and which fields of its tuples are the key and
+ * the values. Shared by both programs: plain tables and actions. The values are copied as their
+ * wire bytes (little-endian): Tofino has no byte swap, a program swaps where it computes (TNA: an
+ * identity hash, which reorders bytes in the input crossbar). ValueSelect is its own control
+ * because on Tofino it runs in the egress pipe, where the sums are. */
 control JobConfig(inout headers_t hdr, inout metadata_t meta, out bool hit) {
     action set_job(bit<8> job, bit<32> tag, bit<16> base, bit<16> mask, bit<16> in_len, bit<8> flags,
                    bit<64> key_null, bit<64> v0_null, bit<64> v1_null, bit<64> cnt_null) {
@@ -14,6 +17,13 @@ control JobConfig(inout headers_t hdr, inout metadata_t meta, out bool hit) {
         meta.v0_null = v0_null;
         meta.v1_null = v1_null;
         meta.cnt_null = cnt_null;
+        /* the tuple's NULL bits that matter, for a gateway's test against 0 in a later stage (a
+         * gateway cannot AND two fields); at most 8 fields: all of them in the null vector's first
+         * byte. Meaningless, and unused, when the datagram carries no tuple. */
+        meta.key_nulls = hdr.nulls.data[63:56] & key_null[63:56];
+        meta.v0_nulls = hdr.nulls.data[63:56] & v0_null[63:56];
+        meta.v1_nulls = hdr.nulls.data[63:56] & v1_null[63:56];
+        meta.cnt_nulls = hdr.nulls.data[63:56] & cnt_null[63:56];
     }
 
     table job {
@@ -40,15 +50,24 @@ control JobConfig(inout headers_t hdr, inout metadata_t meta, out bool hit) {
         size = JG_MAX_JOBS;
     }
 
-    action v0_none() { meta.v0 = 0; }
-    action v0_w0() { meta.v0 = SWAP64(hdr.w0.data); }
-    action v0_w1() { meta.v0 = SWAP64(hdr.w1.data); }
-    action v0_w2() { meta.v0 = SWAP64(hdr.w2.data); }
-    action v0_w3() { meta.v0 = SWAP64(hdr.w3.data); }
-    action v0_w4() { meta.v0 = SWAP64(hdr.w4.data); }
-    action v0_w5() { meta.v0 = SWAP64(hdr.w5.data); }
-    action v0_w6() { meta.v0 = SWAP64(hdr.w6.data); }
-    action v0_w7() { meta.v0 = SWAP64(hdr.w7.data); }
+    apply {
+        hit = job.apply().hit;
+        if (hit && hdr.w0.isValid()) {  /* a data tuple: pick its key */
+            key_select.apply();
+        }
+    }
+}
+
+control ValueSelect(inout headers_t hdr, inout metadata_t meta) {
+    action v0_none() { meta.v0w = 0; }
+    action v0_w0() { meta.v0w = hdr.w0.data; }
+    action v0_w1() { meta.v0w = hdr.w1.data; }
+    action v0_w2() { meta.v0w = hdr.w2.data; }
+    action v0_w3() { meta.v0w = hdr.w3.data; }
+    action v0_w4() { meta.v0w = hdr.w4.data; }
+    action v0_w5() { meta.v0w = hdr.w5.data; }
+    action v0_w6() { meta.v0w = hdr.w6.data; }
+    action v0_w7() { meta.v0w = hdr.w7.data; }
     table v0_select {
         key = { meta.job : exact; }
         actions = { v0_none; v0_w0; v0_w1; v0_w2; v0_w3; v0_w4; v0_w5; v0_w6; v0_w7; }
@@ -56,15 +75,15 @@ control JobConfig(inout headers_t hdr, inout metadata_t meta, out bool hit) {
         size = JG_MAX_JOBS;
     }
 
-    action v1_none() { meta.v1 = 0; }
-    action v1_w0() { meta.v1 = SWAP64(hdr.w0.data); }
-    action v1_w1() { meta.v1 = SWAP64(hdr.w1.data); }
-    action v1_w2() { meta.v1 = SWAP64(hdr.w2.data); }
-    action v1_w3() { meta.v1 = SWAP64(hdr.w3.data); }
-    action v1_w4() { meta.v1 = SWAP64(hdr.w4.data); }
-    action v1_w5() { meta.v1 = SWAP64(hdr.w5.data); }
-    action v1_w6() { meta.v1 = SWAP64(hdr.w6.data); }
-    action v1_w7() { meta.v1 = SWAP64(hdr.w7.data); }
+    action v1_none() { meta.v1w = 0; }
+    action v1_w0() { meta.v1w = hdr.w0.data; }
+    action v1_w1() { meta.v1w = hdr.w1.data; }
+    action v1_w2() { meta.v1w = hdr.w2.data; }
+    action v1_w3() { meta.v1w = hdr.w3.data; }
+    action v1_w4() { meta.v1w = hdr.w4.data; }
+    action v1_w5() { meta.v1w = hdr.w5.data; }
+    action v1_w6() { meta.v1w = hdr.w6.data; }
+    action v1_w7() { meta.v1w = hdr.w7.data; }
     table v1_select {
         key = { meta.job : exact; }
         actions = { v1_none; v1_w0; v1_w1; v1_w2; v1_w3; v1_w4; v1_w5; v1_w6; v1_w7; }
@@ -73,19 +92,7 @@ control JobConfig(inout headers_t hdr, inout metadata_t meta, out bool hit) {
     }
 
     apply {
-        hit = job.apply().hit;
-        if (hit && hdr.w0.isValid()) {  /* a data tuple: pick its key and values, sign-extend int32 */
-            key_select.apply();
-            v0_select.apply();
-            v1_select.apply();
-            /* an int32 value's sign into its high word (ifs and slices: Tofino takes neither casts of
-             * casts nor conditional expressions in an action) */
-            if ((meta.flags & 1) != 0) {
-                if (meta.v0[31:31] == 1) { meta.v0[63:32] = 0xffffffff; } else { meta.v0[63:32] = 0; }
-            }
-            if ((meta.flags & 2) != 0) {
-                if (meta.v1[31:31] == 1) { meta.v1[63:32] = 0xffffffff; } else { meta.v1[63:32] = 0; }
-            }
-        }
+        v0_select.apply();
+        v1_select.apply();
     }
 }

@@ -2,8 +2,8 @@
  * holds where a job's records and END go and which output word carries count, sum 0 or sum 1;
  * Emit pushes the record a pass leaves (a tuple of the job's output layout: null vector, key,
  * out_words words) onto the datagram's records and rewrites the datagram into what meta.out_kind
- * says: its records to the destination, the rest of it for its next pass, a notice to the
- * controller, or the END of the switch's output stream. */
+ * says: its records to the destination, the rest of it for its next pass, or the END of the
+ * switch's output stream. */
 control Output(inout headers_t hdr, inout metadata_t meta) {
     action set_route(bit<32> dst_ip, bit<16> dst_port, bit<32> out_stream, bit<32> ctrl_ip, bit<16> ctrl_port,
                      bit<8> out_words, bit<8> s0_out_null, bit<8> s1_out_null) {
@@ -55,26 +55,55 @@ control Output(inout headers_t hdr, inout metadata_t meta) {
         route.apply();
         /* a record's bytes: u32 length, null vector, key, out_words words (constants: Tofino shifts
          * and adds one operand per stage) */
-        if (meta.out_words == 0) { meta.rec_len = 20; }
-        else if (meta.out_words == 1) { meta.rec_len = 28; }
-        else if (meta.out_words == 2) { meta.rec_len = 36; }
-        else { meta.rec_len = 44; }
+        if (meta.out_words == 0) { meta.rec_len = 20; meta.rec_len_m4 = 16; }
+        else if (meta.out_words == 1) { meta.rec_len = 28; meta.rec_len_m4 = 24; }
+        else if (meta.out_words == 2) { meta.rec_len = 36; meta.rec_len_m4 = 32; }
+        else { meta.rec_len = 44; meta.rec_len_m4 = 40; }
+        /* a data pass that goes on: its UDP (and IP) length's change, less the tuple taken (its u32
+         * length and in_len bytes), plus the pass header if it is new, without (len_d0) or with
+         * (len_d1) a record of its own: each one operation on fields set by tables, so that Emit
+         * adds one of them in one step (Tofino: one operand per stage, no chained arithmetic) */
+        if (hdr.pass.isValid()) {
+            meta.len_d0 = 0xfffc - meta.in_len;  /* -4 - in_len */
+            meta.len_d1 = meta.rec_len_m4 - meta.in_len;
+        } else {
+            meta.len_d0 = 0 - meta.in_len;
+            meta.len_d1 = meta.rec_len - meta.in_len;
+        }
         out0_select.apply();
         out1_select.apply();
         out2_select.apply();
     }
 }
 
-control Emit(inout headers_t hdr, inout metadata_t meta, in bit<64> seq) {
-    bit<64> word;
-#define PICK(o) if (o == 1) { word = meta.r_s0; } else if (o == 2) { word = meta.r_s1; } else { word = meta.r_count; }
-/* this pass's record onto the front of the stack of its kind (the datagram's records, newest first) */
+/* Emit works on wire bytes only (Tofino has no byte swap; each program swaps where it computes):
+ * meta.r_count, r_s0 and r_s1 are the record's words as they go on the wire, and so are `seq_w`
+ * (the output datagram's number), `stream_w` (the output stream) and `records_w` (an END's tuple
+ * count). The addresses are the program's: it knows where the datagram goes before Emit runs. */
+control Emit(inout headers_t hdr, inout metadata_t meta, in bit<64> seq_w, in bit<32> stream_w, in bit<64> records_w) {
+/* output word `o` (0 count, 1 sum 0, 2 sum 1) into `dst`, as one write per case */
+#define PUT(dst, o) if (o == 1) { dst = meta.r_s0; } else if (o == 2) { dst = meta.r_s1; } else { dst = meta.r_count; }
+/* this pass's record onto the front of the stack of its kind (the datagram's records, newest first).
+ * A program whose Emit runs where the earlier records are not parsed (TNA's egress pipe: its parser
+ * reads 160 bytes at most) defines REC_PUSH_FRONT(K) empty: record [0] is then emitted in front of
+ * them, which is the same bytes. */
+#ifndef REC_PUSH_FRONT
+#define REC_PUSH_FRONT(K) hdr.rec##K.push_front(1);
+#endif
+/* Where record [0] and its words are: rec<K>[0] (REC_HEAD, REC_WORD); a program may put them
+ * elsewhere with the same bytes (TNA's egress: rec0[0], then the tuple's word headers, unused there) */
+#ifndef REC_HEAD
+#define REC_HEAD(K) hdr.rec##K[0]
+#define REC_WORD(K, I) hdr.rec##K[0].w##I
+#define REC_WORDS_VALID(K)
+#endif
 #define PUSH_REC(K)                                                                                 \
-        hdr.rec##K.push_front(1);                                                                   \
-        hdr.rec##K[0].setValid();                                                                   \
-        hdr.rec##K[0].len = SWAP32((bit<32>)(K * 8 + 16));  /* null vector, key, K words */         \
-        hdr.rec##K[0].nulls = (bit<64>)meta.r_nulls << 56;  /* byte 0 of the null vector */         \
-        hdr.rec##K[0].key = meta.key;
+        REC_PUSH_FRONT(K)                                                                           \
+        REC_HEAD(K).setValid();                                                                     \
+        REC_HEAD(K).len = (K * 8 + 16) << 24;  /* null vector, key, K words: u32, little-endian */   \
+        REC_HEAD(K).nulls = meta.r_nulls ++ 56w0;  /* byte 0 of the null vector */                  \
+        REC_HEAD(K).key = meta.key;                                                                 \
+        REC_WORDS_VALID(K)
 
     action strip_tuple() {
         hdr.tlen.setInvalid(); hdr.nulls.setInvalid();
@@ -84,79 +113,63 @@ control Emit(inout headers_t hdr, inout metadata_t meta, in bit<64> seq) {
     }
 
     apply {
-        bit<16> grow = 0;
-        bit<32> me = hdr.ipv4.dst_addr;
-        bit<16> my_port = hdr.udp.dst_port;
+        /* the tuple leaves the datagram first (before the record is written, whose words a program
+         * may keep in the tuple's word headers) */
+        if (meta.out_kind == OUT_RECORD || meta.out_kind == OUT_PASS || meta.out_kind == OUT_END) { strip_tuple(); }
         if (meta.rec == 1) {
-            grow = meta.rec_len;
             if (meta.out_words == 0) {
                 PUSH_REC(0)
             } else if (meta.out_words == 1) {
                 PUSH_REC(1)
-                PICK(meta.o0) hdr.rec1[0].w0 = SWAP64(word);
+                PUT(REC_WORD(1, 0), meta.o0)
             } else if (meta.out_words == 2) {
                 PUSH_REC(2)
-                PICK(meta.o0) hdr.rec2[0].w0 = SWAP64(word);
-                PICK(meta.o1) hdr.rec2[0].w1 = SWAP64(word);
+                PUT(REC_WORD(2, 0), meta.o0)
+                PUT(REC_WORD(2, 1), meta.o1)
             } else {
                 PUSH_REC(3)
-                PICK(meta.o0) hdr.rec3[0].w0 = SWAP64(word);
-                PICK(meta.o1) hdr.rec3[0].w1 = SWAP64(word);
-                PICK(meta.o2) hdr.rec3[0].w2 = SWAP64(word);
+                PUT(REC_WORD(3, 0), meta.o0)
+                PUT(REC_WORD(3, 1), meta.o1)
+                PUT(REC_WORD(3, 2), meta.o2)
             }
         }
         if (meta.out_kind == OUT_RECORD) {
             /* the datagram's records, to the destination: one datagram of the switch's output stream */
-            strip_tuple();
             hdr.pass.setInvalid();
-            hdr.ntu.stream = SWAP32(meta.out_stream);
-            hdr.ntu.seq = SWAP64(seq);
-            hdr.ntu.count = SWAP16((bit<16>)meta.n_rec);
+            hdr.ntu.stream = stream_w;
+            hdr.ntu.seq = seq_w;
+            hdr.ntu.count = meta.n_rec ++ 8w0;  /* little-endian u16: at most JG_TUPLES_PER_DATAGRAM */
             hdr.ntu.flags = 0;
-            hdr.ipv4.dst_addr = meta.dst_ip;
-            hdr.udp.dst_port = meta.dst_port;
             hdr.udp.len = 8 + JG_UDP_HEADER_BYTES + meta.rec_bytes;
+            hdr.ipv4.total_len = 20 + 8 + JG_UDP_HEADER_BYTES + meta.rec_bytes;
         } else if (meta.out_kind == OUT_PASS) {
             /* the next pass takes the next tuple: this one leaves the datagram, its record (if any)
-             * joins the others before the tuples still to come */
-            bit<16> left = SWAP16(hdr.ntu.count) - 1;
-            /* less the tuple taken (its u32 length and in_len bytes), plus the record and the pass
-             * header if new: one operand at a time (Tofino adds one per stage) */
-            hdr.udp.len = hdr.udp.len - meta.in_len;
-            hdr.udp.len = hdr.udp.len + grow;
-            if (hdr.pass.isValid()) { hdr.udp.len = hdr.udp.len - 4; }
-            strip_tuple();
+             * joins the others before the tuples still to come (the lengths' change: Output) */
+            if (meta.rec == 1) {
+                hdr.udp.len = hdr.udp.len + meta.len_d1;
+                hdr.ipv4.total_len = hdr.ipv4.total_len + meta.len_d1;
+            } else {
+                hdr.udp.len = hdr.udp.len + meta.len_d0;
+                hdr.ipv4.total_len = hdr.ipv4.total_len + meta.len_d0;
+            }
             hdr.pass.setValid();
             hdr.pass.records = meta.n_rec;
             hdr.pass.words = meta.out_words;
             hdr.pass.bytes = meta.rec_bytes;
-            hdr.ntu.count = SWAP16(left);
+            hdr.ntu.count = hdr.ntu.count - 0x0100;  /* one tuple fewer (little-endian, 1 .. 4: no borrow) */
             hdr.ntu.flags = JG_F_PASS;
         } else if (meta.out_kind == OUT_END) {
-            strip_tuple();
-            hdr.ntu.stream = SWAP32(meta.out_stream);
-            hdr.ntu.seq = SWAP64(seq);
+            hdr.ntu.stream = stream_w;
+            hdr.ntu.seq = seq_w;
             hdr.ntu.count = 0;
             hdr.end.setValid();
-            hdr.end.tuples = SWAP64((bit<64>)meta.out_records);
+            hdr.end.tuples = records_w;
             hdr.end.received = 0;
-            hdr.ipv4.dst_addr = meta.dst_ip;
-            hdr.udp.dst_port = meta.dst_port;
             hdr.udp.len = 8 + JG_UDP_HEADER_BYTES + 16;
-        } else if (meta.out_kind == OUT_NOTICE) {
-            hdr.ipv4.dst_addr = meta.ctrl_ip;
-            hdr.udp.dst_port = meta.ctrl_port;
-        }
-        if (meta.out_kind != OUT_NONE && meta.out_kind != OUT_PASS) {
-            /* what the switch sends leaves from the address and port it was sent to (the switch's
-             * data address, the job's port), as a host's answer would: its receivers' route back to
-             * the source is the switch, which reverse-path filters check */
-            hdr.ipv4.src_addr = me;
-            hdr.udp.src_port = my_port;
+            hdr.ipv4.total_len = 20 + 8 + JG_UDP_HEADER_BYTES + 16;
         }
         if (meta.out_kind != OUT_NONE) {
             hdr.udp.checksum = 0;  /* optional in IPv4 */
-            hdr.ipv4.total_len = hdr.udp.len + 20;
         }
     }
 }

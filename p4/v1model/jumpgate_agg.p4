@@ -217,6 +217,11 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
                 meta.rec = 1;
             }
         }
+        if (meta.rec == 1) {  /* Emit writes wire bytes: the record's words as little-endian int64 */
+            meta.r_count = SWAP64(meta.r_count);
+            meta.r_s0 = SWAP64(meta.r_s0);
+            meta.r_s1 = SWAP64(meta.r_s1);
+        }
     }
 }
 
@@ -285,6 +290,7 @@ control StreamCounters(inout headers_t hdr, inout metadata_t meta, out bit<64> s
 
 control SwitchIngress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
     JobConfig() job_config;
+    ValueSelect() value_select;
     Output() output;
     Admit() admit;
     Aggregator() aggregator;
@@ -317,6 +323,13 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta, inout standard
         if (hdr.ntu.isValid()) {
             job_config.apply(hdr, meta, hit);
         }
+        if (hit && hdr.w0.isValid()) {  /* a data tuple: its values, native, int32 ones sign-extended */
+            value_select.apply(hdr, meta);
+            meta.v0 = SWAP64(meta.v0w);
+            meta.v1 = SWAP64(meta.v1w);
+            if ((meta.flags & 1) != 0) { meta.v0 = (bit<64>)(int<64>)(int<32>)meta.v0[31:0]; }
+            if ((meta.flags & 2) != 0) { meta.v1 = (bit<64>)(int<64>)(int<32>)meta.v1[31:0]; }
+        }
         if (hit) {
             output.apply(hdr, meta);
             admit.apply(hdr, meta, ok);
@@ -328,7 +341,16 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta, inout standard
                 passes.apply(hdr, meta);
                 counters.apply(hdr, meta, seq);
             }
-            emit.apply(hdr, meta, seq);
+            emit.apply(hdr, meta, SWAP64(seq), SWAP32(meta.out_stream), SWAP64((bit<64>)meta.out_records));
+            /* what the switch sends leaves from the address and port it was sent to (the switch's
+             * data address, the job's port), as a host's answer would: its receivers' route back to
+             * the source is the switch, which reverse-path filters check */
+            if (meta.out_kind == OUT_RECORD || meta.out_kind == OUT_END || meta.out_kind == OUT_NOTICE) {
+                hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
+                hdr.udp.src_port = hdr.udp.dst_port;
+                hdr.ipv4.dst_addr = meta.out_kind == OUT_NOTICE ? meta.ctrl_ip : meta.dst_ip;
+                hdr.udp.dst_port = meta.out_kind == OUT_NOTICE ? meta.ctrl_port : meta.dst_port;
+            }
         }
         if (hit && meta.out_kind == OUT_NONE) {
             mark_to_drop(sm);

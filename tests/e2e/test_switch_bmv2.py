@@ -41,7 +41,7 @@ from jumpgate.deploy import netns_fixture
 from jumpgate.deploy.netns_fixture import NetnsHosts, kill_all_in, link_names, netns_names, run_ip
 from jumpgate.local_server import LocalServer
 from jumpgate.ncas.switch import defs
-from jumpgate.ncas.switch.backends import BmRuntime, P4RuntimeBackend
+from jumpgate.ncas.switch.backends import P4RuntimeBackend
 from jumpgate.ncas.switch.controller import TableEntry
 
 from .test_switch import REQUEST
@@ -65,6 +65,8 @@ def why_skipped() -> str | None:
             return f"{what} is not installed (docs/switch.md, 'On BMv2', says where to get it)"
     if importlib.util.find_spec("p4") is None or importlib.util.find_spec("grpc") is None:
         return "the p4runtime package is not installed (pip install 'jumpgate[switch]')"
+    if importlib.util.find_spec("thrift") is None:
+        return "the thrift package is not installed (pip install 'jumpgate[switch]')"
     why = netns_fixture.why_not()
     return f"no namespace test hosts: {why}" if why else None
 
@@ -196,7 +198,7 @@ class Bmv2Switch:
                 entries.append(TableEntry("forward", int.from_bytes(socket.inet_aton(address), "big"), "send",
                                           (("port", port), ("dst_mac", mac_of(host_ns, f"{self.tag}h{port}")))))
             backend.write_entries(entries)
-            backend.bm.call("set_all_egress_queue_depths", [(1, BmRuntime.I32, EGRESS_QUEUE)],
+            backend.bm.call("set_all_egress_queue_depths", [(1, "i32", EGRESS_QUEUE)],
                             service="simple_switch")
         finally:
             backend.close()

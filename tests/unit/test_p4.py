@@ -2,8 +2,8 @@
 them. Without a P4 compiler here, the first tests read the sources: every table, action, action
 parameter and register the controller writes is declared where it should be, in both programs,
 with the bit widths the controller packs; the shared sizes are one file that the programs, the
-model and the plugin all read. When p4c (BMv2), p4test with an installed tna.p4, or bf-p4c
-(Tofino) is installed, the last tests compile or type-check the programs, with no warning, and
+model and the plugin all read. When p4c (BMv2), p4test with an installed tna.p4, or p4c's
+Tofino back end (p4c-barefoot) is installed, the last tests compile or type-check the programs, with no warning, and
 compare the P4Info with the controller; otherwise they say they were skipped and why."""
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 from jumpgate.nca.interface import NcaError
 from jumpgate.ncas.switch import defs, golden
 from jumpgate.ncas.switch.backends import P4RuntimeBackend, p4runtime_modules
-from jumpgate.ncas.switch.controller import CONTROLS, JobConfig, Output, TableEntry
+from jumpgate.ncas.switch.controller import CONTROLS, JobConfig, Output, TableEntry, p4_path
 
 P4 = defs.p4_dir()
 PROGRAMS = {"v1model": P4 / "v1model" / "jumpgate_agg.p4", "tna": P4 / "tna" / "jumpgate_agg.p4"}
@@ -47,14 +47,20 @@ def control_body(text: str, name: str) -> str:
 
 @pytest.mark.parametrize("arch", sorted(PROGRAMS))
 def test_each_control_declares_what_its_controller_class_writes(arch):
+    """Every table and register the controller writes is declared in the control instance
+    controller.p4_path names (BF Runtime's names): the Tofino program splits the slot table and
+    the counters between its pipes."""
     text = source(arch)
     for cls in CONTROLS:
-        body = control_body(text, cls.__name__)
-        for table in getattr(cls, "tables", ()):
-            assert re.search(rf"\btable {table}\s*\{{", body), f"{cls.__name__}: no table {table}"
-        for reg in getattr(cls, "registers", ()):
-            assert re.search(rf"register<[^;]*\)\s*{reg}\s*;|Register<[^;]*\)\s*{reg}\s*;", body), \
-                f"{cls.__name__}: no register {reg} ({arch})"
+        for name in (*getattr(cls, "tables", ()), *getattr(cls, "registers", ())):
+            path = p4_path(name, arch).split(".")
+            pipe = control_body(text, path[0])
+            control = re.search(rf"(\w+)\(\) {path[1]};", pipe).group(1)
+            for instance in path[2:]:  # a control instance inside that control
+                control = re.search(rf"(\w+)\(\) {instance};", control_body(text, control)).group(1)
+            body = control_body(text, control)
+            assert re.search(rf"\btable {name}\s*\{{|register<[^;]*\)\s*{name}\s*;|Register<[^;]*\)\s*{name}\s*;",
+                             body), f"{arch}: {name} is not in control {control} ({'.'.join(path)})"
 
 
 @pytest.mark.parametrize("arch", sorted(PROGRAMS))
@@ -109,16 +115,27 @@ def test_model_implements_every_table_action_and_register():
                 assert f'{{"{reg}"' in model, reg
 
 
+STEPS = {"v1model": ("TRY_WAY", "AT_WAY", "TAKE_WAY"),
+         # TNA: kl tried, kh claimed or checked (ways 0..6 in ingress; way 7's in egress), the count
+         # and the sums (each also a FLUSH's take; the key halves' takes are TAKE_KEY, in ingress)
+         "tna": ("TRY_WAY", "COUNT_WAY", "SUM_WAY")}
+
+
 @pytest.mark.parametrize("arch", sorted(PROGRAMS))
 def test_every_way_has_its_registers_hash_and_steps(arch):
     """The ways are written out (P4 has no loops): each has its registers, its hash input and its
-    three steps (try, count and sums, take), and the FLUSH's way field is JG_FLUSH_WAY_SHIFT up."""
+    steps, and the FLUSH's way field is JG_FLUSH_WAY_SHIFT up (bits 18:16 of the number, the third
+    byte's bits 2:0 of the little-endian field as extracted)."""
     text = PROGRAMS[arch].read_text()
     for w in range(defs.WAYS):
         assert f"#define ROT{w} " in text
-        for step in ("TRY_WAY", "AT_WAY", "TAKE_WAY"):
-            assert f"{step}({w})" in text, (step, w)
-    assert "seq[18:16]" in text and defs.FLUSH_WAY_SHIFT == 16 and defs.WAYS == 8
+        for step in STEPS[arch]:
+            assert f"{step}({w}" in text, (step, w)
+    if arch == "tna":
+        assert all(f"KEY_WAY({w})" in text and f"TAKE_KEY({w})" in text for w in range(defs.WAYS - 1))
+        assert "kh7_claim" in text and "kl7_take" in text and "kh7_take" in text
+    assert ("seq[18:16]" if arch == "v1model" else "hdr.ntu.seq[42:40]") in text
+    assert defs.FLUSH_WAY_SHIFT == 16 and defs.WAYS == 8
 
 
 def _uncommented(path: Path) -> str:
@@ -175,32 +192,31 @@ def test_flags_as_the_p4_programs_read_them():
     assert bin(d["JG_F_PASS"]).count("1") == 1
 
 
-# Tofino 1's PHV (p4c's backends/tofino/bf-p4c/phv/phv_spec.cpp, TofinoPhvSpec): 64 x 32-bit, 96 x
-# 16-bit and 64 x 8-bit containers the MAU reads and writes (4096 bits), plus 2048 bits of tagalong
-# containers only the parser and deparser reach.
-TOFINO1_MAU_PHV_BITS = 64 * 32 + 96 * 16 + 64 * 8
+# Tofino 1's egress parser reads at most 160 bytes of a packet (p4c's Tofino back end,
+# backends/tofino/bf-p4c/specs/parde_spec.h, TofinoPardeSpec::maxParseDepth); its intrinsic
+# metadata header (tofino1_base.p4, egress_intrinsic_metadata_t) is 27 of them.
+TOFINO1_EGRESS_PARSE_BYTES = 160
+TOFINO1_EGRESS_INTRINSIC_BYTES = 27
 
 
-def test_a_pass_fits_tofino_1s_phv():
-    """What a data pass holds in PHV, counted from headers.p4 without any of the compiler's overlays
-    but one (a job's records are of one kind: the stacks rec0..rec3 are never valid together, nor
-    a tuple with an END or FINISH payload): every header the MAU touches (all but Ethernet), the
-    largest record stack and the metadata. JG_TUPLES_PER_DATAGRAM is bounded by this (docs/switch.md,
-    "Several tuples per datagram"): 8 would need about 1,100 bits more than there are."""
+def test_the_egress_pipe_parses_within_tofino_1s_limit():
+    """The Tofino program's egress pipe parses the bridge header, Ethernet, IPv4, UDP, the NTU
+    header and the pass header or a FINISH's payload, and leaves the rest (the records earlier
+    passes left, the tuples still to come) as payload: the tuple of the pass left the datagram in
+    ingress, and the new record is emitted in front of the earlier ones (docs/switch.md, "Does it
+    fit one Tofino pipe?"). That much must stay within the egress parser's 160 bytes."""
     text = _uncommented(P4 / "include/headers.p4")
     header_bits = {m.group(1): sum(int(b) for b in re.findall(r"bit<(\d+)>", m.group(2)))
                    for m in re.finditer(r"header (\w+)\s*\{([^}]*)\}", text)}
-    fields = re.search(r"struct headers_t\s*\{([^}]*)\}", text).group(1)
-    held = {name: header_bits[typ] * (defs.TUPLES_PER_DATAGRAM if stack else 1)
-            for typ, stack, name in re.findall(r"(\w+)(\[\w+\])?\s+(\w+);", fields)}
-    records = max(held.pop(f"rec{k}") for k in range(defs.MAX_OUT_WORDS + 1))
-    for name in ("ethernet", "end", "finish"):
-        held.pop(name)
-    meta = re.search(r"struct metadata_t\s*\{([^}]*)\}", text).group(1)
-    meta_bits = sum(int(b) for b in re.findall(r"bit<(\d+)>\s+\w+;", meta))
-    total = sum(held.values()) + records + meta_bits
-    assert records == defs.TUPLES_PER_DATAGRAM * (32 + 64 * (2 + defs.MAX_OUT_WORDS))
-    assert total <= TOFINO1_MAU_PHV_BITS, f"{total} bits in PHV for a pass; Tofino 1 has {TOFINO1_MAU_PHV_BITS}"
+    assert all(bits % 8 == 0 for bits in header_bits.values()), header_bits
+    tna = _uncommented(PROGRAMS["tna"])
+    parser = tna[tna.index("parser SwitchEgressParser"):tna.index("#define VALUE_ACTIONS")]
+    extracted = re.findall(r"pkt\.extract\(hdr\.(\w+)\)", parser)
+    assert extracted == ["bridge", "ethernet", "ipv4", "udp", "ntu", "pass", "finish"], extracted
+    kinds = {name: re.search(rf"(\w+)\s+{name};", text).group(1) for name in extracted}
+    path = [kinds[n] for n in extracted[:-2]] + [max(kinds["pass"], kinds["finish"], key=header_bits.get)]
+    depth = TOFINO1_EGRESS_INTRINSIC_BYTES + sum(header_bits[k] for k in path) // 8
+    assert depth <= TOFINO1_EGRESS_PARSE_BYTES, f"the egress parser would read {depth} bytes"
 
 
 def _compile(cmd: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
@@ -247,13 +263,36 @@ def test_tna_program_passes_p4test_with_tna(tmp_path):
     assert not proc.stderr.strip(), f"p4test warned:\n{proc.stderr}"
 
 
-@pytest.mark.skipif(shutil.which("bf-p4c") is None, reason="bf-p4c (the Tofino compiler driver of Intel's SDE) is "
-                    "not installed; p4lang/p4c's open-source Tofino back end (p4c-barefoot) rejects the program in "
-                    "PHV allocation so far: docs/switch.md, 'Does it fit one Tofino pipe?'")
-def test_tna_program_compiles_with_bf_p4c(tmp_path):
-    proc = _compile(["bf-p4c", "--target", "tofino", "--arch", "tna", "-o", str(tmp_path), str(PROGRAMS["tna"])],
-                    tmp_path)
-    assert proc.returncode == 0, proc.stderr
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.xfail(strict=True, reason="p4c-barefoot 9.13.4 stops in table placement: the program needs 354 logical "
+                   "tables, Tofino 1 has 16 per stage for both pipes (192), so placement runs to 24 stages "
+                   "(docs/switch.md, 'Does it fit one Tofino pipe?', step 12); strict: a pass is news")
+@pytest.mark.skipif(shutil.which("p4c-barefoot") is None or shutil.which("p4c") is None,
+                    reason="p4c's Tofino back end (p4c-barefoot, run as `p4c --target tofino`) is not installed: "
+                    "it is built from p4lang/p4c's sources, no package registry has it (docs/switch.md, "
+                    "'Does it fit one Tofino pipe?')")
+@pytest.mark.skipif(os.environ.get("JUMPGATE_TOFINO_COMPILE") != "1",
+                    reason="the Tofino back end takes about 8 minutes of one core for this program, and the "
+                    "program does not fit yet (docs/switch.md, 'Does it fit one Tofino pipe?'); run it with "
+                    "JUMPGATE_TOFINO_COMPILE=1")
+def test_tna_program_compiles_for_tofino(tmp_path):
+    """The Tofino back end of p4c (p4c-barefoot; Intel's SDE calls its driver bf-p4c) through PHV
+    allocation and table placement into Tofino 1's 12 + 12 MAU stages, with its context (the
+    driver's description of the tables) and its resource report of at most 12 stages. Minutes of CPU:
+    its runs here, and what they reported, are in docs/switch.md."""
+    out = tmp_path / "out"
+    proc = subprocess.run(["nice", "-n", "10", "p4c", "--target", "tofino", "--arch", "tna", "-g", "-I", str(P4 / "include"),
+                           "-o", str(out), str(PROGRAMS["tna"])],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=1700)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    assert not re.search(r"^error", proc.stderr, re.M), proc.stderr[-6000:]
+    context = json.loads((out / "pipe" / "context.json").read_text())
+    assert context.get("tables"), "context.json lists no tables"
+    # one entry per MAU stage the placement used (both pipes share them); a failed placement lists
+    # every stage it ran to (26 in an earlier run)
+    stages = json.loads((out / "pipe" / "logs" / "resources.json").read_text())["resources"]["mau"]["mau_stages"]
+    assert 0 < len(stages) <= 12 and max(s["stage_number"] for s in stages) < 12, len(stages)
 
 
 def synthetic_p4info(p4info_pb2):

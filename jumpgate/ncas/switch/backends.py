@@ -20,7 +20,6 @@ import json
 import os
 import select
 import socket
-import struct
 import subprocess
 import threading
 import time
@@ -30,7 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ...nca.interface import NcaError
 from . import defs
-from .controller import RegisterWrite, TableEntry, owner
+from .controller import RegisterWrite, TableEntry, p4_path
 
 MODEL_READY_S = 10.0
 
@@ -251,93 +250,113 @@ class _RemoteSwitch(SwitchBackend):
 class BmRuntime:
     """BMv2's Thrift runtime API (service `standard` of every BMv2 switch; simple_switch_CLI speaks
     it), for the registers: BMv2's P4Runtime server (p4lang/PI) answers every register read and
-    write with UNIMPLEMENTED ("Register reads are not supported yet"). The few calls needed, in
-    Thrift's binary protocol over a buffered TCP socket, multiplexed by service name (as BMv2's
-    own Python client, bmpy_utils.thrift_connect, does): not worth Thrift's Python runtime and
-    BMv2's generated bindings, which are not on PyPI."""
-
-    I32, I64, STRING, STRUCT, LIST = 8, 10, 11, 12, 15  # Thrift type ids
-    SIZES = {2: 1, 3: 1, 4: 8, 6: 2, 8: 4, 10: 8}  # fixed-size types: bool, byte, double, i16, i32, i64
-    CALL, REPLY, EXCEPTION = 1, 2, 3
+    write with UNIMPLEMENTED ("Register reads are not supported yet"). Apache Thrift's Python
+    library (`thrift` on PyPI, in the `switch` extra) does the encoding: the binary protocol over a
+    buffered TCP socket, multiplexed by service name, as BMv2's own Python client
+    (bmpy_utils.thrift_connect) connects. BMv2's generated bindings are not on PyPI, so the few
+    calls are described here (their field ids and types, from BMv2's standard.thrift)."""
 
     def __init__(self, host: str, port: int, timeout: float = 10.0) -> None:
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.file = self.sock.makefile("rb")
+        try:
+            from thrift.protocol import TBinaryProtocol
+            from thrift.transport import TSocket, TTransport
+        except ImportError as e:
+            raise NcaError(f"the BMv2 backend needs the thrift package: pip install 'jumpgate[switch]' ({e})") from None
+        sock = TSocket.TSocket(host, port)
+        sock.setTimeout(timeout * 1000)
+        self.transport = TTransport.TBufferedTransport(sock)
+        self.binary = TBinaryProtocol.TBinaryProtocol(self.transport)  # strict, as BMv2's server expects
+        try:
+            self.transport.open()
+        except TTransport.TTransportException as e:
+            raise NcaError(f"BMv2's Thrift server at {host}:{port}: {e}") from None
         self.seq = 0
         self.lock = threading.Lock()
 
     def close(self) -> None:
-        self.file.close()
-        self.sock.close()
+        self.transport.close()
 
     def register_read(self, name: str, index: int) -> int:
         return self.call(  # type: ignore[return-value]  # bm_register_read returns an i64
-            "bm_register_read", [(1, self.I32, 0), (2, self.STRING, name), (3, self.I32, index)])
+            "bm_register_read", [(1, "i32", 0), (2, "string", name), (3, "i32", index)])
 
     def register_read_all(self, name: str) -> list[int]:
         return self.call(  # type: ignore[return-value]  # a list<i64>
-            "bm_register_read_all", [(1, self.I32, 0), (2, self.STRING, name)])
+            "bm_register_read_all", [(1, "i32", 0), (2, "string", name)])
 
     def register_write(self, name: str, index: int, value: int) -> None:
-        self.call("bm_register_write", [(1, self.I32, 0), (2, self.STRING, name), (3, self.I32, index),
-                                        (4, self.I64, value)])
+        self.call("bm_register_write", [(1, "i32", 0), (2, "string", name), (3, "i32", index), (4, "i64", value)])
 
-    def call(self, method: str, args: list[tuple[int, int, object]], service: str = "standard") -> object:
-        """Call `method` of `service` with `args` (field id, type, value; the `standard` calls take
-        the context, 0, first); returns the result's field 0, raises NcaError for the call's
-        declared exception (field 1). Also the operator's: e.g. simple_switch's egress queue depth."""
+    def call(self, method: str, args: list[tuple[int, str, int | str]], service: str = "standard") -> object:
+        """Call `method` of `service` with `args` (field id, type "i32", "i64" or "string", value;
+        the `standard` calls take the context, 0, first); returns the result's field 0 (an integer,
+        a list, a struct as a dict by field id, or None for a void call), raises NcaError for a
+        TApplicationException and for the call's declared exception (field 1). Also the
+        operator's: e.g. simple_switch's `set_all_egress_queue_depths`."""
+        from thrift.protocol.TMultiplexedProtocol import TMultiplexedProtocol
+        from thrift.Thrift import TApplicationException, TException, TMessageType, TType
+
         with self.lock:
             self.seq += 1
-            name = f"{service}:{method}".encode()
-            # strict binary protocol: version 1 and the message type, the name, the sequence id
-            out = struct.pack(">II", 0x80010000 | self.CALL, len(name)) + name + struct.pack(">i", self.seq)
-            for fid, ftype, value in args:
-                out += struct.pack(">bh", ftype, fid)
-                if ftype == self.STRING:
-                    data = str(value).encode()
-                    out += struct.pack(">I", len(data)) + data
-                else:
-                    out += struct.pack(">i" if ftype == self.I32 else ">q", value)
-            self.sock.sendall(out + b"\0")  # field STOP ends the arguments
-            version, = struct.unpack(">i", self._read(4))
-            self._read(struct.unpack(">I", self._read(4))[0] + 4)  # the method's name, the sequence id
-            result = self._struct()
-        if version & 0xFF == self.EXCEPTION:  # TApplicationException: 1 message, 2 type
-            raise NcaError(f"BMv2 Thrift {method}: {result.get(1)!r}")
+            proto = TMultiplexedProtocol(self.binary, service)  # prefixes the name with "service:"
+            try:
+                proto.writeMessageBegin(method, TMessageType.CALL, self.seq)
+                proto.writeStructBegin(f"{method}_args")
+                for fid, ftype, value in args:
+                    kind, write = {"i32": (TType.I32, proto.writeI32), "i64": (TType.I64, proto.writeI64),
+                                   "string": (TType.STRING, proto.writeString)}[ftype]
+                    proto.writeFieldBegin(f"arg{fid}", kind, fid)
+                    write(value)
+                    proto.writeFieldEnd()
+                proto.writeFieldStop()
+                proto.writeStructEnd()
+                proto.writeMessageEnd()
+                self.transport.flush()
+                # the reply is not multiplexed: read it with the plain protocol
+                _, mtype, _ = self.binary.readMessageBegin()
+                if mtype == TMessageType.EXCEPTION:
+                    error = TApplicationException()
+                    error.read(self.binary)
+                    self.binary.readMessageEnd()
+                    raise NcaError(f"BMv2 Thrift {method}: {error.message or error.type}")
+                result = self._struct(TType)
+                self.binary.readMessageEnd()
+            except TException as e:
+                raise NcaError(f"BMv2 Thrift {method}: {e}") from None
         if 1 in result:  # the declared exception, e.g. InvalidRegisterOperation {1: code}
             raise NcaError(f"BMv2 Thrift {method} failed: {result[1]} (a register's codes: 1 no such register, "
                            "2 index out of range)")
         return result.get(0)
 
-    def _read(self, n: int) -> bytes:
-        data = self.file.read(n)
-        if len(data) != n:
-            raise NcaError("BMv2's Thrift server closed the connection")
-        return data
-
-    def _struct(self) -> dict[int, object]:
-        """A struct's fields by id, up to the STOP (type 0)."""
-        fields = {}
-        while (t := self._read(1)[0]) != 0:
-            fid, = struct.unpack(">h", self._read(2))
-            fields[fid] = self._value(t)
+    def _struct(self, TType) -> dict[int, object]:
+        """A struct's fields by id; fields of types these calls never return are skipped."""
+        proto = self.binary
+        fields: dict[int, object] = {}
+        proto.readStructBegin()
+        while True:
+            _, ftype, fid = proto.readFieldBegin()
+            if ftype == TType.STOP:
+                break
+            fields[fid] = self._value(TType, ftype)
+            proto.readFieldEnd()
+        proto.readStructEnd()
         return fields
 
-    def _value(self, ftype: int) -> object:
-        if ftype in self.SIZES:
-            raw = self._read(self.SIZES[ftype])
-            return int.from_bytes(raw, "big", signed=True) if ftype != 4 else struct.unpack(">d", raw)[0]
-        if ftype == self.STRING:
-            return self._read(struct.unpack(">I", self._read(4))[0])
-        if ftype == self.STRUCT:
-            return self._struct()
-        if ftype in (self.LIST, 14):  # list, set: element type, size, elements
-            etype, size = struct.unpack(">bI", self._read(5))
-            return [self._value(etype) for _ in range(size)]
-        if ftype == 13:  # map: key type, value type, size, pairs
-            ktype, vtype, size = struct.unpack(">bbI", self._read(6))
-            return {self._value(ktype): self._value(vtype) for _ in range(size)}
-        raise NcaError(f"BMv2 Thrift: unexpected type {ftype} in a reply")
+    def _value(self, TType, ftype: int) -> object:
+        proto = self.binary
+        readers = {TType.BOOL: proto.readBool, TType.BYTE: proto.readByte, TType.I16: proto.readI16,
+                   TType.I32: proto.readI32, TType.I64: proto.readI64, TType.STRING: proto.readBinary}
+        if ftype in readers:
+            return readers[ftype]()
+        if ftype == TType.STRUCT:
+            return self._struct(TType)
+        if ftype == TType.LIST:
+            etype, size = proto.readListBegin()
+            items = [self._value(TType, etype) for _ in range(size)]
+            proto.readListEnd()
+            return items
+        proto.skip(ftype)  # maps, sets, doubles: no call here returns one
+        return None
 
 
 class P4RuntimeBackend(_RemoteSwitch):
@@ -459,8 +478,9 @@ class P4RuntimeBackend(_RemoteSwitch):
 
 class BfRuntimeBackend(_RemoteSwitch):
     """A Tofino through BF Runtime gRPC (`bfrt_grpc` from Intel's SDE). URL options: `program`
-    (the P4 program's name, default jumpgate_agg), `prefix` (the ingress control's name, default
-    `SwitchIngress`), `device_id`. Names are `pipe.SwitchIngress.<control instance>.<table>`."""
+    (the P4 program's name, default jumpgate_agg), `device_id`. Names are
+    `pipe.<pipe control>.<control instance>.<table>`, in the ingress or the egress pipe
+    (controller.p4_path)."""
 
     kind = "tofino"
 
@@ -472,7 +492,6 @@ class BfRuntimeBackend(_RemoteSwitch):
                            f"(e.g. $SDE_INSTALL/lib/python3*/site-packages/tofino) ({e})") from None
         self.gc = gc
         program = self.options.get("program", "jumpgate_agg")
-        self.prefix = self.options.get("prefix", "SwitchIngress")
         self.interface = gc.ClientInterface(self.grpc, client_id=0, device_id=self.device_id)
         self.interface.bind_pipeline_config(program)
         self.info = self.interface.bfrt_info_get(program)
@@ -482,8 +501,9 @@ class BfRuntimeBackend(_RemoteSwitch):
         self.interface.tear_down_stream()
 
     def _name(self, name: str) -> str:
-        """`SwitchIngress.<control instance>.<name>`: how BF Runtime names a table, register or action."""
-        return f"{self.prefix.split('.', 1)[-1]}.{owner(name).p4_instance}.{name}"
+        """`SwitchIngress.<control instance>.<name>` (or SwitchEgress...): how BF Runtime names a
+        table, register or action of p4/tna/jumpgate_agg.p4."""
+        return f"{p4_path(name, 'tna')}.{name}"
 
     def _table(self, name: str):
         return self.info.table_get(f"pipe.{self._name(name)}")
