@@ -27,7 +27,7 @@ from jumpgate.dataflow.expr import Binary, Case, Cast, Column, Func, InList, IsN
 from jumpgate.dataflow.plan import FileFormat, Filter, InputRef, NamedExpr, Project, Read, Shuffle
 from jumpgate.ncas.software.codegen import CodegenError, generate_scan_query
 from jumpgate.ncas.software.codegen.casts import CASTS
-from jumpgate.ncas.software.codegen.csyntax import c_bytes, c_double, c_int, c_message
+from jumpgate.ncas.software.codegen.csyntax import c_bytes, c_double, c_int
 
 from .test_codegen_golden import compile_seconds
 from .test_codegen_harness import needs_runtime, run_query, scan_ops, schema_of, write_jsonl
@@ -59,12 +59,6 @@ def test_c_bytes_escapes_every_byte():
     assert c_bytes(b"a\"\\\n?") == '"\\x61\\x22\\x5c\\x0a\\x3f"'
     long = c_bytes(bytes(range(40)))
     assert long.count('"') == 6 and "\n" in long
-
-
-def test_c_message_keeps_readable_text_and_escapes_the_rest():
-    assert c_message("division by zero") == '"division by zero"'
-    assert c_message('a"b') == '"a\\x22\\x62"'  # a hex digit after an escape is escaped too
-    assert c_message("??/") == '"\\x3f\\x3f/"'
 
 
 def test_constants():

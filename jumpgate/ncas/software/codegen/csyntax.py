@@ -153,26 +153,6 @@ def c_bytes(data: bytes, per_line: int = 16, indent: str = "  ") -> str:
     return f"\n{indent}".join(chunks)
 
 
-_MESSAGE_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 ()[],.:;_+-*/%<>=#")
-
-
-def c_message(text: str) -> str:
-    """A C string literal for one of our own error messages. Safe characters are kept readable,
-    anything else (quotes, backslashes, `?`, newlines, non-ASCII) is escaped, so even a careless
-    caller cannot break out of the literal."""
-    out, escaped = [], False
-    for b in text.encode("utf-8"):
-        # after a \xNN escape a readable hex digit would extend the escape: escape it too
-        hexdigit = chr(b) in "0123456789abcdefABCDEF"
-        if b in _MESSAGE_SAFE and not (escaped and hexdigit):
-            out.append(chr(b))
-            escaped = False
-        else:
-            out.append(f"\\x{b:02x}")
-            escaped = True
-    return "\"" + "".join(out) + "\""
-
-
 def utf8(text: str, what: str) -> bytes:
     try:
         return text.encode("utf-8")
