@@ -19,6 +19,8 @@ from .common import HelpFormatter
 from .run import add_parser as add_run_parser
 from .show import add_parsers as add_show_parsers
 
+KEEP_ALIVE_S = 75  # seconds an idle HTTP connection stays open (_serve says why)
+
 __all__ = ["main"]
 
 
@@ -102,8 +104,13 @@ def _serve(args: argparse.Namespace) -> int:
         except OSError as e:
             print(f"jumpgate: --metrics-port {args.metrics_port}: {e}", file=sys.stderr)
             return 2
-    # uvicorn's own text handlers unless the lines are to be JSON (runtime/logs.py).
+    # uvicorn's own text handlers unless the lines are to be JSON (runtime/logs.py). Idle
+    # connections are kept longer than clients keep them in their pools (Java's HttpClient 30 s,
+    # which the Spark and Trino clients use): with uvicorn's default of 5 s a client could send a
+    # request on a connection the server was closing that moment, and the request failed with no
+    # answer ("header parser received no bytes"), which a client cannot safely retry for a POST.
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level,
+                                           timeout_keep_alive=KEEP_ALIVE_S,
                                            ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
                                            **({"log_config": log_config} if log_config else {})))
     threading.Thread(target=_announce, args=(server, args), name="announce", daemon=True).start()

@@ -14,11 +14,19 @@ The rule, on the logical plan (`plan_runtime_filters`), per join:
 - each probe key is a plain column of the probe input (not an expression: a key computed by an
   expression would have to be computed twice, and its value's type may differ from the column's);
 - walking from the probe input up to a `read`, every operation passes the key columns through
-  unchanged: filters, and projections whose output column for a key is a plain input column. Not
-  through aggregations, joins or shuffles;
+  unchanged: filters, projections whose output column for a key is a plain input column, and
+  aggregations whose group key for each join key is a plain input column (dropping an input row
+  whose group key matches no build key drops rows of a group the join drops whole: TPC-H Q4's
+  orders joined with lineitem's distinct order keys), and joins: past a join each key is a column
+  of one of its sides, and the filter goes to that side (a row of it whose key fails makes only
+  output rows whose key fails, or is NULL); a key from an inner join's build side that equals one
+  of its probe keys goes to the probe side as well (a left outer join's too: its build half is
+  that key or NULL), and one from its probe side to its build side (TPC-H Q18: the orders of large
+  quantities filter the lineitem scan probing the join with orders). Not through shuffles, nor a
+  key that is an aggregate's result;
 - every operation on that walk, the read included, has this one consumer: a read or a filter that
   also feeds something else must keep every row for it.
-The read found is the filter's target. On the pipeline (`attach_runtime_filters`), after placement
+Each read reached is a target, with a filter edge of its own. On the pipeline (`attach_runtime_filters`), after placement
 so that every NCA id is final, the join's NCA must make filters (`runtime_filter_build`) and every
 NCA that starts with the read (one per node when the read is split over nodes) must apply them
 (`runtime_filter_probe` and `applies_runtime_filters`), in a stage after the join's build phase.
@@ -32,7 +40,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from ..dataflow.expr import Column
-from ..dataflow.plan import Filter, InputRef, Join, JoinType, LogicalPlan, Project, Read
+from ..dataflow.plan import Aggregate, Filter, InputRef, Join, JoinType, LogicalPlan, Project, Read
 from ..nca.interface import NcaImplementation, RuntimeFilterSpec
 from .pipeline import StagedPipeline
 
@@ -80,8 +88,8 @@ class RuntimeFilterEdge:
                 "kinds": ["bloom", "range"]}
 
 
-def _probe_source(plan: LogicalPlan, join: Join) -> RuntimeFilterCandidate | str:
-    """The read feeding `join`'s probe side with the key columns unchanged, or why there is none."""
+def _probe_sources(plan: LogicalPlan, join: Join) -> list[RuntimeFilterCandidate] | str:
+    """The reads feeding `join`'s probe side with the key columns unchanged, or why there is none."""
     if join.type not in FILTERABLE:
         return (f"a {join.type.value} join keeps probe rows that match nothing: its probe side is "
                 "preserved, so no row of it may be dropped early")
@@ -92,37 +100,93 @@ def _probe_source(plan: LogicalPlan, join: Join) -> RuntimeFilterCandidate | str
         if not isinstance(key, Column):
             return f"probe key {j} is computed by an expression, not a column the scan could test"
         columns.append(key.index)
-    ref: InputRef = join.probe
-    consumer = join.name
-    path: list[str] = []
-    while True:
-        op = plan.op(ref.op)
-        users = plan.consumers(op.name)
-        if len(users) != 1 or users[0][0].name != consumer:
-            return f"'{op.name}' feeds other operations besides '{consumer}', which need its rows unfiltered"
-        if isinstance(op, Read):
-            break
-        if isinstance(op, Filter):
-            pass
-        elif isinstance(op, Project):
-            for j, idx in enumerate(columns):
-                expr = op.columns[idx].expr
-                if not isinstance(expr, Column):
-                    return (f"projection '{op.name}' computes key {j} ('{op.columns[idx].name}') by an "
-                            "expression: the scan does not see the key's values")
-                columns[j] = expr.index
-        else:
-            return (f"the probe side comes from {op.kind} '{op.name}', which does not pass its input's "
-                    "rows through unchanged")
-        path.append(op.name)
-        consumer = op.name
-        ref = op.input
-    read = op
-    for j, (idx, key) in enumerate(zip(columns, join.probe_keys, strict=True)):
-        if read.schema.fields[idx].type != key.type:  # a binder's cast would have made it an expression
-            return f"probe key {j} has another type than column '{read.schema.fields[idx].name}' of read '{read.name}'"
-    return RuntimeFilterCandidate(join.name, read.name, tuple(columns),
-                                  tuple(read.schema.fields[i].name for i in columns), tuple(reversed(path)))
+    found: list[RuntimeFilterCandidate] = []
+    why = _walk(plan, join, join.probe, join.name, tuple(columns), (), found)
+    return found or why
+
+
+def _walk(plan: LogicalPlan, join: Join, ref: InputRef, consumer: str, columns: tuple[int, ...],
+          path: tuple[str, ...], found: list[RuntimeFilterCandidate]) -> str:
+    """Follow `columns` (the join's keys as columns of `ref`'s output) up to the reads they come
+    from unchanged, adding a candidate per read reached; the reason the first dead end has."""
+    op = plan.op(ref.op)
+    users = plan.consumers(op.name)
+    if len(users) != 1 or users[0][0].name != consumer:
+        return f"'{op.name}' feeds other operations besides '{consumer}', which need its rows unfiltered"
+    cols = list(columns)
+    if isinstance(op, Read):
+        for j, (idx, key) in enumerate(zip(cols, join.probe_keys, strict=True)):
+            if op.schema.fields[idx].type != key.type:  # a binder's cast would have made it an expression
+                return f"probe key {j} has another type than column '{op.schema.fields[idx].name}' of read '{op.name}'"
+        found.append(RuntimeFilterCandidate(join.name, op.name, tuple(cols),
+                                            tuple(op.schema.fields[i].name for i in cols), tuple(reversed(path))))
+        return ""
+    if isinstance(op, Filter):
+        pass
+    elif isinstance(op, Project):
+        for j, idx in enumerate(cols):
+            expr = op.columns[idx].expr
+            if not isinstance(expr, Column):
+                return (f"projection '{op.name}' computes key {j} ('{op.columns[idx].name}') by an "
+                        "expression: the scan does not see the key's values")
+            cols[j] = expr.index
+    elif isinstance(op, Aggregate):
+        for j, idx in enumerate(cols):
+            if idx >= len(op.group_by):
+                return (f"key {j} is aggregate '{op.aggregates[idx - len(op.group_by)].name}' of "
+                        f"'{op.name}', not one of its group keys")
+            expr = op.group_by[idx].expr
+            if not isinstance(expr, Column):
+                return (f"aggregation '{op.name}' computes group key '{op.group_by[idx].name}' (join "
+                        f"key {j}) by an expression: the scan does not see the key's values")
+            cols[j] = expr.index
+    elif isinstance(op, Join):
+        return _through_join(plan, join, op, cols, path + (op.name,), found)
+    else:
+        return (f"the probe side comes from {op.kind} '{op.name}', which does not pass its input's "
+                "rows through unchanged")
+    return _walk(plan, join, op.input, op.name, tuple(cols), path + (op.name,), found)
+
+
+def _through_join(plan: LogicalPlan, join: Join, inner: Join, cols: list[int], path: tuple[str, ...],
+                  found: list[RuntimeFilterCandidate]) -> str:
+    """Past a join `inner` on the way: each key is a column of its probe side or of its build side.
+    A row of either side whose key fails the filter only makes output rows that fail it too (or
+    whose key is NULL, which `join` drops as well), so the filter holds on that side's rows. A build
+    key equal to a probe key in the rows `inner` outputs (inner joins; a left outer join's build half
+    is that or NULL) lets the filter go to the other side too: TPC-H Q18's orders of large
+    quantities reach the lineitem scan that probes the orders they join. Each side reached is a
+    candidate of its own."""
+    width = len(plan.input_schema(inner.probe).fields)
+    source = []  # per key: ("p", probe column) or ("b", build column)
+    for j, idx in enumerate(cols):
+        if inner.columns is not None:
+            expr = inner.columns[idx].expr
+            if not isinstance(expr, Column):
+                return (f"join '{inner.name}' computes key {j} ('{inner.columns[idx].name}') by an "
+                        "expression: the scan does not see the key's values")
+            idx = expr.index
+        source.append(("p", idx) if idx < width else ("b", idx - width))
+    equal = [(bk.index, pk.index) for bk, pk in zip(inner.build_keys, inner.probe_keys, strict=True)
+             if isinstance(bk, Column) and isinstance(pk, Column) and bk.type == pk.type]
+    to_probe = {b: p for b, p in equal}
+    to_build = {p: b for b, p in equal}
+    why = (f"key {{j}} comes from the other side of join '{inner.name}' than the others, and is not one of "
+           "its equal keys")
+    reasons: list[str] = []
+    # the probe side: build columns through equal keys, where the output row is a matched one
+    probe_cols = [c if side == "p" else to_probe.get(c, -1) if inner.type in (JoinType.INNER, JoinType.LEFT_OUTER) else -1
+                  for side, c in source]
+    if -1 in probe_cols:
+        reasons.append(why.format(j=probe_cols.index(-1)))
+    else:
+        reasons.append(_walk(plan, join, inner.probe, inner.name, tuple(probe_cols), path, found))
+    # the build side: only of an inner join (its other types keep or drop probe rows by what the
+    # build side has, so dropping build rows would change them)
+    build_cols = [c if side == "b" else to_build.get(c, -1) for side, c in source]
+    if inner.type is JoinType.INNER and -1 not in build_cols:
+        reasons.append(_walk(plan, join, inner.build, inner.name, tuple(build_cols), path, found))
+    return next((r for r in reasons if r), "")
 
 
 def plan_runtime_filters(plan: LogicalPlan) -> tuple[list[RuntimeFilterCandidate], dict[str, str]]:
@@ -131,11 +195,11 @@ def plan_runtime_filters(plan: LogicalPlan) -> tuple[list[RuntimeFilterCandidate
     notes: dict[str, str] = {}
     for op in plan.ops:
         if isinstance(op, Join):
-            found = _probe_source(plan, op)
+            found = _probe_sources(plan, op)
             if isinstance(found, str):
                 notes[op.name] = found
             else:
-                out.append(found)
+                out.extend(found)
     return out, notes
 
 
@@ -160,7 +224,7 @@ def attach_runtime_filters(pipeline: StagedPipeline,
         if full and not why:
             why = f"the scan {full[0]} applies {MAX_PER_SCAN} runtime filters already, the most one takes"
         if why:
-            notes[cand.join] = why
+            notes.setdefault(cand.join, why)  # a join with another read that takes it has no note (below)
             continue
         fid = f"rf{len(edges)}"
         slots = []
@@ -172,6 +236,8 @@ def attach_runtime_filters(pipeline: StagedPipeline,
             specs.setdefault(b, []).append(RuntimeFilterSpec(fid, cand.join, "build"))
         edges.append(RuntimeFilterEdge(fid, cand.join, cand.read, cand.columns, cand.keys, cand.path,
                                        tuple(probes), tuple(slots), tuple(sources)))
+    for e in edges:
+        notes.pop(e.join, None)
     ncas = tuple(replace(n, runtime_filters=tuple(specs[n.id])) if n.id in specs else n for n in pipeline.ncas)
     return replace(pipeline, ncas=ncas, runtime_filters=tuple(edges), runtime_filter_notes=_in_plan_order(plan, notes))
 

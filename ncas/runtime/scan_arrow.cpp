@@ -1192,7 +1192,7 @@ class Worker {
   size_t prefilter(const FileState &fs, const arrow::RecordBatch &b) {
     int64_t rows = b.num_rows();
     ctx_->stats.tuples_in += (uint64_t)rows;
-    if (fs.row_preds.empty() && !(JG_QUERY.nrf && !JG_QUERY.rows && jgr_rf_installed())) return (size_t)rows;
+    if (fs.row_preds.empty() && !(JG_QUERY.nrf && jgr_rf_installed())) return (size_t)rows;
     sel_.resize((size_t)rows);
     for (int64_t i = 0; i < rows; i++) sel_[(size_t)i] = (uint32_t)i;
     size_t n = (size_t)rows;
@@ -1210,7 +1210,7 @@ class Worker {
   // The runtime filters, then the tiles, over the rows sel_[0..n) of batch `b` (every column decoded).
   int emit(const FileState &fs, const arrow::RecordBatch &b, size_t n, int64_t first_row) {
     int64_t rows = b.num_rows();
-    const bool rf = JG_QUERY.nrf && !JG_QUERY.rows && jgr_rf_installed();  // docs/runtime-filters.md
+    const bool rf = JG_QUERY.nrf && jgr_rf_installed();  // docs/runtime-filters.md
     if (n == (size_t)rows && !rf) {  // every row: contiguous tiles, no selection to follow
       for (int64_t t0 = 0; t0 < rows; t0 += tile_rows_) {
         int m = (int)std::min<int64_t>(tile_rows_, rows - t0);

@@ -142,6 +142,33 @@ def test_fused_aggregation_matches_duckdb(server, duck, columnar, fmt, mode):
     assert_same_rows(duck, got, "SELECT flag, count(*) AS n, sum(d) AS sd, max(s) AS mx FROM t WHERE a > -500 GROUP BY flag")
 
 
+@pytest.mark.parametrize("fmt", FORMATS + ["json"])
+def test_runtime_filter_through_a_fused_aggregation(server, duck, columnar, fmt):
+    """TPC-H Q4's shape: a join probed by a scan's fused aggregation whose group key is the join key.
+    The build side's keys reach the scan, which drops rows before aggregating them (its groups
+    would be dropped by the join whole), and the answer is DuckDB's."""
+    duck_view(duck, "t", columnar / "t.jsonl")
+    path = "t.jsonl" if fmt == "json" else f"all.{fmt}"
+    build = dict(read(fmt, path), name="rb")
+    ops = [build, {"kind": "filter", "name": "bf", "input": "rb", "condition": "id < 300 AND a BETWEEN 0 AND 100"},
+           read(fmt, path), {"kind": "filter", "name": "f", "input": "r", "condition": "flag IS NOT NULL"},
+           {"kind": "aggregate", "name": "g", "input": "f", "group_by": [{"name": "ga", "expr": "a"}],
+            "aggregates": [{"name": "n", "fn": "count_star"}, {"name": "sd", "fn": "sum", "expr": "d"}]},
+           {"kind": "join", "name": "j", "build": "bf", "probe": "g", "build_keys": ["a"], "probe_keys": ["ga"],
+            "columns": [{"name": "ga", "expr": "ga"}, {"name": "n", "expr": "n"}, {"name": "sd", "expr": "sd"},
+                        {"name": "bid", "expr": "id"}]}]
+    got, job = run(server.url, ops)
+    assert_same_rows(duck, got, "SELECT g.ga, g.n, g.sd, b.id AS bid FROM (SELECT a AS ga, count(*) AS n, "
+                                "sum(d) AS sd FROM t WHERE flag IS NOT NULL GROUP BY a) g JOIN "
+                                "(SELECT * FROM t WHERE id < 300 AND a BETWEEN 0 AND 100) b ON g.ga = b.a")
+    [f] = job.last_status["runtime_filters"]
+    assert (f["join"], f["read"], f["handed"]) == ("j", "r", True), f
+    assert [p["through"] for p in job.answer["runtime_filters"]] == [["f", "g"]]
+    [scan] = f["to"]
+    assert job.last_status["timeline"]["ncas"][scan]["stages"][-1]["rf_rows_removed"] > 3000
+    assert f["rows_removed"] > 3000
+
+
 # ------------------------------------------------------------------ bad files
 
 

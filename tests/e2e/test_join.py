@@ -271,3 +271,20 @@ def test_builder_join_reports_build_memory(server, jduck, tables):
     text = json.dumps(status)
     assert "build_bytes" in text and "build_rows" in text
 
+
+
+def test_runtime_filter_of_an_upper_join_reaches_the_lower_joins_scans(server, jduck):
+    """TPC-H Q18's shape: the upper join's key comes from the lower join's build side, equal to the
+    lower join's probe key, so the upper join's build keys filter the lower join's probe scan (and
+    its build scan, when that runs after the upper build). Answers are DuckDB's."""
+    ops = [read_op("c", "jc.jsonl", schema(THIRD)), read_op("p", "jp.jsonl", schema(PROBE)),
+           join_op("inner", ["ck"], ["pk"], name="j1", build="c", probe="p"),
+           read_op("b", "jb.jsonl", schema(BUILD)), {"kind": "filter", "name": "bf", "input": "b", "condition": "bw < 8"},
+           join_op("inner", ["bk"], ["ck"], name="j2", build="bf", probe="j1")]
+    got, job = run(server.url, ops)
+    assert_same_rows(jduck, got, "SELECT p.*, c.*, b.* FROM jp p JOIN jc c ON p.pk = c.ck JOIN "
+                                 "(SELECT * FROM jb WHERE bw < 8) b ON c.ck = b.bk")
+    planned = {(f["join"], f["read"]) for f in job.answer["runtime_filters"] if f["planned"]}
+    assert {("j1", "p"), ("j2", "p")} <= planned, job.answer["runtime_filters"]
+    ran = {(f["join"], f["read"]): f for f in job.last_status["runtime_filters"]}
+    assert ran[("j2", "p")]["handed"] and ran[("j2", "p")]["rows_removed"] > 0, ran

@@ -100,20 +100,96 @@ def test_a_key_computed_by_a_projection_gets_none(tmp_path):
     assert cands == {} and "projection 'pr' computes key 0" in notes["j"]
 
 
-def test_not_through_an_aggregation(tmp_path):
+def agg(name: str, input: str, group_by: list[tuple[str, str]], aggregates=({"name": "n", "fn": "count_star"},)) -> dict:
+    return {"kind": "aggregate", "name": name, "input": input,
+            "group_by": [{"name": n, "expr": e} for n, e in group_by], "aggregates": list(aggregates)}
+
+
+def test_through_an_aggregation_whose_group_keys_are_the_join_keys(tmp_path):
+    # TPC-H Q4's shape: orders joined with lineitem's distinct order keys; a probe row whose group
+    # key matches no build key makes a group the join drops whole
     plan = plan_of(tmp_path, read("b", B), read("p", P),
-                   {"kind": "aggregate", "name": "a", "input": "p", "group_by": [{"name": "pk", "expr": "pk"}],
-                    "aggregates": [{"name": "n", "fn": "count_star"}]},
-                   join("j", "b", "a"))
+                   {"kind": "filter", "name": "f", "input": "p", "condition": "pv > 3"},
+                   agg("a", "f", [("v", "pv"), ("key", "pk"), ("s", "ps")]),
+                   join("j", "b", "a", bk=("bs", "bk"), pk=("s", "key")))
     cands, notes = planned(plan)
-    assert cands == {} and "aggregate 'a'" in notes["j"]
+    assert notes == {}
+    c = cands["j"]
+    assert (c.read, c.columns, c.keys, c.path) == ("p", (1, 0), ("ps", "pk"), ("f", "a"))
 
 
-def test_not_through_another_join(tmp_path):
-    plan = plan_of(tmp_path, read("b", B), read("c", B), read("p", P),
-                   join("j1", "c", "p", columns=[{"name": "pk", "expr": "pk"}]), join("j2", "b", "j1"))
+def test_not_through_an_aggregation_on_an_aggregate_result(tmp_path):
+    plan = plan_of(tmp_path, read("b", B), read("p", P), agg("a", "p", [("s", "ps")]),
+                   join("j", "b", "a", pk=("n",)))
     cands, notes = planned(plan)
-    assert set(cands) == {"j1"} and "join 'j1'" in notes["j2"]
+    assert cands == {} and "key 0 is aggregate 'n' of 'a'" in notes["j"]
+
+
+def test_not_through_a_group_key_computed_by_an_expression(tmp_path):
+    plan = plan_of(tmp_path, read("b", B), read("p", P), agg("a", "p", [("k2", "pk + 1")]),
+                   join("j", "b", "a", pk=("k2",)))
+    cands, notes = planned(plan)
+    assert cands == {} and "aggregation 'a' computes group key 'k2'" in notes["j"]
+
+
+C = [{"name": "ck", "type": "int64"}, {"name": "cs", "type": "string"}]
+
+
+def reads_of(plan) -> dict[str, list]:
+    """Per join, its candidates' (read, key columns, path)."""
+    cands, _ = plan_runtime_filters(plan)
+    out: dict[str, list] = {}
+    for c in cands:
+        out.setdefault(c.join, []).append((c.read, c.keys, c.path))
+    return out
+
+
+def test_through_an_inner_join_to_both_of_its_sides_by_its_equal_keys(tmp_path):
+    # TPC-H Q18's shape: the key comes from the lower join's build side (orders), equal to its
+    # probe key (lineitem's order key): both scans may drop rows the upper join would drop
+    plan = plan_of(tmp_path, read("b", B), read("c", C), read("p", P),
+                   join("j1", "c", "p", bk=("ck",)), join("j2", "b", "j1", pk=("ck",)))
+    assert reads_of(plan) == {"j1": [("p", ("pk",), ())],
+                              "j2": [("p", ("pk",), ("j1",)), ("c", ("ck",), ("j1",))]}
+
+
+def test_a_column_of_one_side_only_goes_to_that_side(tmp_path):
+    plan = plan_of(tmp_path, read("b", B), read("c", C), read("p", P),
+                   join("j1", "c", "p", bk=("ck",)), join("j2", "b", "j1", bk=("bs",), pk=("cs",)))
+    assert reads_of(plan)["j2"] == [("c", ("cs",), ("j1",))]
+    plan = plan_of(tmp_path, read("b", B), read("c", C), read("p", P),
+                   join("j1", "c", "p", bk=("ck",), columns=[{"name": "s", "expr": "ps"}, {"name": "k", "expr": "ck"}]),
+                   join("j2", "b", "j1", bk=("bs",), pk=("s",)))
+    assert reads_of(plan)["j2"] == [("p", ("ps",), ("j1",))]
+
+
+@pytest.mark.parametrize("jtype", ["left_outer", "left_anti", "left_semi"])
+def test_past_other_join_types_only_to_their_probe_side(tmp_path, jtype):
+    key = "ck" if jtype == "left_outer" else "pk"  # a left outer join's build key: equal, or NULL
+    plan = plan_of(tmp_path, read("b", B), read("c", C), read("p", P),
+                   join("j1", "c", "p", bk=("ck",), type=jtype), join("j2", "b", "j1", pk=(key,)))
+    assert reads_of(plan)["j2"] == [("p", ("pk",), ("j1",))]
+
+
+def test_not_past_a_join_computing_the_key(tmp_path):
+    plan = plan_of(tmp_path, read("b", B), read("c", C), read("p", P),
+                   join("j1", "c", "p", bk=("ck",), columns=[{"name": "k2", "expr": "pk * 2"}]),
+                   join("j2", "b", "j1", pk=("k2",)))
+    cands, notes = planned(plan)
+    assert set(cands) == {"j1"} and "join 'j1' computes key 0 ('k2')" in notes["j2"]
+
+
+def test_the_upper_join_filters_the_lower_ones_probe_scan_on_the_pipeline(tmp_path):
+    plan = plan_of(tmp_path, read("b", B), read("c", C), read("p", P),
+                   join("j1", "c", "p", bk=("ck",)), join("j2", "b", "j1", pk=("ck",)))
+    pipeline = compile_plan(plan, IMPLS)
+    edges = [(e.join, e.read) for e in pipeline.runtime_filters]
+    assert ("j1", "p") in edges and ("j2", "p") in edges  # p's scan runs after both builds
+    [scan] = [n for n in pipeline.ncas if n.ops and n.ops[0] == "p"]
+    assert sorted(f.slot for f in pipeline.node(scan.id).runtime_filters) == [0, 1]
+    # c's scan is part of j1's build, which the staging may run before j2's build: then it is not
+    # filtered, and j2 still has its edge to p, so it has no note
+    assert "j2" not in pipeline.runtime_filter_notes
 
 
 def test_not_when_the_read_feeds_something_else_too(tmp_path):
@@ -185,15 +261,24 @@ def test_switched_off_plans_none_and_says_why(tmp_path):
     assert "jg_rf_test" not in scan.generate_source()
 
 
-def test_not_when_the_scan_fuses_an_aggregation(tmp_path):
-    # the probe read's scan fuses the aggregation (the join reads its output): the rule already
-    # excludes it on the plan, and the scan's verdict says the same for a fused query
+def test_a_scan_with_a_fused_aggregation_tests_rows_before_aggregating(tmp_path):
     plan = plan_of(tmp_path, read("b", B), read("p", P),
-                   {"kind": "aggregate", "name": "a", "input": "p", "group_by": [{"name": "pk", "expr": "pk"}],
-                    "aggregates": [{"name": "n", "fn": "count_star"}]}, join("j", "b", "a"))
+                   {"kind": "filter", "name": "f", "input": "p", "condition": "pv > 3"},
+                   agg("a", "f", [("pk", "pk")]), join("j", "b", "a"))
     pipeline = compile_plan(plan, IMPLS)
-    assert pipeline.runtime_filters == ()
-    assert not JsonScanNca().applies_runtime_filters(plan, ("p", "a"))
+    [edge] = pipeline.runtime_filters
+    [probe] = edge.probe_ncas
+    assert pipeline.node(probe).ops == ("p", "f", "a") and edge.path == ("f", "a")
+    source = JsonScanNca().instantiate(pipeline.build_spec(probe), None).generate_source()
+    # tested after the read's own filter, before the row is aggregated; a dropped row is skipped
+    assert source.index("filter 1 of 1") < source.index("jg_rf_test(ctx, 0u") < source.index("group key hash")
+    assert "rf_null, rf_h, rf_i)) continue;" in source and ".nrf = 1," in source
+
+
+def test_not_when_the_scan_fuses_a_shuffle(tmp_path):
+    plan = plan_of(tmp_path, read("p", P), {"kind": "shuffle", "name": "sh", "input": "p", "keys": ["pk"],
+                                            "partitions": 2}, send("o0", "sh[0]"), send("o1", "sh[1]"))
+    assert not JsonScanNca().applies_runtime_filters(plan, ("p", "sh"))
     assert JsonScanNca().applies_runtime_filters(plan, ("p",))
 
 

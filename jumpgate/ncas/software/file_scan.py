@@ -51,9 +51,9 @@ class FileScanInstance(ProcessNca):
         layout = self.spec.outputs[0].spec.layout
         if isinstance(ops[-1], Shuffle):
             return generate_scan_shuffle_query(ops, layout)
-        if any(isinstance(op, Aggregate) for op in ops):
-            return generate_aggregate_query(ops, layout)
         filters = sorted((f for f in self.spec.runtime_filters if f.role == "probe"), key=lambda f: f.slot)
+        if any(isinstance(op, Aggregate) for op in ops):
+            return generate_aggregate_query(ops, layout, runtime_filters=[f.columns for f in filters])
         return generate_scan_query(ops, layout, runtime_filters=[f.columns for f in filters])
 
     def params(self) -> dict[str, str]:
@@ -92,9 +92,10 @@ class FileScanNca(NcaImplementation):
                                 "shuffle": "fused at the end of the read's filters and projections"}, aggregates=True)
 
     def applies_runtime_filters(self, plan: LogicalPlan, ops: tuple[str, ...]) -> Verdict[None]:
-        """After its filters, before writing NTF (codegen/scan.py), in a plain scan: not when an
-        aggregation or a shuffle is fused in (their queries are generated elsewhere)."""
-        fused = [plan.op(n) for n in ops if isinstance(plan.op(n), (Aggregate, Shuffle))]
+        """After its filters: before writing NTF in a plain scan (codegen/scan.py), before
+        aggregating in a scan with a fused aggregation (codegen/aggregate.py). Not when a shuffle
+        is fused in (its query is generated elsewhere)."""
+        fused = [plan.op(n) for n in ops if isinstance(plan.op(n), Shuffle)]
         if fused:
             return Verdict.no(f"its {fused[0].kind} '{fused[0].name}' is fused into the scan")
         return Verdict.yes()

@@ -45,7 +45,7 @@ from .csyntax import (
     same_representation,
 )
 from .expr import ExprCompiler, compare_condition, count_subtrees
-from .scan import RowEnv, column_table, fold_scan, used_columns
+from .scan import RowEnv, column_table, emit_runtime_filters, fold_scan, used_columns
 from .templates import render_query
 
 _MODE = {AggMode.COMPLETE: "JG_AGG_COMPLETE", AggMode.PARTIAL: "JG_AGG_PARTIAL", AggMode.FINAL: "JG_AGG_FINAL"}
@@ -412,19 +412,27 @@ def _overflow(t: DataType) -> str:
 # ------------------------------------------------------------------ generation
 
 
-def generate_aggregate_query(ops: Sequence[Operation], layout: NtfLayout, input_schema: Schema | None = None) -> str:
+def generate_aggregate_query(ops: Sequence[Operation], layout: NtfLayout, input_schema: Schema | None = None,
+                             runtime_filters: Sequence[Sequence[int]] = ()) -> str:
     """C source of an aggregation query (see the module docstring). `ops` as for
     `plan_aggregate`; `layout` is the NTF of the last operation's output; `input_schema` the NTF
-    input's schema when the chain does not start with a read (contract §2 layout, every field)."""
+    input's schema when the chain does not start with a read (contract §2 layout, every field).
+    `runtime_filters` (a scan's only: per filter slot, the key columns as indexes into the read's
+    schema) are tested after the filters before the aggregate, as a plain scan tests them
+    (docs/runtime-filters.md): a join above the aggregation drops the groups they remove."""
     plan = plan_aggregate(ops, input_schema)
+    if runtime_filters and not plan.scan:
+        raise CodegenError("runtime filters apply to a scan's rows, and this aggregation reads NTF")
     if len(layout.fields) != len(plan.outputs):
         raise CodegenError(f"NTF layout has {len(layout.fields)} fields, the query outputs {len(plan.outputs)}")
     pool = LiteralPool()
     accs = [_Acc(j, c, plan.mode is AggMode.FINAL) for j, c in enumerate(plan.calls)]
     row_exprs = [e for _, e in plan.filters] + [e for _, e in plan.keys]
     row_exprs += [x for c in plan.calls for x in (c.arg, c.count) if x is not None]
-    used = used_columns(row_exprs) if plan.scan else list(range(len(plan.row_schema.fields)))
-    row_eval, keys, args, pending = _evaluate(plan, pool, used, row_exprs, "continue;")
+    schema = plan.row_schema
+    rf_keys = [Column(schema.fields[i].name, i, schema.fields[i].type) for cols in runtime_filters for i in cols]
+    used = used_columns(row_exprs + rf_keys) if plan.scan else list(range(len(schema.fields)))
+    row_eval, keys, args, pending = _evaluate(plan, pool, used, row_exprs, "continue;", runtime_filters)
     key_nullable = [not k.never_null for k in keys]
     emit = _emit_body(plan, accs, key_nullable, pool, layout)
     copy = [f"d->k{i} = jg_agg_store_str(t, s->k{i});" for i, k in enumerate(keys) if k.type.kind is Kind.STRING]
@@ -434,18 +442,20 @@ def generate_aggregate_query(ops: Sequence[Operation], layout: NtfLayout, input_
                   row_eval=row_eval,
                   pending=pending, apply=_apply_body(keys, args, accs), emit=emit, entry=entry, align=align,
                   same_key=_same_key(plan, key_nullable), copy=copy, merge=[line for a in accs for line in a.merge()],
-                  mode=_MODE[plan.mode], nkeys=len(plan.keys), columns=column_table(plan.row_schema, used, named=plan.scan),
-                  summary=_summary(plan))
+                  mode=_MODE[plan.mode], nkeys=len(plan.keys), columns=column_table(schema, used, named=plan.scan),
+                  summary=_summary(plan), runtime_filters=[[used.index(i) for i in cols] for cols in runtime_filters])
 
 
-def _evaluate(plan: AggPlan, pool: LiteralPool, used: list[int], row_exprs: list[Expr], skip: str):
-    """Statements evaluating one input row `row` into the pending row `p`: the filters (a row
-    that does not pass runs `skip`), the group keys and the aggregates' arguments, and the key
-    hash. Returns (C text, pending keys, pending (argument, count) pairs, the pending struct's
+def _evaluate(plan: AggPlan, pool: LiteralPool, used: list[int], row_exprs: list[Expr], skip: str,
+              runtime_filters: Sequence[Sequence[int]] = ()):
+    """Statements evaluating one input row `row` into the pending row `p`: the filters and the
+    runtime filters (a row that does not pass runs `skip`), the group keys and the aggregates'
+    arguments, and the key hash. Returns (C text, pending keys, pending (argument, count) pairs, the pending struct's
     members): the pending values are `p->...` CValues, read by `q_apply`."""
     body = FunctionBody(messages=pool.messages)
     comp = ExprCompiler(body, pool, RowEnv(plan.row_schema, used), shared=count_subtrees(row_exprs))
     emit_filters(body, comp, plan.filters, skip=skip)
+    emit_runtime_filters(body, comp, plan.row_schema, runtime_filters, skip=skip)
     members: list[str] = ["uint64_t h;"]
     stores: list[str] = []
 

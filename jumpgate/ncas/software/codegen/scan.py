@@ -100,10 +100,11 @@ def _value_hash(t: DataType, v: str) -> str:
 
 
 def emit_runtime_filters(body: FunctionBody, comp: ExprCompiler, schema: Schema,
-                         filters: Sequence[Sequence[int]]) -> None:
+                         filters: Sequence[Sequence[int]], skip: str = "return JG_ROW_OK;") -> None:
     """Test the row against runtime filter `slot` for each key column list of `filters`
     (docs/runtime-filters.md): NULL keys, the key tuple's jg_hash v1 (the hash join's), and the
-    integral keys' values for the key ranges, then jg_rf_test; a row it drops is not emitted."""
+    integral keys' values for the key ranges, then jg_rf_test; a row it drops runs `skip` (is not
+    emitted, or not aggregated)."""
     for slot, columns in enumerate(filters):
         comp.where = f"runtime filter {slot}"
         values = [comp.compile(Column(schema.fields[i].name, i, schema.fields[i].type)) for i in columns]
@@ -120,7 +121,7 @@ def emit_runtime_filters(body: FunctionBody, comp: ExprCompiler, schema: Schema,
             if v.type.kind in INTEGRAL:
                 body.line(f"    rf_i[{j}] = (int64_t)({v.value});")
         body.line("  }")
-        body.line(f"  if (!jg_rf_test(ctx, {slot}u, rf_null, rf_h, rf_i)) return JG_ROW_OK;")
+        body.line(f"  if (!jg_rf_test(ctx, {slot}u, rf_null, rf_h, rf_i)) {skip}")
         body.line("}")
 
 

@@ -155,10 +155,18 @@ public final class JumpgateMetadata implements ConnectorMetadata {
         return out;
     }
 
-    /** The base columns a relation outputs, by the names they have in the job. */
+    /**
+     * The columns a relation outputs, by the names they have in the job: a table's base columns,
+     * or the outputs of its pushed aggregation (the handles applyAggregation gave Trino); a pushed
+     * join's both sides'.
+     */
     private List<JumpgateColumnHandle> baseColumns(JumpgateTableHandle h) {
         List<JumpgateColumnHandle> out = new ArrayList<>();
         for (JumpgateTableHandle b : h.baseTables()) {
+            if (b.aggregation().isPresent() && !b.aggregation().get().outputs().isEmpty()) {
+                out.addAll(b.aggregation().get().outputs());
+                continue;
+            }
             for (DataRoot.Column c : table(b).columns()) {
                 out.add(JumpgateColumnHandle.base(b.jobName(c.name()), Types.trino(c.type())));
             }
@@ -404,7 +412,10 @@ public final class JumpgateMetadata implements ConnectorMetadata {
             JumpgateTableHandle.refusedAggregation(h, why); // EXPLAIN prints it with the scan's handle
             return Optional.empty();
         }
-        JumpgateTableHandle next = h.withAggregation(new JumpgateTableHandle.PushedAggregation(groupBy, items, List.of()));
+        List<JumpgateColumnHandle> outputs = new ArrayList<>();
+        newAssignments.stream().filter(a -> groupMapping.containsValue(a.getColumn())).forEach(a -> outputs.add((JumpgateColumnHandle) a.getColumn()));
+        newAssignments.stream().filter(a -> !groupMapping.containsValue(a.getColumn())).forEach(a -> outputs.add((JumpgateColumnHandle) a.getColumn()));
+        JumpgateTableHandle next = h.withAggregation(new JumpgateTableHandle.PushedAggregation(groupBy, items, List.of(), outputs));
         return Optional.of(new AggregationApplicationResult<>(next, projections, newAssignments, groupMapping, false));
     }
 
@@ -490,8 +501,8 @@ public final class JumpgateMetadata implements ConnectorMetadata {
             why = config.switchedOff("join");
         } else if (type == null) {
             why = joinType + " joins (the contract has inner, left semi/anti and left outer joins)";
-        } else if (l.aggregation().isPresent() || r.aggregation().isPresent()) {
-            why = "a join over a pushed aggregation";
+        } else if (l.aggregation().isPresent() && l.join().isPresent() || r.aggregation().isPresent() && r.join().isPresent()) {
+            why = "a join over an aggregation pushed over a join";
         } else if (joinConditions.isEmpty()) {
             why = "a join without equality keys";
         }
@@ -518,7 +529,7 @@ public final class JumpgateMetadata implements ConnectorMetadata {
         // When they do (a self-join), a side that is a table renames its clashing columns.
         Map<ColumnHandle, ColumnHandle> leftMap = new HashMap<>();
         Map<ColumnHandle, ColumnHandle> rightMap = new HashMap<>();
-        if (why == null && columnNames(r).stream().anyMatch(new java.util.HashSet<>(columnNames(l))::contains)) {
+        if (why == null && outputNames(r).stream().anyMatch(new java.util.HashSet<>(outputNames(l))::contains)) {
             Optional<Renamed> renamed = renamedApart(session, r, rightAssignments, l);
             boolean onRight = renamed.isPresent();
             if (!onRight) {
@@ -567,6 +578,22 @@ public final class JumpgateMetadata implements ConnectorMetadata {
         return baseColumns(h).stream().map(JumpgateColumnHandle::name).toList();
     }
 
+    /** The names of the columns a relation outputs: a pushed aggregation's, or its base columns'. */
+    private List<String> outputNames(JumpgateTableHandle h) {
+        if (h.join().isPresent()) {
+            List<String> out = new ArrayList<>(outputNames(h.join().get().left()));
+            out.addAll(outputNames(h.join().get().right()));
+            return out;
+        }
+        if (h.aggregation().isPresent()) {
+            List<String> out = new ArrayList<>();
+            h.aggregation().get().groupBy().forEach(i -> out.add(i.name()));
+            h.aggregation().get().aggregates().forEach(i -> out.add(i.name()));
+            return out;
+        }
+        return columnNames(h);
+    }
+
     /**
      * {@code side} (a base table) with its columns that {@code other} also has renamed
      * ({@code n_name} → {@code n_name_2}, the first number free on both sides), and the map of
@@ -575,15 +602,16 @@ public final class JumpgateMetadata implements ConnectorMetadata {
      */
     private Optional<Renamed> renamedApart(ConnectorSession session, JumpgateTableHandle side, Map<String, ColumnHandle> assignments,
                                            JumpgateTableHandle other) {
-        if (side.join().isPresent() || assignments.values().stream().anyMatch(c -> ((JumpgateColumnHandle) c).synthetic())) {
+        if (side.join().isPresent() || side.aggregation().isPresent()
+                || assignments.values().stream().anyMatch(c -> ((JumpgateColumnHandle) c).synthetic())) {
             return Optional.empty();
         }
-        Set<String> taken = new java.util.HashSet<>(columnNames(other));
+        Set<String> taken = new java.util.HashSet<>(outputNames(other));
         List<String> own = columnNames(side);
         taken.addAll(own);
         Map<String, String> renames = new LinkedHashMap<>();
         for (String n : own) {
-            if (columnNames(other).contains(n)) {
+            if (outputNames(other).contains(n)) {
                 int k = 2;
                 while (taken.contains(n + "_" + k)) {
                     k++;

@@ -101,21 +101,29 @@ public record JumpgateTableHandle(
 
     /**
      * A complete aggregation, and the conditions over its output (HAVING, ANDed) pushed with it: they
-     * name the aggregation's output columns.
+     * name the aggregation's output columns. {@code outputs} are the column handles Trino was given
+     * for its output (group keys, then aggregates): the relation's columns, as a join of it with
+     * another relation must list them.
      */
     public record PushedAggregation(@JsonProperty("groupBy") List<Item> groupBy, @JsonProperty("aggregates") List<Item> aggregates,
-                                    @JsonProperty("having") List<String> having) {
+                                    @JsonProperty("having") List<String> having,
+                                    @JsonProperty("outputs") List<JumpgateColumnHandle> outputs) {
         @JsonCreator
         public PushedAggregation {
             groupBy = List.copyOf(groupBy);
             aggregates = List.copyOf(aggregates);
             having = having == null ? List.of() : List.copyOf(having);
+            outputs = outputs == null ? List.of() : List.copyOf(outputs);
+        }
+
+        public PushedAggregation(List<Item> groupBy, List<Item> aggregates, List<String> having) {
+            this(groupBy, aggregates, having, List.of());
         }
 
         public PushedAggregation withHaving(List<String> more) {
             List<String> h = new ArrayList<>(having);
             h.addAll(more);
-            return new PushedAggregation(groupBy, aggregates, h);
+            return new PushedAggregation(groupBy, aggregates, h, outputs);
         }
     }
 

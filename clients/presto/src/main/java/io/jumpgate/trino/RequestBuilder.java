@@ -16,7 +16,8 @@ import java.util.Set;
  * The dataflow request (contract §1) of one scan. Per file group {@code g} of a table:
  * {@code read_g → [filter_g] → [agg_g → [having_g]] → project_g → out_g<g>} (send to destination g). A pushed
  * join reads every file of its tables in one group: {@code read_*, [filter_*] → join_* → [filter] →
- * [agg] → project → out_g0}.
+ * [agg] → project → out_g0}; a side of it with its own pushed aggregation (TPC-H Q4's distinct
+ * order keys of lineitem) is {@code read_* → [filter_*] → agg_* → [having_*]} under the join.
  */
 public final class RequestBuilder {
     private RequestBuilder() {}
@@ -56,23 +57,9 @@ public final class RequestBuilder {
         }
         List<Op> ops = new ArrayList<>();
         for (int g = 0; g < groups.size(); g++) {
-            String input = relation(h, dataRoot, h.join().isPresent() ? null : groups.get(g), "g" + g, dynamicFilters, needed, ops);
+            String input = relation(h, dataRoot, h.join().isPresent() ? null : groups.get(g), "g" + g, dynamicFilters, needed, ops, false);
             if (h.aggregation().isPresent()) {
-                JumpgateTableHandle.PushedAggregation a = h.aggregation().get();
-                List<JsonObject> groupBy = new ArrayList<>();
-                for (JumpgateTableHandle.Item i : a.groupBy()) {
-                    groupBy.add(Ops.expr(i.name(), i.expr()));
-                }
-                List<JsonObject> aggs = new ArrayList<>();
-                for (JumpgateTableHandle.Item i : a.aggregates()) {
-                    aggs.add(Ops.aggregate(i.name(), i.fn(), i.expr()));
-                }
-                ops.add(Ops.aggregate("agg_g" + g, input, groupBy, aggs, "complete"));
-                input = "agg_g" + g;
-                if (!a.having().isEmpty()) {
-                    ops.add(Ops.filter("having_g" + g, input, String.join(" AND ", a.having())));
-                    input = "having_g" + g;
-                }
+                input = aggregation(h.aggregation().get(), input, "g" + g, ops);
             }
             ops.add(Ops.project("project_g" + g, input, out));
             ops.add(Ops.send(sendName(g), "project_g" + g, host, ports.get(g)));
@@ -80,16 +67,39 @@ public final class RequestBuilder {
         return new Request(label, ops);
     }
 
-    /** Adds the operations of {@code h}'s relation (before its aggregation); the name of the last. */
+    /** Adds a complete aggregation over {@code input} and its HAVING conditions; the name of the last. */
+    private static String aggregation(JumpgateTableHandle.PushedAggregation a, String input, String tag, List<Op> ops) {
+        List<JsonObject> groupBy = new ArrayList<>();
+        for (JumpgateTableHandle.Item i : a.groupBy()) {
+            groupBy.add(Ops.expr(i.name(), i.expr()));
+        }
+        List<JsonObject> aggs = new ArrayList<>();
+        for (JumpgateTableHandle.Item i : a.aggregates()) {
+            aggs.add(Ops.aggregate(i.name(), i.fn(), i.expr()));
+        }
+        ops.add(Ops.aggregate("agg_" + tag, input, groupBy, aggs, "complete"));
+        input = "agg_" + tag;
+        if (!a.having().isEmpty()) {
+            ops.add(Ops.filter("having_" + tag, input, String.join(" AND ", a.having())));
+            input = "having_" + tag;
+        }
+        return input;
+    }
+
+    /**
+     * Adds the operations of {@code h}'s relation; the name of the last. The top relation's
+     * aggregation is added by the caller; a join's side ({@code nested}) adds its own.
+     */
     private static String relation(JumpgateTableHandle h, DataRoot dataRoot, List<String> files, String tag,
-                                   Map<String, String> dynamicFilters, Set<String> needed, List<Op> ops) {
+                                   Map<String, String> dynamicFilters, Set<String> needed, List<Op> ops, boolean nested) {
         String input;
         List<String> conditions = new ArrayList<>(h.filters());
         List<JsonObject> kept = null;
+        boolean aggregated = nested && h.aggregation().isPresent();
         if (h.join().isPresent()) {
             JumpgateTableHandle.PushedJoin j = h.join().get();
-            String probe = relation(j.left(), dataRoot, null, tag + "l", dynamicFilters, needed, ops);
-            String build = relation(j.right(), dataRoot, null, tag + "r", dynamicFilters, needed, ops);
+            String probe = relation(j.left(), dataRoot, null, tag + "l", dynamicFilters, needed, ops, true);
+            String build = relation(j.right(), dataRoot, null, tag + "r", dynamicFilters, needed, ops, true);
             input = "join_" + tag;
             ops.add(Ops.join(input, build, probe, j.rightKeys(), j.leftKeys(), j.type()));
         } else {
@@ -102,12 +112,26 @@ public final class RequestBuilder {
             for (DataRoot.Column c : t.columns()) {
                 schema.add(Ops.column(c.name(), c.type()));
                 String name = h.jobName(c.name());
+                if (aggregated) {
+                    continue; // its columns are not the join's: the aggregation's are (below)
+                }
                 if (needed != null && needed.contains(name)) {
                     (kept == null ? kept = new ArrayList<>() : kept).add(Ops.expr(name, Sql.ident(c.name())));
                 }
                 String dynamic = dynamicFilters.get(name);
                 if (dynamic != null) {
                     conditions.add(Sql.renamed(dynamic, baseNames));
+                }
+            }
+            if (aggregated) {
+                // A dynamic filter on a group key that is a base column holds for its rows too
+                // (a group it removes the join would drop whole); one on an aggregate does not.
+                for (JumpgateTableHandle.Item i : h.aggregation().get().groupBy()) {
+                    String dynamic = dynamicFilters.get(i.name());
+                    Set<String> columns = identifiers(i.expr());
+                    if (dynamic != null && columns.size() == 1 && i.expr().equals(Sql.ident(columns.iterator().next()))) {
+                        conditions.add(Sql.renamed(dynamic, Map.of(i.name(), columns.iterator().next())));
+                    }
                 }
             }
             if (dynamicFilters.containsKey("")) {
@@ -124,6 +148,9 @@ public final class RequestBuilder {
         if (kept != null && h.join().isEmpty()) {
             ops.add(Ops.project("columns_" + tag, input, kept)); // fused into the scan: it reads only these
             input = "columns_" + tag;
+        }
+        if (aggregated) {
+            input = aggregation(h.aggregation().get(), input, tag, ops); // fused into the scan as well
         }
         return input;
     }

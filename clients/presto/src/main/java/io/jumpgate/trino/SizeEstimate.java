@@ -12,7 +12,10 @@ import java.util.function.Function;
  * <p>Sizes are file bytes: a table with a pushed filter counts {@link #FILTERED} of them (the
  * selectivity is unknown); an inner join counts its larger side times the share of the smaller side
  * its filters keep (a foreign key joined to the key it references keeps that share of the larger
- * side); a left outer join counts its left side. Only the order of two estimates matters.
+ * side); a left outer join counts its left side. A table with a pushed aggregation counts as its
+ * input when it groups (the number of groups is unknown, and grouping by the key it is joined on, as
+ * TPC-H Q4's distinct order keys and Q20's parts do, keeps many of them) and as one row when it
+ * does not. Only the order of two estimates matters.
  */
 record SizeEstimate(double estimate, double raw) {
     static final double FILTERED = 0.25;
@@ -20,6 +23,9 @@ record SizeEstimate(double estimate, double raw) {
     static SizeEstimate of(JumpgateTableHandle h, Function<JumpgateTableHandle, DataRoot.Table> tables) {
         if (h.join().isEmpty()) {
             double bytes = tables.apply(h).files().stream().mapToLong(DataRoot.DataFile::bytes).sum();
+            if (h.aggregation().isPresent() && h.aggregation().get().groupBy().isEmpty()) {
+                return new SizeEstimate(1, bytes);
+            }
             return new SizeEstimate(h.filters().isEmpty() ? bytes : bytes * FILTERED, bytes);
         }
         JumpgateTableHandle.PushedJoin j = h.join().get();
