@@ -16,7 +16,10 @@ machine disturbs least.
 DuckDB joins the same rows held in its own tables, with one thread and with all threads, reported
 as (build + probe rows) per second: `SELECT count(*), sum(p.pv + b.bw) FROM probe p JOIN build b
 ON p.pk = b.bk` (the join alone: the aggregate keeps the result small), and the NCA's own work,
-`SELECT p.pk, p.pv, b.bw ...` with every joined row streamed out as Arrow record batches.
+`SELECT p.pk, p.pv, b.bw ...` with every joined row streamed out as Arrow record batches. The
+last lines give each NCA phase's rows per CPU second as a ratio to DuckDB's with one thread, for
+both queries, and the load average (CPU times have the 10 ms resolution of /proc: the build
+phase's, some 20 ms, is coarse; raise --build or --repeat to see it better).
 
     .venv/bin/python bench/join_aggregate.py join                        # 1M x 10M
     .venv/bin/python bench/join_aggregate.py join --build 100K --probe 1M --repeat 1
@@ -260,6 +263,7 @@ def bench_join(args) -> None:
     con.execute("CREATE TABLE build AS SELECT * FROM b_arrow")
     con.execute("CREATE TABLE probe AS SELECT * FROM p_arrow")
     query = "SELECT count(*), sum(p.pv + b.bw) FROM probe p JOIN build b ON p.pk = b.bk"
+    duck_cpu = {}  # (threads, what) -> DuckDB's (build + probe) rows per CPU second
     for threads in (1, os.cpu_count() or 1):
         con.execute(f"SET threads = {threads}")
         times, cpus = [], []
@@ -270,6 +274,7 @@ def bench_join(args) -> None:
             cpus.append(time.process_time_ns() - c0)
             assert count == np_
         t, c = med(times), med(cpus)
+        duck_cpu[threads, "count"] = rate(nb + np_, c)
         print(f"  DuckDB {threads:2d} thread(s): {rate(nb + np_, t) / 1e6:7.2f} M tuples/s wall, "
               f"{rate(nb + np_, c) / 1e6:7.2f} M/s CPU ({t / 1e6:8.1f} ms; count and sum of the joined rows)")
         # the NCA's work: every joined row (pk, pv, bw) leaves the operator
@@ -283,9 +288,16 @@ def bench_join(args) -> None:
             cpus.append(time.process_time_ns() - c0)
             assert rows == np_
         t, c = med(times), med(cpus)
+        duck_cpu[threads, "arrow"] = rate(nb + np_, c)
         print(f"  DuckDB {threads:2d} thread(s): {rate(nb + np_, t) / 1e6:7.2f} M tuples/s wall, "
               f"{rate(nb + np_, c) / 1e6:7.2f} M/s CPU ({t / 1e6:8.1f} ms; joined rows streamed out as Arrow)")
     con.close()
+    # rows per CPU second, the NCA's phase against DuckDB with one thread (both its queries)
+    for phase, rows, cpu in (("probe", np_, p_cpu), ("build", nb, b_cpu)):
+        print(f"  ratio {phase}: {rate(rows, cpu) / duck_cpu[1, 'count']:.2f}x DuckDB's count and sum, "
+              f"{rate(rows, cpu) / duck_cpu[1, 'arrow']:.2f}x its joined rows as Arrow "
+              f"(rows per CPU second, DuckDB 1 thread)")
+    print(f"  load average {os.getloadavg()[0]:.2f} (1 min) at the end; {os.cpu_count()} cores")
 
 
 # ------------------------------------------------------------------ the aggregation NCA

@@ -3,26 +3,33 @@
  * (thesis §3.3.5: the build side is complete before the probe side starts; the table lives in
  * this process between the two `execute` commands).
  *
- * Build. Each worker decodes its build streams (contract §2, by the layout of
- * JG_JOIN.build_columns), evaluates the generated build keys and copies the raw NTF tuple, with
- * its packed key values (jg_join.h), into its own chunked arena (no allocation per tuple). Rows
- * with a NULL key can match nothing: they are dropped, except by a right_outer join, which keeps
- * them aside (flagged, not in the table) to output at the end. The last worker to finish inserts every
- * entry into one open-addressing table (linear probing, sized for a load factor <= 1/2, never
- * resized). A slot holds an entry pointer, the top 16 bits of the key hash (jg_hash v1) as a tag
- * in bits 48..63, and in bit 0 whether the entry spans two cache lines; the entries of one
- * distinct key are chained behind the entry in the slot, so duplicate keys never lengthen probe
- * sequences. Arena chunks and the table are mapped in 2 MiB pages where the kernel allows.
+ * Work goes BATCH tuples at a time through functions generated per query (jg_join.h): they read
+ * the NTF fields at their layout's offsets with typed loads, decoding only the columns some
+ * generated function reads, and evaluate keys and hashes in one loop; the probe's compare-and-emit
+ * stage is generated per join type, with key equality, build decoding, the condition and the
+ * output function inlined into it.
+ *
+ * Build. Each worker runs the generated build batch function over its build streams (the key
+ * columns decoded, every string field checked) and copies each raw NTF tuple, with its packed key
+ * values (jg_join.h), into its own chunked arena (no allocation per tuple); an entry that fits a
+ * cache line is not placed across two. Rows with a NULL key can match nothing: they are dropped,
+ * except by a right_outer join, which keeps them aside (flagged, not in the table) to output at
+ * the end. The last worker to finish inserts every entry, with the hash computed when it arrived,
+ * into one open-addressing table (linear probing, never resized; a load factor <= 1/4 up to 32 MiB
+ * of slots, else <= 1/2), prefetching home slots INSERT_AHEAD entries ahead. A slot holds an entry
+ * pointer, the top 16 bits of the key hash (jg_hash v1) as a tag in bits 48..63, and in bit 0
+ * whether the entry spans two cache lines; the entries of one distinct key are chained behind the
+ * entry in the slot, so duplicate keys never lengthen probe sequences. Arena chunks and the table
+ * are mapped in 2 MiB pages where the kernel allows.
  *
  * Probe. Workers run independently on their share of the probe streams over the read-only table,
- * each with its own output connection. Rows move through a three-stage software pipeline so that
- * table and entry loads are prefetched well before they are needed (see probe_tuples). For each
- * row the keys are compared exactly with every candidate's (generated equality), the extra
- * condition is evaluated over (probe row, build row) with the matched build tuple decoded into
- * the second half of the joined row, and rows are emitted by the join type: inner (every match),
- * left_outer (every match, or once with the build half NULL), left_semi (once if any match),
- * left_anti (once if none), right_outer (every match, flagging the build row as matched). Only the
- * columns some generated function reads are decoded.
+ * each with its own output connection. Batches move through three stages so that table and entry
+ * loads are prefetched well before they are needed (see probe_tuples). For each row the keys are
+ * compared exactly with every candidate's (generated equality), the extra condition is evaluated
+ * over (probe row, build row) with the matched build tuple decoded into the second half of the
+ * joined row, and rows are emitted by the join type: inner (every match), left_outer (every
+ * match, or once with the build half NULL), left_semi (once if any match), left_anti (once if
+ * none), right_outer (every match, flagging the build row as matched).
  *
  * Right outer. The compiler runs a left outer join whose preserved side is the smaller one this
  * way round (compiler/join_sides.py): the small side is built, the large one streams through as
@@ -42,26 +49,17 @@
 #define HUGE_PAGE ((size_t)2 << 20)
 #define FIRST_CHUNK ((size_t)64 << 10) /* arena chunks double from here up to MAX_CHUNK */
 #define MAX_CHUNK ((size_t)4 << 20)    /* a multiple of HUGE_PAGE */
-#define PTR_MASK (((UINT64_C(1) << 48) - 1) & ~UINT64_C(7))
-#define SPANS_TWO_LINES UINT64_C(1)
-#define TAG(h) ((h) >> 48)
+#define PTR_MASK JG_SLOT_PTR
+#define SPANS_TWO_LINES JG_SLOT_SPANS_TWO_LINES
+#define TAG(h) JG_SLOT_TAG(h)
 
 /* ------------------------------------------------------------------ build storage */
 
-/* One build row. Followed by its packed keys (8 bytes a key), the NTF tuple (len bytes, padded
- * to 8), then the bytes of string keys that do not point into the tuple (computed keys). */
-typedef struct jn_entry {
-  union {
-    uint64_t hash;          /* until the entry is in the table */
-    struct jn_entry *next;  /* then: the next build row with equal keys */
-  } u;
-  uint32_t len;  /* tuple bytes */
-  uint32_t size; /* bytes of the whole entry, to walk a chunk (ENTRY_BYTES), and two flags */
-} jn_entry;
+typedef jg_join_entry jn_entry; /* jg_join.h */
 
-#define ENTRY_MATCHED 0x80000000u  /* right_outer: some probe row matched it */
-#define ENTRY_NULL_KEY 0x40000000u /* right_outer: a NULL key, kept to output; not in the table */
-#define ENTRY_BYTES 0x3fffffffu
+#define ENTRY_MATCHED JG_ENTRY_MATCHED
+#define ENTRY_NULL_KEY JG_ENTRY_NULL_KEY
+#define ENTRY_BYTES JG_ENTRY_BYTES
 
 static inline uint32_t entry_bytes(const jn_entry *e) { return e->size & ENTRY_BYTES; }
 
@@ -76,13 +74,14 @@ typedef struct {
   size_t next_chunk; /* bytes of the next chunk */
   size_t bytes;      /* allocated, headers included */
   uint64_t rows, null_key_rows;
+  jg_join_entry *prev; /* the last entry of the last chunk (it absorbs padding after it) */
 } jn_arena;
 
 static inline size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
-static inline const uint8_t *entry_keys(const jn_entry *e) { return (const uint8_t *)(e + 1); }
+static inline const uint8_t *entry_keys(const jn_entry *e) { return jg_entry_keys(e); }
 
-static inline const uint8_t *entry_tuple(const jn_entry *e) { return entry_keys(e) + 8 * (size_t)JG_JOIN.nkeys; }
+static inline const uint8_t *entry_tuple(const jn_entry *e) { return jg_entry_tuple(e, JG_JOIN.nkeys); }
 
 /* Zeroed memory for the build side, in 2 MiB pages where the kernel allows (transparent huge
  * pages on request): probes touch it at random, and 4 KiB pages would make nearly every probe a
@@ -101,6 +100,7 @@ static void *map_big(size_t size) {
 static void *arena_alloc(jn_arena *a, size_t n) {
   jn_chunk *c = a->last;
   if (!c || c->cap - c->used < n) {
+    a->prev = NULL;
     size_t bytes = a->next_chunk ? a->next_chunk : FIRST_CHUNK;
     if (bytes < MAX_CHUNK) a->next_chunk = 2 * bytes;
     if (n + sizeof *c > bytes) bytes = n + sizeof *c;
@@ -129,10 +129,7 @@ typedef struct {
 } jn_table;
 
 typedef struct {
-  jgr_ntf_layout build_layout, probe_layout;
   uint32_t nprobe, nbuild, nkeys, width;
-  uint32_t *probe_fields, nprobe_fields; /* the probe columns to decode */
-  uint32_t *build_fields, nbuild_fields; /* the build columns to decode for matches */
   int built;        /* phase 0 completed */
   jgr_in *in;       /* the receiver of the running phase */
   jn_arena *arenas; /* one per build worker */
@@ -148,15 +145,6 @@ typedef struct {
   int rf_out;
   uint64_t rf_max_bytes, rf_bytes, rf_ns;
 } join_state;
-
-/* Indexes of the columns flagged in `used` (all when `used` is NULL). */
-static uint32_t *used_fields(const uint8_t *used, uint32_t n, uint32_t *count) {
-  uint32_t *idx = calloc(n ? n : 1, sizeof *idx);
-  *count = 0;
-  for (uint32_t i = 0; idx && i < n; i++)
-    if (!used || used[i]) idx[(*count)++] = i;
-  return idx;
-}
 
 static int join_prepare(jgr_proc *p, int phase, jgr_error *err) {
   join_state *st = p->driver_state;
@@ -184,13 +172,9 @@ static int join_prepare(jgr_proc *p, int phase, jgr_error *err) {
     st->nbuild = JG_JOIN.nbuild;
     st->nkeys = JG_JOIN.nkeys;
     st->width = st->nprobe + st->nbuild;
-    st->probe_fields = used_fields(JG_JOIN.probe_used, st->nprobe, &st->nprobe_fields);
-    st->build_fields = used_fields(JG_JOIN.build_used, st->nbuild, &st->nbuild_fields);
     st->narenas = p->threads;
     st->arenas = calloc((size_t)p->threads, sizeof *st->arenas);
-    if (jgr_ntf_layout_from_columns(&st->build_layout, JG_JOIN.build_columns, st->nbuild) != 0 ||
-        jgr_ntf_layout_from_columns(&st->probe_layout, JG_QUERY.columns, st->nprobe) != 0 || !st->arenas ||
-        !st->probe_fields || !st->build_fields) {
+    if (!st->arenas) {
       jgr_error_set(err, "out of memory");
       return -1;
     }
@@ -215,27 +199,47 @@ static int join_prepare(jgr_proc *p, int phase, jgr_error *err) {
 
 /* ------------------------------------------------------------------ build phase */
 
+#define BATCH 64 /* tuples a batch function reads at a time */
+#define LINE_PLACED_BYTES ((size_t)64 << 20)
+
 typedef struct {
   join_state *st;
   jn_arena *arena;
-  jg_val *row;  /* nbuild */
-  jg_val *keys; /* nkeys */
+  jg_val *rows; /* BATCH rows of nbuild values */
+  jg_val *keys; /* BATCH * nkeys */
+  uint64_t hash[BATCH];
+  uint8_t status[BATCH];
 } build_arg;
 
 /* Copy one build row (packed keys and tuple) into the arena. String keys pointing into the tuple
  * refer to its copy; others (computed into scratch memory) are copied after it. */
-static jn_entry *store_row(build_arg *a, const uint8_t *t, uint32_t len, uint64_t hash) {
+static jn_entry *store_row(build_arg *a, const jg_val *keys, const uint8_t *t, uint32_t len, uint64_t hash) {
   const uint32_t nkeys = a->st->nkeys;
   size_t extra = 0;
   for (uint32_t k = 0; k < nkeys; k++)
     if (JG_JOIN.key_types[k] == JG_STRING) {
-      const uint8_t *s = (const uint8_t *)a->keys[k].v.s.p;
-      if (!(s >= t && s + a->keys[k].v.s.n <= t + len)) extra += a->keys[k].v.s.n;
+      const uint8_t *s = (const uint8_t *)keys[k].v.s.p;
+      if (!(s >= t && s + keys[k].v.s.n <= t + len)) extra += keys[k].v.s.n;
     }
   size_t size = align8(sizeof(jn_entry) + 8 * (size_t)nkeys + align8(len) + extra);
   if (size > ENTRY_BYTES) return NULL;
-  jn_entry *e = arena_alloc(a->arena, size);
+  jn_arena *ar = a->arena;
+  /* An entry that fits one cache line is not placed across two (a probe then loads one line): the
+   * entry before it in its chunk grows by the gap (chunk walks step over it with entry_bytes).
+   * That takes up to a third more memory, so only the first LINE_PLACED_BYTES of an arena are
+   * placed so: beyond, faulting in more memory costs more than the probes' second lines. */
+  if (size <= 64 && ar->prev && ar->last && ar->bytes < LINE_PLACED_BYTES) {
+    const size_t at = (uintptr_t)((uint8_t *)ar->last->data + ar->last->used);
+    const size_t gap = (64 - (at & 63)) & 63;
+    if ((at & 63) + size > 64 && ar->last->cap - ar->last->used >= gap + size &&
+        entry_bytes(ar->prev) + gap <= ENTRY_BYTES) {
+      ar->last->used += gap;
+      ar->prev->size += (uint32_t)gap;
+    }
+  }
+  jn_entry *e = arena_alloc(ar, size);
   if (!e) return NULL;
+  ar->prev = e;
   e->u.hash = hash;
   e->len = len;
   e->size = (uint32_t)size;
@@ -244,7 +248,7 @@ static jn_entry *store_row(build_arg *a, const uint8_t *t, uint32_t len, uint64_
   memcpy(copy, t, len);
   uint8_t *var = copy + align8(len);
   for (uint32_t k = 0; k < nkeys; k++) {
-    const jg_val *v = &a->keys[k];
+    const jg_val *v = &keys[k];
     if (JG_JOIN.key_types[k] != JG_STRING) {
       memcpy(packed + 8 * k, &v->v, 8); /* v.i or v.f */
       continue;
@@ -263,43 +267,61 @@ static jn_entry *store_row(build_arg *a, const uint8_t *t, uint32_t len, uint64_
   return e;
 }
 
+/* What a batch function's failure code says about the tuple. */
+static const char *batch_why(uint8_t status) {
+  return status == JG_BATCH_SHORT ? "tuple shorter than the layout's fixed size" : "string field points outside the tuple";
+}
+
+/* Build tuples BATCH at a time: the generated batch function decodes their key columns and
+ * evaluates their keys and hashes, then each row is stored (its keys may be in scratch memory,
+ * which is reset between batches only). */
 static int build_tuples(void *arg, jg_ctx *ctx, const uint8_t *const *tuples, const uint32_t *lens,
                         size_t n, jgr_error *err) {
   build_arg *a = arg;
-  for (size_t i = 0; i < n; i++) {
-    const char *why;
-    if (JGR_UNLIKELY(jgr_ntf_decode(&a->st->build_layout, tuples[i], lens[i], a->row, &why) != 0)) {
-      jgr_error_set(err, "input port 0 (build side): malformed tuple: %s", why);
+  const uint32_t nkeys = a->st->nkeys;
+  for (size_t base = 0; base < n; base += BATCH) {
+    const uint32_t m = n - base < BATCH ? (uint32_t)(n - base) : BATCH;
+    jgr_scratch_reset(ctx);
+    const uint32_t done = JG_JOIN.build_batch(ctx, tuples + base, lens + base, m, a->rows, a->st->nbuild, a->keys,
+                                              a->hash, a->status);
+    for (uint32_t i = 0; i < done; i++) {
+      jg_val *keys = a->keys + (size_t)i * nkeys;
+      const int null_key = a->status[i] == JG_KEY_NULL;
+      if (null_key) {
+        a->arena->null_key_rows++;
+        if (JG_JOIN.type != JG_JOIN_RIGHT_OUTER) continue;
+        for (uint32_t k = 0; k < nkeys; k++) keys[k].v.s.n = 0; /* nothing to pack */
+      }
+      jn_entry *e = store_row(a, keys, tuples[base + i], lens[base + i], a->hash[i]);
+      if (JGR_UNLIKELY(!e)) {
+        jgr_error_set(err, "hash join: out of memory holding the build side (%llu rows, %zu bytes so far)",
+                      (unsigned long long)a->arena->rows, a->arena->bytes);
+        return -1;
+      }
+      if (null_key) e->size |= ENTRY_NULL_KEY;
+      else a->arena->rows++;
+    }
+    if (JGR_UNLIKELY(done < m && a->status[done] != JG_BATCH_ROW_ERROR)) {
+      jgr_error_set(err, "input port 0 (build side): malformed tuple: %s", batch_why(a->status[done]));
       return -1;
     }
-    jgr_scratch_reset(ctx);
-    uint64_t hash = 0;
-    int r = JG_JOIN.build_keys(ctx, a->row, a->keys, &hash);
-    if (JGR_UNLIKELY(r == JG_ROW_ERROR || ctx->flags != 0)) {
+    if (JGR_UNLIKELY(done < m || ctx->flags != 0)) {
       jgr_row_error(ctx, err);
       return -1;
     }
-    const int null_key = r == JG_KEY_NULL;
-    if (null_key) {
-      a->arena->null_key_rows++;
-      if (JG_JOIN.type != JG_JOIN_RIGHT_OUTER) continue;
-      for (uint32_t k = 0; k < a->st->nkeys; k++) a->keys[k].v.s.n = 0; /* nothing to pack */
-    }
-    jn_entry *e = store_row(a, tuples[i], lens[i], hash);
-    if (JGR_UNLIKELY(!e)) {
-      jgr_error_set(err, "hash join: out of memory holding the build side (%llu rows, %zu bytes so far)",
-                    (unsigned long long)a->arena->rows, a->arena->bytes);
-      return -1;
-    }
-    if (null_key) e->size |= ENTRY_NULL_KEY;
-    else a->arena->rows++;
   }
   return 0;
 }
 
+#define SPARSE_TABLE_SLOTS ((uint64_t)4 << 20) /* 32 MiB of slots */
+
+/* Slots for `rows` build rows: a load factor <= 1/4 while that takes at most SPARSE_TABLE_SLOTS
+ * (fewer probes step past a slot of another key), else <= 1/2 (a larger table costs more to
+ * allocate and fault in than the probes save). */
 static uint64_t table_capacity(uint64_t rows) {
   uint64_t cap = 16;
   while (cap < 2 * rows) cap <<= 1;
+  if (cap < 4 * rows && 2 * cap <= SPARSE_TABLE_SLOTS) cap <<= 1;
   return cap;
 }
 
@@ -321,7 +343,8 @@ static void insert_entry(join_state *st, jn_entry *e, jg_val *keys) {
   for (uint64_t i = hash & mask;; i = (i + 1) & mask) {
     uint64_t s = slots[i];
     if (s == 0) {
-      uint64_t spans = (((uintptr_t)e & 63) + entry_bytes(e) > 64) ? SPANS_TWO_LINES : 0;
+      const size_t bytes = sizeof(jn_entry) + 8 * (size_t)JG_JOIN.nkeys + e->len; /* padding aside */
+      uint64_t spans = (((uintptr_t)e & 63) + bytes > 64) ? SPANS_TWO_LINES : 0;
       slots[i] = (tag << 48) | (uintptr_t)e | spans;
       st->table.distinct++;
       return;
@@ -337,7 +360,7 @@ static void insert_entry(join_state *st, jn_entry *e, jg_val *keys) {
   }
 }
 
-#define INSERT_AHEAD 16 /* entries whose home slots are prefetched before they are inserted */
+#define INSERT_AHEAD 64 /* entries whose home slots are prefetched before they are inserted */
 
 /* Insert every stored row (all workers' arenas) into a table sized for them. The arenas are
  * walked in order; home slots are prefetched INSERT_AHEAD entries before their insertion. */
@@ -461,12 +484,20 @@ static int emit_runtime_filter(join_state *st, jgr_error *err) {
 
 static int build_work(jgr_proc *p, jg_ctx *ctx, jgr_error *err) {
   join_state *st = p->driver_state;
-  build_arg a = {st, &st->arenas[ctx->worker], calloc(st->nbuild ? st->nbuild : 1, sizeof(jg_val)),
-                 calloc(st->nkeys, sizeof(jg_val))};
-  int rc = (a.row && a.keys) ? jgr_in_run(st->in, ctx, build_tuples, &a, err) : -1;
-  if (!a.row || !a.keys) jgr_error_set(err, "out of memory");
-  free(a.row);
-  free(a.keys);
+  build_arg *a = calloc(1, sizeof *a);
+  if (a) {
+    a->st = st;
+    a->arena = &st->arenas[ctx->worker];
+    a->rows = calloc((size_t)BATCH * (st->nbuild ? st->nbuild : 1), sizeof(jg_val));
+    a->keys = calloc((size_t)BATCH * st->nkeys, sizeof(jg_val));
+  }
+  int rc = (a && a->rows && a->keys) ? jgr_in_run(st->in, ctx, build_tuples, a, err) : -1;
+  if (!a || !a->rows || !a->keys) jgr_error_set(err, "out of memory");
+  if (a) {
+    free(a->rows);
+    free(a->keys);
+    free(a);
+  }
   if (rc != 0) return rc;
   if (__atomic_add_fetch(&st->finished, 1, __ATOMIC_ACQ_REL) == st->narenas) {
     if (st->rf_out && emit_runtime_filter(st, err) != 0) return -1;
@@ -478,23 +509,27 @@ static int build_work(jgr_proc *p, jg_ctx *ctx, jgr_error *err) {
 
 /* ------------------------------------------------------------------ probe phase */
 
-/* Probe rows move through three stages, each a fixed distance behind the previous one, so that
- * memory loads have time to arrive: (1) decode, keys, hash, prefetch the home slot; (2) AHEAD_SLOT
- * rows later, find the first slot with the row's tag and prefetch its entry; (3) AHEAD_ENTRY rows
- * later still, compare keys and emit. In-flight rows live in a ring of RING joined rows. */
-#define AHEAD_SLOT 8
-#define AHEAD_ENTRY 8
-#define RING 32 /* a power of two > AHEAD_SLOT + AHEAD_ENTRY */
+/* Probe rows go BATCH at a time through three stages, so that memory loads have time to arrive:
+ * (1) the generated batch function decodes the batch's used columns and evaluates keys and
+ * hashes, then every row's home slot is prefetched; (2) each row's first slot with its tag is
+ * found and its entry prefetched; (3) the generated probe_emit compares keys and emits by the
+ * join type. The stages of two batches interleave: stage 3 of the previous batch runs between
+ * stages 1 and 2 of the current one, and stage 1 of the next batch between stages 2 and 3, each
+ * covering the other's loads. */
+typedef struct {
+  uint32_t n;
+  jg_val *rows; /* BATCH joined rows of `width` values */
+  jg_val *keys; /* BATCH * nkeys */
+  uint64_t hash[BATCH];
+  uint64_t pos[BATCH];   /* slot of the candidate */
+  jn_entry *cand[BATCH]; /* first entry whose slot tag matched, or NULL */
+  uint8_t status[BATCH]; /* JG_ROW_OK or JG_KEY_NULL */
+} jn_batch;
 
 typedef struct {
   join_state *st;
   uint64_t matches;
-  jg_val *rows; /* RING joined rows of `width` values */
-  jg_val *keys; /* RING * nkeys */
-  uint64_t hash[RING];
-  uint64_t pos[RING];   /* slot of the candidate */
-  jn_entry *cand[RING]; /* first entry whose slot tag matched, or NULL */
-  uint8_t null_key[RING];
+  jn_batch b[2];
 } probe_arg;
 
 /* Run the generated output function on one joined row. Scratch memory it takes is given back
@@ -510,74 +545,68 @@ static inline int output_row(jg_ctx *ctx, const jg_val *row, jgr_error *err) {
   return 0;
 }
 
-static inline int decode_build(const join_state *st, const jn_entry *e, jg_val *half, jgr_error *err) {
-  const char *why;
-  if (JGR_UNLIKELY(jgr_ntf_decode_fields(&st->build_layout, st->build_fields, st->nbuild_fields, entry_tuple(e), e->len,
-                                 half, &why) != 0)) {
-    jgr_error_set(err, "hash join: stored build tuple does not decode: %s", why);
+static void decode_error(uint8_t code, jgr_error *err) {
+  jgr_error_set(err, "hash join: stored build tuple does not decode: %s", batch_why(code));
+}
+
+static inline int decode_build(const jn_entry *e, jg_val *half, jgr_error *err) {
+  const int r = JG_JOIN.build_decode(entry_tuple(e), e->len, half);
+  if (JGR_UNLIKELY(r != 0)) {
+    decode_error((uint8_t)r, err);
     return -1;
   }
   return 0;
 }
 
-/* The first slot at or after `*pos` whose tag is `tag` (its value), or 0 at an empty slot. */
-static inline uint64_t next_candidate(const jn_table *t, uint64_t *pos, uint64_t tag) {
-  for (uint64_t i = *pos;; i = (i + 1) & t->mask) {
-    uint64_t s = t->slots[i];
-    if (s == 0 || (s >> 48) == tag) {
-      *pos = i;
-      return s;
+/* Stage 1: decode, keys, hashes; prefetch the home slots. */
+static int probe_stage1(probe_arg *a, jg_ctx *ctx, jn_batch *b, const uint8_t *const *tuples, const uint32_t *lens,
+                        uint32_t n, jgr_error *err) {
+  const jn_table *t = &a->st->table;
+  b->n = n;
+  const uint32_t done = JG_JOIN.probe_batch(ctx, tuples, lens, n, b->rows, a->st->width, b->keys, b->hash, b->status);
+  if (JGR_UNLIKELY(done < n && b->status[done] != JG_BATCH_ROW_ERROR)) {
+    jgr_error_set(err, "input port 1 (probe side): malformed tuple: %s", batch_why(b->status[done]));
+    return -1;
+  }
+  if (JGR_UNLIKELY(done < n || (ctx->flags & JGR_FAILED))) {
+    jgr_row_error(ctx, err);
+    return -1;
+  }
+  for (uint32_t i = 0; i < n; i++)
+    if (b->status[i] == JG_ROW_OK) __builtin_prefetch(&t->slots[b->hash[i] & t->mask]);
+  return 0;
+}
+
+/* Stage 2: the first slot with the row's tag; prefetch its entry. */
+static void probe_stage2(const jn_table *t, jn_batch *b) {
+  for (uint32_t i = 0; i < b->n; i++) {
+    b->cand[i] = NULL;
+    if (b->status[i] != JG_ROW_OK) continue;
+    b->pos[i] = b->hash[i] & t->mask;
+    const uint64_t s = jg_next_candidate(t->slots, t->mask, &b->pos[i], TAG(b->hash[i]));
+    jn_entry *e = jg_slot_entry(s);
+    if (e) {
+      __builtin_prefetch(e);
+      if (s & SPANS_TWO_LINES) __builtin_prefetch((const uint8_t *)e + 64);
     }
+    b->cand[i] = e;
   }
 }
 
-static inline jn_entry *slot_entry(uint64_t s) { return (jn_entry *)(uintptr_t)(s & PTR_MASK); }
-
-/* All rules of the join type for one probe row (its keys already evaluated). */
-static int probe_row(probe_arg *a, jg_ctx *ctx, jg_val *row, const jg_val *keys, int k, jgr_error *err) {
-  const join_state *st = a->st;
-  const jn_table *t = &st->table;
-  const int type = JG_JOIN.type;
-  const int emits_pairs = type == JG_JOIN_INNER || type == JG_JOIN_LEFT_OUTER || type == JG_JOIN_RIGHT_OUTER;
-  const int decode = JG_JOIN.condition_reads_build || (emits_pairs && JG_JOIN.output_reads_build);
-  jg_val *half = row + st->nprobe;
-  int matched = 0;
-  if (!a->null_key[k]) {
-    const uint64_t tag = TAG(a->hash[k]);
-    uint64_t pos = a->pos[k];
-    for (jn_entry *e = a->cand[k]; e;) {
-      if (JG_JOIN.keys_equal(keys, entry_keys(e))) {
-        for (const jn_entry *x = e; x; x = x->u.next) {
-          if (decode && decode_build(st, x, half, err) != 0) return -1;
-          if (JG_JOIN.condition) {
-            size_t mark = ctx->scratch_used;
-            int c = JG_JOIN.condition(ctx, row);
-            if (JGR_UNLIKELY(c < 0 || (ctx->flags & JGR_FAILED))) {
-              jgr_row_error(ctx, err);
-              return -1;
-            }
-            if (JGR_LIKELY(ctx->scratch_more == NULL)) ctx->scratch_used = mark;
-            if (!c) continue;
-          }
-          matched = 1;
-          a->matches++;
-          if (type == JG_JOIN_RIGHT_OUTER && !(__atomic_load_n(&x->size, __ATOMIC_RELAXED) & ENTRY_MATCHED))
-            __atomic_fetch_or((uint32_t *)&x->size, ENTRY_MATCHED, __ATOMIC_RELAXED);
-          if (!emits_pairs) break;
-          if (output_row(ctx, row, err) != 0) return -1;
-        }
-        break; /* equal keys share one slot: no other slot can match */
-      }
-      pos = (pos + 1) & t->mask;
-      e = slot_entry(next_candidate(t, &pos, tag));
-    }
+/* Stage 3: compare and emit (generated). */
+static int probe_stage3(probe_arg *a, jg_ctx *ctx, jn_batch *b, jgr_error *err) {
+  const jn_table *t = &a->st->table;
+  const jg_probe_rows rows = {t->slots, t->mask, &ctx->scratch_used, &ctx->scratch_more, b->n,
+                              b->rows, b->keys, b->hash, b->status, b->pos, b->cand};
+  uint8_t code = 0;
+  const uint32_t done = JG_JOIN.probe_emit(ctx, &rows, &a->matches, &code);
+  if (JGR_UNLIKELY(done < b->n && code != JG_BATCH_ROW_ERROR)) {
+    decode_error(code, err);
+    return -1;
   }
-  if (type == JG_JOIN_LEFT_SEMI ? matched : type == JG_JOIN_LEFT_ANTI ? !matched : 0)
-    return output_row(ctx, row, err);
-  if (type == JG_JOIN_LEFT_OUTER && !matched) {
-    memset(half, 0, st->nbuild * sizeof *half);
-    for (uint32_t j = 0; j < st->nbuild; j++) half[j].null = 1;
-    return output_row(ctx, row, err);
+  if (JGR_UNLIKELY(done < b->n || ctx->flags != 0)) {
+    jgr_row_error(ctx, err);
+    return -1;
   }
   return 0;
 }
@@ -585,49 +614,19 @@ static int probe_row(probe_arg *a, jg_ctx *ctx, jg_val *row, const jg_val *keys,
 static int probe_tuples(void *arg, jg_ctx *ctx, const uint8_t *const *tuples, const uint32_t *lens,
                         size_t n, jgr_error *err) {
   probe_arg *a = arg;
-  const join_state *st = a->st;
-  const jn_table *t = &st->table;
-  const uint32_t width = st->width, nkeys = st->nkeys;
-  /* Keys of in-flight rows may live in scratch memory: reset only between batches. */
+  const jn_table *t = &a->st->table;
+  jn_batch *prev = NULL;
+  /* Keys of in-flight rows may live in scratch memory: reset only between calls. */
   jgr_scratch_reset(ctx);
-  for (size_t i = 0; i < n + AHEAD_SLOT + AHEAD_ENTRY; i++) {
-    if (i < n) { /* stage 1 */
-      const int k = (int)(i & (RING - 1));
-      jg_val *row = a->rows + (size_t)k * width;
-      const char *why;
-      if (JGR_UNLIKELY(jgr_ntf_decode_fields(&st->probe_layout, st->probe_fields, st->nprobe_fields, tuples[i], lens[i],
-                                     row, &why) != 0)) {
-        jgr_error_set(err, "input port 1 (probe side): malformed tuple: %s", why);
-        return -1;
-      }
-      int r = JG_JOIN.probe_keys(ctx, row, a->keys + (size_t)k * nkeys, &a->hash[k]);
-      if (JGR_UNLIKELY(r == JG_ROW_ERROR || (ctx->flags & JGR_FAILED))) {
-        jgr_row_error(ctx, err);
-        return -1;
-      }
-      a->null_key[k] = r == JG_KEY_NULL;
-      if (r == JG_ROW_OK) __builtin_prefetch(&t->slots[a->hash[k] & t->mask]);
-    }
-    if (i >= AHEAD_SLOT && i - AHEAD_SLOT < n) { /* stage 2 */
-      const int k = (int)((i - AHEAD_SLOT) & (RING - 1));
-      a->cand[k] = NULL;
-      if (!a->null_key[k]) {
-        a->pos[k] = a->hash[k] & t->mask;
-        uint64_t s = next_candidate(t, &a->pos[k], TAG(a->hash[k]));
-        jn_entry *e = slot_entry(s);
-        if (e) {
-          __builtin_prefetch(e);
-          if (s & SPANS_TWO_LINES) __builtin_prefetch((const uint8_t *)e + 64);
-        }
-        a->cand[k] = e;
-      }
-    }
-    if (i >= AHEAD_SLOT + AHEAD_ENTRY) { /* stage 3 */
-      const int k = (int)((i - AHEAD_SLOT - AHEAD_ENTRY) & (RING - 1));
-      if (probe_row(a, ctx, a->rows + (size_t)k * width, a->keys + (size_t)k * nkeys, k, err) != 0) return -1;
-    }
+  for (size_t base = 0, k = 0; base < n; base += BATCH, k ^= 1) {
+    jn_batch *b = &a->b[k];
+    const uint32_t m = n - base < BATCH ? (uint32_t)(n - base) : BATCH;
+    if (probe_stage1(a, ctx, b, tuples + base, lens + base, m, err) != 0) return -1;
+    if (prev && probe_stage3(a, ctx, prev, err) != 0) return -1;
+    probe_stage2(t, b);
+    prev = b;
   }
-  return 0;
+  return prev ? probe_stage3(a, ctx, prev, err) : 0;
 }
 
 /* right_outer, once every probe row is in: each stored build row that no probe row matched (NULL
@@ -642,7 +641,7 @@ static int emit_unmatched(join_state *st, jg_ctx *ctx, jg_val *row, jgr_error *e
         const jn_entry *e = (const jn_entry *)(const void *)((const uint8_t *)c->data + off);
         off += entry_bytes(e);
         if (__atomic_load_n(&e->size, __ATOMIC_RELAXED) & ENTRY_MATCHED) continue;
-        if (decode_build(st, e, row + st->nprobe, err) != 0 || output_row(ctx, row, err) != 0) return -1;
+        if (decode_build(e, row + st->nprobe, err) != 0 || output_row(ctx, row, err) != 0) return -1;
         st->unmatched++;
       }
   return 0;
@@ -653,24 +652,28 @@ static int probe_work(jgr_proc *p, jg_ctx *ctx, jgr_error *err) {
   probe_arg *a = calloc(1, sizeof *a);
   if (a) {
     a->st = st;
-    a->rows = calloc((size_t)RING * (st->width ? st->width : 1), sizeof(jg_val));
-    a->keys = calloc((size_t)RING * st->nkeys, sizeof(jg_val));
+    for (int k = 0; k < 2; k++) {
+      a->b[k].rows = calloc((size_t)BATCH * (st->width ? st->width : 1), sizeof(jg_val));
+      a->b[k].keys = calloc((size_t)BATCH * st->nkeys, sizeof(jg_val));
+    }
   }
   int rc;
-  if (!a || !a->rows || !a->keys) {
+  if (!a || !a->b[0].rows || !a->b[0].keys || !a->b[1].rows || !a->b[1].keys) {
     jgr_error_set(err, "out of memory");
     rc = -1;
   } else {
     rc = jgr_in_run(st->in, ctx, probe_tuples, a, err);
     /* every worker counts itself done, failed or not, so that the last one is known */
     const int last = __atomic_add_fetch(&st->probed, 1, __ATOMIC_ACQ_REL) == st->nmatch_slots;
-    if (rc == 0 && last && JG_JOIN.type == JG_JOIN_RIGHT_OUTER) rc = emit_unmatched(st, ctx, a->rows, err);
+    if (rc == 0 && last && JG_JOIN.type == JG_JOIN_RIGHT_OUTER) rc = emit_unmatched(st, ctx, a->b[0].rows, err);
     if (rc == 0) rc = jgr_call_finish(ctx, err); /* the query's end-of-input hook (jgrt.h) */
     st->matches[ctx->worker] = a->matches;
   }
   if (a) {
-    free(a->rows);
-    free(a->keys);
+    for (int k = 0; k < 2; k++) {
+      free(a->b[k].rows);
+      free(a->b[k].keys);
+    }
     free(a);
   }
   return rc;

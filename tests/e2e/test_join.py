@@ -272,7 +272,6 @@ def test_builder_join_reports_build_memory(server, jduck, tables):
     assert "build_bytes" in text and "build_rows" in text
 
 
-
 def test_runtime_filter_of_an_upper_join_reaches_the_lower_joins_scans(server, jduck):
     """TPC-H Q18's shape: the upper join's key comes from the lower join's build side, equal to the
     lower join's probe key, so the upper join's build keys filter the lower join's probe scan (and

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import socket
+import struct
 import threading
 from collections.abc import Callable
 
@@ -227,7 +228,7 @@ def test_join_build_stats_report_memory(cache):
     ev0, ev1, got = run_join(q, [[q.build_tuple(b) for b in build]], [[q.probe_tuple(p) for p in probe]])
     s0 = ev0["stats"]
     assert (s0["tuples_in"], s0["build_rows"], s0["build_null_key_rows"], s0["build_distinct_keys"]) == (1001, 1000, 1, 100)
-    assert s0["build_table_bytes"] == 2048 * 8  # 2 * 1000 rows rounded up to a power of two, 8 bytes a slot
+    assert s0["build_table_bytes"] == 4096 * 8  # 4 * 1000 rows rounded up to a power of two, 8 bytes a slot
     assert s0["build_arena_bytes"] >= 1000 * 64
     assert s0["build_bytes"] == s0["build_arena_bytes"] + s0["build_table_bytes"]
     assert s0["tuples_out"] == 0 and s0["bytes_out"] == 0
@@ -363,3 +364,62 @@ def test_join_malformed_build_tuple(cache):
         assert "build side" in ev["message"] and "shorter" in ev["message"], ev
     finally:
         nca.kill()
+
+
+def _string_out_of_bounds(q: JoinQuery, row: dict, column: str, side: str) -> bytes:
+    """A tuple of `side` whose string field `column` points past the tuple's end."""
+    t = bytearray(q.build_tuple(row) if side == "build" else q.probe_tuple(row))
+    fields = q.build_fields if side == "build" else q.probe_fields
+    offset = next(off for name, _, off in fields if name == column)
+    t[offset:offset + 8] = struct.pack("<II", len(t) - 1, 5)
+    return bytes(t)
+
+
+def _phase_error(q: JoinQuery, build: list[bytes], probe: list[bytes] | None) -> dict:
+    """The `error` event of the build phase (probe None) or of the probe phase."""
+    r = Receiver()
+    nca = NcaProcess(q.binary, inputs=2)
+    try:
+        nca.configure(dests=[(0, r.port, 0, 1)], expect=[(0, 1), (1, 1)])
+        nca.send("execute 0")
+        feed(nca.ports[0], [build])
+        if probe is None:
+            return nca.event("error")
+        nca.event("done")
+        nca.send("execute 1")
+        feed(nca.ports[1], [probe])
+        return nca.event("error")
+    finally:
+        nca.kill()
+        r.close()
+
+
+def test_join_malformed_probe_tuple(cache):
+    q = JoinQuery(cache, {"build_keys": ["bk"], "probe_keys": ["pk"]})
+    good = [q.probe_tuple({"pk": i, "ps": "x", "pv": i}) for i in range(100)]
+    ev = _phase_error(q, [q.build_tuple({"bk": 1, "bs": "a", "bw": 2})], good + [b"\x00" * 8])
+    assert ev["phase"] == 1, ev
+    assert ev["message"] == "input port 1 (probe side): malformed tuple: tuple shorter than the layout's fixed size", ev
+
+
+@pytest.mark.parametrize("side", ["build", "probe"])
+def test_join_string_outside_the_tuple(cache, side):
+    """Every string of a build tuple is checked (the whole tuple is stored); a probe tuple's strings
+    when some function reads them."""
+    q = JoinQuery(cache, {"build_keys": ["bk"], "probe_keys": ["pk"]})
+    build = [q.build_tuple({"bk": i, "bs": "a", "bw": i}) for i in range(3)]
+    probe = [q.probe_tuple({"pk": i, "ps": "x", "pv": i}) for i in range(3)]
+    if side == "build":
+        ev = _phase_error(q, build + [_string_out_of_bounds(q, {"bk": 9, "bs": "abc", "bw": 1}, "bs", "build")], None)
+    else:
+        ev = _phase_error(q, build, probe + [_string_out_of_bounds(q, {"pk": 9, "ps": "abc", "pv": 1}, "ps", "probe")])
+    assert ev["message"] == (f"input port {0 if side == 'build' else 1} ({side} side): malformed tuple: "
+                             "string field points outside the tuple"), ev
+
+
+def test_join_probe_key_error_fails_the_phase(cache):
+    q = JoinQuery(cache, {"build_keys": ["bk"], "probe_keys": ["CAST(ps AS int32)"]})
+    probe = [q.probe_tuple({"pk": 1, "ps": str(i), "pv": 0}) for i in range(70)] + \
+        [q.probe_tuple({"pk": 1, "ps": "zz", "pv": 0})]
+    ev = _phase_error(q, [q.build_tuple({"bk": 1, "bs": "a", "bw": 2})], probe)
+    assert ev["phase"] == 1 and "zz" in ev["message"], ev

@@ -91,6 +91,168 @@ static int probe_keys(jg_ctx *ctx, const jg_val *row, jg_val *keys, uint64_t *ha
   return JG_ROW_OK;
 }
 
+/* Tuples[0 .. n) of the probe side, read by its NTF layout (fixed part 48 bytes): the
+ * columns some function reads into rows (row i at rows + i * stride), then the row's keys into
+ * keys + i * 3, their hash into hash[i] and JG_ROW_OK or JG_KEY_NULL into status[i]. Returns n, or
+ * the index of the first tuple that failed, its status a JG_BATCH_* code. */
+static uint32_t probe_batch(jg_ctx *ctx, const uint8_t *const *tuples, const uint32_t *lens, uint32_t n,
+    jg_val *rows, uint32_t stride, jg_val *keys, uint64_t *hash, uint8_t *status) {
+  for (uint32_t i = 0; i < n; i++) {
+    const uint8_t *const t = tuples[i];
+    const uint32_t len = lens[i];
+    jg_val *const row = rows + (size_t)i * stride;
+    (void)t;
+    (void)len;
+    if (__builtin_expect(len < 48u, 0)) {
+      status[i] = JG_BATCH_SHORT;
+      return i;
+    }
+    /* row[0]: int64 at offset 8, null bit 0 */
+    {
+      const uint8_t null = (t[0] >> 0) & 1u;
+      int64_t x;
+      __builtin_memcpy(&x, t + 8, 8);
+      row[0].null = null;
+      row[0].v.i = null ? 0 : x;
+    }
+    /* row[1]: int32 at offset 16, null bit 1 */
+    {
+      const uint8_t null = (t[0] >> 1) & 1u;
+      int32_t x;
+      __builtin_memcpy(&x, t + 16, 4);
+      row[1].null = null;
+      row[1].v.i = null ? 0 : x;
+    }
+    /* row[2]: string at offset 24, null bit 2 */
+    if (!((t[0] >> 2) & 1u)) {
+      uint32_t s[2]; /* offset, length */
+      __builtin_memcpy(s, t + 24, 8);
+      if (__builtin_expect(s[0] > len || s[1] > len - s[0], 0)) { status[i] = JG_BATCH_BAD_STRING; return i; }
+      row[2].null = 0;
+      row[2].v.s.p = (const char *)t + s[0];
+      row[2].v.s.n = s[1];
+    } else {
+      row[2].null = 1;
+      row[2].v.i = 0;
+    }
+    /* row[3]: decimal(10,2) at offset 32, null bit 3 */
+    {
+      const uint8_t null = (t[0] >> 3) & 1u;
+      int64_t x;
+      __builtin_memcpy(&x, t + 32, 8);
+      row[3].null = null;
+      row[3].v.i = null ? 0 : x;
+    }
+    /* row[4]: date at offset 40, null bit 4 */
+    {
+      const uint8_t null = (t[0] >> 4) & 1u;
+      int32_t x;
+      __builtin_memcpy(&x, t + 40, 4);
+      row[4].null = null;
+      row[4].v.i = null ? 0 : x;
+    }
+    const int r = probe_keys(ctx, row, keys + (size_t)i * 3, &hash[i]);
+    if (__builtin_expect(r == JG_ROW_ERROR, 0)) {
+      status[i] = JG_BATCH_ROW_ERROR;
+      return i;
+    }
+    status[i] = (uint8_t)r;
+  }
+  return n;
+}
+
+/* Tuples[0 .. n) of the build side, read by its NTF layout (fixed part 48 bytes): the
+ * columns some function reads into rows (row i at rows + i * stride), then the row's keys into
+ * keys + i * 3, their hash into hash[i] and JG_ROW_OK or JG_KEY_NULL into status[i]. Returns n, or
+ * the index of the first tuple that failed, its status a JG_BATCH_* code. */
+static uint32_t build_batch(jg_ctx *ctx, const uint8_t *const *tuples, const uint32_t *lens, uint32_t n,
+    jg_val *rows, uint32_t stride, jg_val *keys, uint64_t *hash, uint8_t *status) {
+  for (uint32_t i = 0; i < n; i++) {
+    const uint8_t *const t = tuples[i];
+    const uint32_t len = lens[i];
+    jg_val *const row = rows + (size_t)i * stride;
+    (void)t;
+    (void)len;
+    if (__builtin_expect(len < 48u, 0)) {
+      status[i] = JG_BATCH_SHORT;
+      return i;
+    }
+    /* row[0]: int64 at offset 8, null bit 0 */
+    {
+      const uint8_t null = (t[0] >> 0) & 1u;
+      int64_t x;
+      __builtin_memcpy(&x, t + 8, 8);
+      row[0].null = null;
+      row[0].v.i = null ? 0 : x;
+    }
+    /* row[1]: string at offset 16, null bit 1 */
+    if (!((t[0] >> 1) & 1u)) {
+      uint32_t s[2]; /* offset, length */
+      __builtin_memcpy(s, t + 16, 8);
+      if (__builtin_expect(s[0] > len || s[1] > len - s[0], 0)) { status[i] = JG_BATCH_BAD_STRING; return i; }
+      row[1].null = 0;
+      row[1].v.s.p = (const char *)t + s[0];
+      row[1].v.s.n = s[1];
+    } else {
+      row[1].null = 1;
+      row[1].v.i = 0;
+    }
+    /* row[2]: decimal(12,3) at offset 24, null bit 2 */
+    {
+      const uint8_t null = (t[0] >> 2) & 1u;
+      int64_t x;
+      __builtin_memcpy(&x, t + 24, 8);
+      row[2].null = null;
+      row[2].v.i = null ? 0 : x;
+    }
+    const int r = build_keys(ctx, row, keys + (size_t)i * 3, &hash[i]);
+    if (__builtin_expect(r == JG_ROW_ERROR, 0)) {
+      status[i] = JG_BATCH_ROW_ERROR;
+      return i;
+    }
+    status[i] = (uint8_t)r;
+  }
+  return n;
+}
+
+/* The build columns some function reads of a stored build tuple into row[0 .. 5): 0, or a
+ * JG_BATCH_* code. */
+static int build_decode(const uint8_t *t, uint32_t len, jg_val *row) {
+  (void)t;
+  (void)len;
+  (void)row;
+  if (__builtin_expect(len < 48u, 0)) return JG_BATCH_SHORT;
+  /* row[1]: string at offset 16, null bit 1 */
+  if (!((t[0] >> 1) & 1u)) {
+    uint32_t s[2]; /* offset, length */
+    __builtin_memcpy(s, t + 16, 8);
+    if (__builtin_expect(s[0] > len || s[1] > len - s[0], 0)) return JG_BATCH_BAD_STRING;
+    row[1].null = 0;
+    row[1].v.s.p = (const char *)t + s[0];
+    row[1].v.s.n = s[1];
+  } else {
+    row[1].null = 1;
+    row[1].v.i = 0;
+  }
+  /* row[3]: float64 at offset 32, null bit 3 */
+  {
+    const uint8_t null = (t[0] >> 3) & 1u;
+    int64_t x;
+    __builtin_memcpy(&x, t + 32, 8);
+    row[3].null = null;
+    row[3].v.i = null ? 0 : x;
+  }
+  /* row[4]: date at offset 40, null bit 4 */
+  {
+    const uint8_t null = (t[0] >> 4) & 1u;
+    int32_t x;
+    __builtin_memcpy(&x, t + 40, 4);
+    row[4].null = null;
+    row[4].v.i = null ? 0 : x;
+  }
+  return 0;
+}
+
 /* Equality of non-NULL keys with the packed keys of a stored build row, consistent with the hash. */
 static int keys_equal(const jg_val *a, const uint8_t *b) {
   return a[0].v.i == jg_packed_i64(b, 0) && jg_str_eq(a[1].v.s, jg_packed_str(b, 8)) && a[2].v.i == jg_packed_i64(b, 16);
@@ -127,6 +289,58 @@ static int query_row(jg_ctx *ctx, const jg_val *row) {
   return JG_ROW_OK;
 }
 
+/* Run query_row on a joined row; what it took of scratch memory is given back (unless that
+ * overflowed into extra blocks), so one probe row with many matches stays bounded. */
+static inline int emit_row(jg_ctx *ctx, const jg_probe_rows *b, const jg_val *row) {
+  const size_t mark = *b->scratch_used;
+  if (__builtin_expect(query_row(ctx, row) != JG_ROW_OK, 0)) return -1;
+  if (__builtin_expect(*b->scratch_more == 0, 1)) *b->scratch_used = mark;
+  return 0;
+}
+
+/* Stage 3 of the probe (inner): keys compared with the candidates', matches decoded, tested, rows emitted. */
+static uint32_t probe_emit(jg_ctx *ctx, const jg_probe_rows *b, uint64_t *matches, uint8_t *code) {
+  for (uint32_t i = 0; i < b->n; i++) {
+    jg_val *const row = b->rows + (size_t)i * 10;
+    int matched = 0;
+    if (b->status[i] == JG_ROW_OK) {
+      const jg_val *const keys = b->keys + (size_t)i * 3;
+      const uint64_t tag = JG_SLOT_TAG(b->hash[i]);
+      uint64_t pos = b->pos[i];
+      for (jg_join_entry *e = b->cand[i]; e;) {
+        if (keys_equal(keys, jg_entry_keys(e))) {
+          for (jg_join_entry *x = e; x; x = x->u.next) {
+            const int d = build_decode(jg_entry_tuple(x, 3), x->len, row + 5);
+            if (__builtin_expect(d != 0, 0)) {
+              *code = (uint8_t)d;
+              return i;
+            }
+            const size_t mark = *b->scratch_used;
+            const int c = join_condition(ctx, row);
+            if (__builtin_expect(c < 0, 0)) {
+              *code = JG_BATCH_ROW_ERROR;
+              return i;
+            }
+            if (__builtin_expect(*b->scratch_more == 0, 1)) *b->scratch_used = mark;
+            if (!c) continue;
+            matched = 1;
+            (*matches)++;
+            if (__builtin_expect(emit_row(ctx, b, row) != 0, 0)) {
+              *code = JG_BATCH_ROW_ERROR;
+              return i;
+            }
+          }
+          break; /* equal keys share one slot: no other slot can match */
+        }
+        pos = (pos + 1) & b->mask;
+        e = jg_slot_entry(jg_next_candidate(b->slots, b->mask, &pos, tag));
+      }
+    }
+    (void)matched;
+  }
+  return b->n;
+}
+
 const jg_query JG_QUERY = {
   .columns = probe_columns,
   .ncolumns = 5,
@@ -142,6 +356,10 @@ const jg_join_query JG_JOIN = {
   .nbuild = 5,
   .build_keys = build_keys,
   .probe_keys = probe_keys,
+  .build_batch = build_batch,
+  .probe_batch = probe_batch,
+  .build_decode = build_decode,
+  .probe_emit = probe_emit,
   .keys_equal = keys_equal,
   .condition = join_condition,
   .condition_reads_build = 1,

@@ -9,14 +9,20 @@ Generated here, from the typed trees only:
 - `keys_equal`: exact equality of two key tuples, consistent with the hash;
 - `join_condition`: the optional extra condition over the joined row (probe values, then build);
 - `query_row` (JG_QUERY.row): the join's output columns, then the fused filters and projections,
-  folded onto the joined row (chain.py), then one NTF tuple.
+  folded onto the joined row (chain.py), then one NTF tuple;
+- `build_batch` / `probe_batch`: a batch of one side's NTF tuples read by that side's layout (typed
+  loads at the fields' offsets, only the columns some function reads; a build tuple's strings are
+  all checked, as it is stored whole), then the key function over each row;
+- `build_decode`: the build columns the condition or the output reads, from a stored build tuple;
+- `probe_emit`: the probe's compare-and-emit stage for one batch, written for the join type, with
+  key equality, `build_decode`, the condition and `query_row` inlined.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ....contract.ntf import NtfLayout
+from ....contract.ntf import NtfLayout, generate_ntf
 from ....contract.types import DataType, Kind, Schema
 from ....dataflow.expr import Column, Expr, walk
 from ....dataflow.plan import Join, JoinType, Operation
@@ -190,6 +196,23 @@ def _column_table(schema: Schema, first_row_index: int) -> list[dict]:
     return rows
 
 
+def _decode_plan(schema: Schema, decode: Sequence[int], check: Sequence[int] | None = None) -> tuple[list[dict], int]:
+    """How the generated code reads one side's NTF tuples (the contract layout of `schema`): the
+    fields to decode (`decode`) or, strings only, to check the bounds of (`check`), with their
+    offsets, null bits and access widths; and the layout's fixed size."""
+    layout = generate_ntf(schema)
+    fields = []
+    for i, f in enumerate(layout.fields):
+        string = f.type.kind is Kind.STRING
+        if not decode[i] and not (string and check and check[i]):
+            continue
+        access = "str" if string else "bool" if f.size == 1 else "i32" if f.size == 4 else "i64"
+        fields.append({"index": i, "type": str(f.type), "offset": f.offset, "null_bit": f.null_bit,
+                       "null_byte": f.null_bit >> 3, "null_shift": f.null_bit & 7, "access": access,
+                       "decode": bool(decode[i])})
+    return fields, layout.fixed_size
+
+
 def generate_join_query(ops: Sequence[Operation], probe_schema: Schema, build_schema: Schema,
                         layout: NtfLayout) -> str:
     """C source of a hash-join NCA's query: JG_QUERY (probe columns, output function) and JG_JOIN.
@@ -213,12 +236,22 @@ def generate_join_query(ops: Sequence[Operation], probe_schema: Schema, build_sc
     nprobe, nbuild = len(probe_schema), len(build_schema)
     probe_used = [max(u) for u in zip(_used(joined, 0, nprobe), _used(join.probe_keys, 0, nprobe), strict=True)]
     build_used = _used(joined, nprobe, nbuild)
+    probe_decode, probe_fixed = _decode_plan(probe_schema, probe_used)
+    # the build side: the key columns are read when a row arrives (every string checked, as the whole
+    # tuple is stored), the columns `build_used` names when a row matches
+    build_batch_decode, build_fixed = _decode_plan(build_schema, _used(join.build_keys, 0, nbuild), [1] * nbuild)
+    build_decode, _ = _decode_plan(build_schema, build_used)
+    condition_reads_build = bool(join.condition) and _reads_build([join.condition], plan.nprobe)
+    output_reads_build = _reads_build(exprs, plan.nprobe)
+    emits_pairs = join.type in (JoinType.INNER, JoinType.LEFT_OUTER, JoinType.RIGHT_OUTER)
     return render_query(
         "join_query.c.j2", pool, kind="join",
         probe_columns=_column_table(probe_schema, 0), build_columns=_column_table(build_schema, len(probe_schema)),
         key_types=[jg_type(t) for t in plan.key_types], key_type_names=[str(t) for t in plan.key_types],
         join_type=JOIN_TYPE_C[join.type], join_type_name=join.type.value,
         build_keys=build_body, probe_keys=probe_body, keys_equal=equal, condition=cond_body,
-        condition_reads_build=int(bool(join.condition) and _reads_build([join.condition], plan.nprobe)),
-        output_reads_build=int(_reads_build(exprs, plan.nprobe)),
-        nfilters=len(plan.filters), body=row_body, probe_used=probe_used, build_used=build_used)
+        condition_reads_build=int(condition_reads_build), output_reads_build=int(output_reads_build),
+        emits_pairs=emits_pairs, decode_build_half=condition_reads_build or (emits_pairs and output_reads_build),
+        nfilters=len(plan.filters), body=row_body, probe_used=probe_used, build_used=build_used,
+        probe_decode=probe_decode, probe_fixed_size=probe_fixed, build_batch_decode=build_batch_decode,
+        build_decode=build_decode, build_fixed_size=build_fixed)
