@@ -101,14 +101,28 @@ def _probe_sources(plan: LogicalPlan, join: Join) -> list[RuntimeFilterCandidate
             return f"probe key {j} is computed by an expression, not a column the scan could test"
         columns.append(key.index)
     found: list[RuntimeFilterCandidate] = []
-    why = _walk(plan, join, join.probe, join.name, tuple(columns), (), found)
+    why = ""
+    # A work list, not recursion: a request may put thousands of operations between a read and
+    # its join (compile_scaling's chains), and each join on the way adds up to two branches.
+    todo: list[tuple[InputRef, str, tuple[int, ...], tuple[str, ...]]] = [(join.probe, join.name, tuple(columns), ())]
+    while todo:
+        ref, consumer, cols, path = todo.pop()
+        branches = _step(plan, join, ref, consumer, cols, path, found)
+        if isinstance(branches, str):
+            why = why or branches
+        else:
+            todo.extend(reversed(branches))
     return found or why
 
 
-def _walk(plan: LogicalPlan, join: Join, ref: InputRef, consumer: str, columns: tuple[int, ...],
-          path: tuple[str, ...], found: list[RuntimeFilterCandidate]) -> str:
-    """Follow `columns` (the join's keys as columns of `ref`'s output) up to the reads they come
-    from unchanged, adding a candidate per read reached; the reason the first dead end has."""
+Branch = tuple[InputRef, str, tuple[int, ...], tuple[str, ...]]
+
+
+def _step(plan: LogicalPlan, join: Join, ref: InputRef, consumer: str, columns: tuple[int, ...],
+          path: tuple[str, ...], found: list[RuntimeFilterCandidate]) -> list[Branch] | str:
+    """One operation on the way up from `join`'s probe side, with the join's keys as `columns` of
+    its output: a read adds a candidate; the others give where to go on (their inputs, with the
+    keys as columns there), or why the way ends."""
     op = plan.op(ref.op)
     users = plan.consumers(op.name)
     if len(users) != 1 or users[0][0].name != consumer:
@@ -120,7 +134,7 @@ def _walk(plan: LogicalPlan, join: Join, ref: InputRef, consumer: str, columns: 
                 return f"probe key {j} has another type than column '{op.schema.fields[idx].name}' of read '{op.name}'"
         found.append(RuntimeFilterCandidate(join.name, op.name, tuple(cols),
                                             tuple(op.schema.fields[i].name for i in cols), tuple(reversed(path))))
-        return ""
+        return []
     if isinstance(op, Filter):
         pass
     elif isinstance(op, Project):
@@ -141,22 +155,21 @@ def _walk(plan: LogicalPlan, join: Join, ref: InputRef, consumer: str, columns: 
                         f"key {j}) by an expression: the scan does not see the key's values")
             cols[j] = expr.index
     elif isinstance(op, Join):
-        return _through_join(plan, join, op, cols, path + (op.name,), found)
+        return _through_join(plan, op, cols, path + (op.name,))
     else:
         return (f"the probe side comes from {op.kind} '{op.name}', which does not pass its input's "
                 "rows through unchanged")
-    return _walk(plan, join, op.input, op.name, tuple(cols), path + (op.name,), found)
+    return [(op.input, op.name, tuple(cols), path + (op.name,))]
 
 
-def _through_join(plan: LogicalPlan, join: Join, inner: Join, cols: list[int], path: tuple[str, ...],
-                  found: list[RuntimeFilterCandidate]) -> str:
+def _through_join(plan: LogicalPlan, inner: Join, cols: list[int], path: tuple[str, ...]) -> list[Branch] | str:
     """Past a join `inner` on the way: each key is a column of its probe side or of its build side.
     A row of either side whose key fails the filter only makes output rows that fail it too (or
-    whose key is NULL, which `join` drops as well), so the filter holds on that side's rows. A build
-    key equal to a probe key in the rows `inner` outputs (inner joins; a left outer join's build half
-    is that or NULL) lets the filter go to the other side too: TPC-H Q18's orders of large
-    quantities reach the lineitem scan that probes the orders they join. Each side reached is a
-    candidate of its own."""
+    whose key is NULL, which the filter's join drops as well), so the filter holds on that side's
+    rows. A build key equal to a probe key in the rows `inner` outputs (inner joins; a left outer
+    join's build half is that or NULL) lets the filter go to the other side too: TPC-H Q18's orders
+    of large quantities reach the lineitem scan that probes the orders they join. Each side
+    reached is a branch of its own."""
     width = len(plan.input_schema(inner.probe).fields)
     source = []  # per key: ("p", probe column) or ("b", build column)
     for j, idx in enumerate(cols):
@@ -171,22 +184,22 @@ def _through_join(plan: LogicalPlan, join: Join, inner: Join, cols: list[int], p
              if isinstance(bk, Column) and isinstance(pk, Column) and bk.type == pk.type]
     to_probe = {b: p for b, p in equal}
     to_build = {p: b for b, p in equal}
-    why = (f"key {{j}} comes from the other side of join '{inner.name}' than the others, and is not one of "
-           "its equal keys")
-    reasons: list[str] = []
+    branches: list[Branch] = []
     # the probe side: build columns through equal keys, where the output row is a matched one
-    probe_cols = [c if side == "p" else to_probe.get(c, -1) if inner.type in (JoinType.INNER, JoinType.LEFT_OUTER) else -1
-                  for side, c in source]
-    if -1 in probe_cols:
-        reasons.append(why.format(j=probe_cols.index(-1)))
-    else:
-        reasons.append(_walk(plan, join, inner.probe, inner.name, tuple(probe_cols), path, found))
+    matched = inner.type in (JoinType.INNER, JoinType.LEFT_OUTER)
+    probe_cols = [c if side == "p" else to_probe.get(c, -1) if matched else -1 for side, c in source]
+    if -1 not in probe_cols:
+        branches.append((inner.probe, inner.name, tuple(probe_cols), path))
     # the build side: only of an inner join (its other types keep or drop probe rows by what the
     # build side has, so dropping build rows would change them)
     build_cols = [c if side == "b" else to_build.get(c, -1) for side, c in source]
     if inner.type is JoinType.INNER and -1 not in build_cols:
-        reasons.append(_walk(plan, join, inner.build, inner.name, tuple(build_cols), path, found))
-    return next((r for r in reasons if r), "")
+        branches.append((inner.build, inner.name, tuple(build_cols), path))
+    if not branches:
+        j = probe_cols.index(-1)
+        return (f"key {j} comes from the other side of join '{inner.name}' than the others, and is not one "
+                "of its equal keys")
+    return branches
 
 
 def plan_runtime_filters(plan: LogicalPlan) -> tuple[list[RuntimeFilterCandidate], dict[str, str]]:

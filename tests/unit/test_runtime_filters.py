@@ -365,3 +365,12 @@ def test_a_scan_that_cannot_take_it_fails_the_job(tmp_path):
     with pytest.raises(Cancelled):
         runner._hand_runtime_filters(stage, pipeline.stages[stage])
     assert runner._failure.nca == scan and "gone" in runner._failure.message
+
+
+def test_a_long_chain_between_read_and_join_is_walked_without_recursion(tmp_path):
+    # deeper than Python's recursion limit: the walk is a work list
+    filters = [{"kind": "filter", "name": f"f{i}", "input": f"f{i - 1}" if i else "p", "condition": "pv > 3"}
+               for i in range(3000)]
+    plan = plan_of(tmp_path, read("b", B), read("p", P), *filters, join("j", "b", "f2999"))
+    [c] = planned(plan)[0].values()
+    assert c.read == "p" and len(c.path) == 3000 and c.path[0] == "f0"
