@@ -171,6 +171,7 @@ struct metadata_t {
     bit<8>  out_words;
     bit<8>  s0_out_null;
     bit<8>  s1_out_null;
+    bit<8>  s01_out_null;  /* TNA egress: s0_out_null | s1_out_null */
     /* the tuple, as the pipeline sees it */
     bit<64> key;       /* wire bytes */
     bit<64> v0;        /* native */
@@ -207,6 +208,9 @@ struct metadata_t {
     bit<16> i6;
     bit<16> i7;
     bit<8>  rh7;       /* TNA egress: kh7's outcome */
+    bit<8>  rc;        /* TNA egress: cn<way>'s outcome (CN_COUNTED, CN_SPILL) */
+    bit<32> seq_n;     /* TNA egress: out_seq's number for this output (a record's, an END's) */
+    bit<8>  lost;      /* TNA egress: FINISH: `flushed` is not the FLUSHes sent */
     bit<16> idx;
     bit<12> counter;   /* job * JG_MAX_STREAMS + stream */
     /* a record to emit: count, sums, their null bits, and which output word holds which */

@@ -4,6 +4,11 @@
  * wire bytes (little-endian): Tofino has no byte swap, a program swaps where it computes (TNA: an
  * identity hash, which reorders bytes in the input crossbar). ValueSelect is its own control
  * because on Tofino it runs in the egress pipe, where the sums are. */
+/* A table's MAU stage where a program wants it pinned (TNA: @stage); nothing elsewhere */
+#ifndef STAGE
+#define STAGE(n)
+#endif
+
 control JobConfig(inout headers_t hdr, inout metadata_t meta, out bool hit) {
     action set_job(bit<8> job, bit<32> tag, bit<16> base, bit<16> mask, bit<16> in_len, bit<8> flags,
                    bit<64> key_null, bit<64> v0_null, bit<64> v1_null, bit<64> cnt_null) {

@@ -51,14 +51,21 @@ control Output(inout headers_t hdr, inout metadata_t meta) {
         size = JG_MAX_JOBS;
     }
 
+    /* a record's bytes: u32 length, null vector, key, out_words words (constants: Tofino shifts
+     * and adds one operand per stage), and the same less 4; one table of constants */
+    action set_rec_len(bit<16> len, bit<16> len_m4) { meta.rec_len = len; meta.rec_len_m4 = len_m4; }
+    table rec_lens {
+        key = { meta.out_words : ternary; }
+        actions = { set_rec_len; }
+        const entries = {
+            0: set_rec_len(20, 16); 1: set_rec_len(28, 24); 2: set_rec_len(36, 32); _: set_rec_len(44, 40);
+        }
+        default_action = set_rec_len(44, 40);
+    }
+
     apply {
         route.apply();
-        /* a record's bytes: u32 length, null vector, key, out_words words (constants: Tofino shifts
-         * and adds one operand per stage) */
-        if (meta.out_words == 0) { meta.rec_len = 20; meta.rec_len_m4 = 16; }
-        else if (meta.out_words == 1) { meta.rec_len = 28; meta.rec_len_m4 = 24; }
-        else if (meta.out_words == 2) { meta.rec_len = 36; meta.rec_len_m4 = 32; }
-        else { meta.rec_len = 44; meta.rec_len_m4 = 40; }
+        rec_lens.apply();
         /* a data pass that goes on: its UDP (and IP) length's change, less the tuple taken (its u32
          * length and in_len bytes), plus the pass header if it is new, without (len_d0) or with
          * (len_d1) a record of its own: each one operation on fields set by tables, so that Emit
@@ -81,12 +88,13 @@ control Output(inout headers_t hdr, inout metadata_t meta) {
  * (the output datagram's number), `stream_w` (the output stream) and `records_w` (an END's tuple
  * count). The addresses are the program's: it knows where the datagram goes before Emit runs. */
 control Emit(inout headers_t hdr, inout metadata_t meta, in bit<64> seq_w, in bit<32> stream_w, in bit<64> records_w) {
-/* output word `o` (0 count, 1 sum 0, 2 sum 1) into `dst`, as one write per case */
-#define PUT(dst, o) if (o == 1) { dst = meta.r_s0; } else if (o == 2) { dst = meta.r_s1; } else { dst = meta.r_count; }
-/* this pass's record onto the front of the stack of its kind (the datagram's records, newest first).
- * A program whose Emit runs where the earlier records are not parsed (TNA's egress pipe: its parser
- * reads 160 bytes at most) defines REC_PUSH_FRONT(K) empty: record [0] is then emitted in front of
- * them, which is the same bytes. */
+/* The output's number and an END's count into the header; a program that writes them there itself
+ * (TNA: the hash that makes them wire bytes writes the header) defines these empty, so that the
+ * header's write does not wait for a copy of itself. */
+#ifndef EMIT_SEQ
+#define EMIT_SEQ(x) hdr.ntu.seq = x;
+#define EMIT_END_TUPLES(x) hdr.end.tuples = x;
+#endif
 #ifndef REC_PUSH_FRONT
 #define REC_PUSH_FRONT(K) hdr.rec##K.push_front(1);
 #endif
@@ -96,6 +104,7 @@ control Emit(inout headers_t hdr, inout metadata_t meta, in bit<64> seq_w, in bi
 #define REC_HEAD(K) hdr.rec##K[0]
 #define REC_WORD(K, I) hdr.rec##K[0].w##I
 #define REC_WORDS_VALID(K)
+#define REC_WORD_VALID(K, I)
 #endif
 #define PUSH_REC(K)                                                                                 \
         REC_PUSH_FRONT(K)                                                                           \
@@ -105,39 +114,79 @@ control Emit(inout headers_t hdr, inout metadata_t meta, in bit<64> seq_w, in bi
         REC_HEAD(K).key = meta.key;                                                                 \
         REC_WORDS_VALID(K)
 
+/* The record's words: three tables of constants, keyed on out_words and the word's o<I> (0 count,
+ * 1 sum 0, 2 sum 1; anything else a count), whose actions each write one case (not an if-chain per
+ * word per record kind: every test a table of its own, on Tofino). rec_word0 pushes the record
+ * (its length, null vector and key) and writes its first word; rec_word1 and rec_word2 write the
+ * next ones of a record that has them. */
+#define PUT_ACTIONS(K, I)                                                                           \
+    action put##K##_##I##_count() { REC_WORD_VALID(K, I) REC_WORD(K, I) = meta.r_count; }         \
+    action put##K##_##I##_s0() { REC_WORD_VALID(K, I) REC_WORD(K, I) = meta.r_s0; }               \
+    action put##K##_##I##_s1() { REC_WORD_VALID(K, I) REC_WORD(K, I) = meta.r_s1; }
+#define PUSH_ACTIONS(K)                                                                             \
+    action push##K##_count() { PUSH_REC(K) REC_WORD(K, 0) = meta.r_count; }                        \
+    action push##K##_s0() { PUSH_REC(K) REC_WORD(K, 0) = meta.r_s0; }                              \
+    action push##K##_s1() { PUSH_REC(K) REC_WORD(K, 0) = meta.r_s1; }
+    action push0() { PUSH_REC(0) }
+    PUSH_ACTIONS(1) PUSH_ACTIONS(2) PUSH_ACTIONS(3)
+    PUT_ACTIONS(2, 1) PUT_ACTIONS(3, 1) PUT_ACTIONS(3, 2)
+    table rec_word0 {
+        key = { meta.out_words : ternary; meta.o0 : ternary; }
+        actions = { push0; push1_count; push1_s0; push1_s1; push2_count; push2_s0; push2_s1;
+                    push3_count; push3_s0; push3_s1; }
+        const entries = {
+            (0, _): push0();
+            (1, 1): push1_s0(); (1, 2): push1_s1(); (1, _): push1_count();
+            (2, 1): push2_s0(); (2, 2): push2_s1(); (2, _): push2_count();
+            (_, 1): push3_s0(); (_, 2): push3_s1(); (_, _): push3_count();
+        }
+        default_action = push3_count();
+    }
+    table rec_word1 {
+        key = { meta.out_words : ternary; meta.o1 : ternary; }
+        actions = { put2_1_count; put2_1_s0; put2_1_s1; put3_1_count; put3_1_s0; put3_1_s1; NoAction; }
+        const entries = {
+            (0, _): NoAction(); (1, _): NoAction();
+            (2, 1): put2_1_s0(); (2, 2): put2_1_s1(); (2, _): put2_1_count();
+            (_, 1): put3_1_s0(); (_, 2): put3_1_s1(); (_, _): put3_1_count();
+        }
+        default_action = NoAction();
+    }
+    table rec_word2 {
+        key = { meta.out_words : ternary; meta.o2 : ternary; }
+        actions = { put3_2_count; put3_2_s0; put3_2_s1; NoAction; }
+        const entries = {
+            (0, _): NoAction(); (1, _): NoAction(); (2, _): NoAction();
+            (_, 1): put3_2_s0(); (_, 2): put3_2_s1(); (_, _): put3_2_count();
+        }
+        default_action = NoAction();
+    }
+
+#ifndef EMIT_NO_STRIP
     action strip_tuple() {
         hdr.tlen.setInvalid(); hdr.nulls.setInvalid();
         hdr.w0.setInvalid(); hdr.w1.setInvalid(); hdr.w2.setInvalid(); hdr.w3.setInvalid();
         hdr.w4.setInvalid(); hdr.w5.setInvalid(); hdr.w6.setInvalid(); hdr.w7.setInvalid();
         hdr.end.setInvalid(); hdr.finish.setInvalid();
     }
+#endif
 
     apply {
         /* the tuple leaves the datagram first (before the record is written, whose words a program
          * may keep in the tuple's word headers) */
+#ifndef EMIT_NO_STRIP
         if (meta.out_kind == OUT_RECORD || meta.out_kind == OUT_PASS || meta.out_kind == OUT_END) { strip_tuple(); }
+#endif
         if (meta.rec == 1) {
-            if (meta.out_words == 0) {
-                PUSH_REC(0)
-            } else if (meta.out_words == 1) {
-                PUSH_REC(1)
-                PUT(REC_WORD(1, 0), meta.o0)
-            } else if (meta.out_words == 2) {
-                PUSH_REC(2)
-                PUT(REC_WORD(2, 0), meta.o0)
-                PUT(REC_WORD(2, 1), meta.o1)
-            } else {
-                PUSH_REC(3)
-                PUT(REC_WORD(3, 0), meta.o0)
-                PUT(REC_WORD(3, 1), meta.o1)
-                PUT(REC_WORD(3, 2), meta.o2)
-            }
+            rec_word0.apply();
+            rec_word1.apply();
+            rec_word2.apply();
         }
         if (meta.out_kind == OUT_RECORD) {
             /* the datagram's records, to the destination: one datagram of the switch's output stream */
             hdr.pass.setInvalid();
             hdr.ntu.stream = stream_w;
-            hdr.ntu.seq = seq_w;
+            EMIT_SEQ(seq_w)
             hdr.ntu.count = meta.n_rec ++ 8w0;  /* little-endian u16: at most JG_TUPLES_PER_DATAGRAM */
             hdr.ntu.flags = 0;
             hdr.udp.len = 8 + JG_UDP_HEADER_BYTES + meta.rec_bytes;
@@ -160,10 +209,11 @@ control Emit(inout headers_t hdr, inout metadata_t meta, in bit<64> seq_w, in bi
             hdr.ntu.flags = JG_F_PASS;
         } else if (meta.out_kind == OUT_END) {
             hdr.ntu.stream = stream_w;
-            hdr.ntu.seq = seq_w;
+            EMIT_SEQ(seq_w)
             hdr.ntu.count = 0;
+            hdr.finish.setInvalid();  /* (a FINISH's payload; strip_tuple's too) */
             hdr.end.setValid();
-            hdr.end.tuples = records_w;
+            EMIT_END_TUPLES(records_w)
             hdr.end.received = 0;
             hdr.udp.len = 8 + JG_UDP_HEADER_BYTES + 16;
             hdr.ipv4.total_len = 20 + 8 + JG_UDP_HEADER_BYTES + 16;

@@ -27,6 +27,7 @@ control Admit(inout headers_t hdr, inout metadata_t meta, out bool ok) {
     bit<1> bad_len = 0;    /* a first pass whose UDP length is not that of its count (1 .. N) of tuples */
     bit<1> bad_tuple = 0;  /* this pass's tuple missing, or not of the job's length */
     action wrong_len() { bad_len = 1; }
+    STAGE(1)
     table datagram_len {
         key = { meta.in_len : exact; hdr.ntu.count : exact; hdr.udp.len : exact; }
         actions = { NoAction; wrong_len; }
@@ -36,64 +37,96 @@ control Admit(inout headers_t hdr, inout metadata_t meta, out bool ok) {
         default_action = wrong_len();  /* also a count of 0 or too many */
     }
 
-    /* a tuple's u32 length prefix (little-endian, as extracted) against the job's in_len: a table of
+    /* a tuple (its first word's header valid) whose u32 length prefix (little-endian, as extracted)
+     * is the job's in_len: a table of
      * the lengths the parser takes, not a comparison of slices (which would cut both fields into
      * bytes in PHV, on Tofino) */
     action wrong_tuple() { bad_tuple = 1; }
+    STAGE(1)
     table tuple_len {
-        key = { hdr.tlen.len : exact; meta.in_len : exact; }
+        key = { hdr.w0.isValid() : exact; hdr.tlen.len : exact; meta.in_len : exact; }
         actions = { NoAction; wrong_tuple; }
         const entries = {
-            (0x10000000, 16): NoAction(); (0x18000000, 24): NoAction(); (0x20000000, 32): NoAction();
-            (0x28000000, 40): NoAction(); (0x30000000, 48): NoAction(); (0x38000000, 56): NoAction();
-            (0x40000000, 64): NoAction(); (0x48000000, 72): NoAction();
+            (true, 0x10000000, 16): NoAction(); (true, 0x18000000, 24): NoAction();
+            (true, 0x20000000, 32): NoAction(); (true, 0x28000000, 40): NoAction();
+            (true, 0x30000000, 48): NoAction(); (true, 0x38000000, 56): NoAction();
+            (true, 0x40000000, 64): NoAction(); (true, 0x48000000, 72): NoAction();
         }
         default_action = wrong_tuple();
     }
 
+    /* What a pass may take, decided once: a table of constants (first match wins) on the flags,
+     * the stream number (below JG_MAX_STREAMS, 64, when its first wire byte's top two bits and its
+     * other bytes are 0: the little-endian field as extracted, Tofino has no byte swap), the two
+     * checks and where the datagram came from. A sender's datagram (flags 0, its first pass): a
+     * stream below 64, of the right length, with its tuple; a recirculated pass (JG_F_PASS, and no
+     * other flag): from the switch's own recirculation, with its tuple; any other datagram with
+     * JG_F_PASS: never; a sender's END: a stream below 64; anything else (FLUSH, FINISH): yes. */
+    action admit_yes() { ok = true; }
+    action admit_no() { ok = false; }
+    STAGE(2)
+    table admit {
+        key = { hdr.ntu.flags : ternary; hdr.ntu.stream : ternary; bad_len : ternary; bad_tuple : ternary;
+                meta.recirculated : ternary; }
+        actions = { admit_yes; admit_no; }
+        const entries = {
+            (0, 0 &&& 0xc0ffffff, 0, 0, _): admit_yes();
+            (0, _, _, _, _): admit_no();
+            (JG_F_PASS, _, _, 0, 1): admit_yes();
+            (JG_F_PASS &&& JG_F_PASS, _, _, _, _): admit_no();
+            (JG_F_END &&& JG_F_END, 0 &&& 0xc0ffffff, _, _, _): admit_yes();
+            (JG_F_END &&& JG_F_END, _, _, _, _): admit_no();
+            (_, _, _, _, _): admit_yes();
+        }
+        default_action = admit_yes();
+    }
+
     apply {
-        /* tests as ifs, not boolean expressions assigned: Tofino decides in gateways, and cannot
-         * compute a bool from comparisons in an action. The little-endian fields are compared as
-         * extracted (Tofino has no byte swap): the stream number is below JG_MAX_STREAMS (64) when
-         * its first byte's top two bits and its other bytes are 0. */
-        bit<1> big_stream;
-        if (hdr.ntu.stream[31:30] != 0 || hdr.ntu.stream[23:0] != 0) { big_stream = 1; } else { big_stream = 0; }
         if (hdr.ntu.flags == 0) { datagram_len.apply(); }
         if (hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) {  /* this pass's tuple, of the job's length */
-            if (!hdr.w0.isValid()) { bad_tuple = 1; }
-            else { tuple_len.apply(); }
+            tuple_len.apply();  /* (no tuple: no entry matches) */
         }
-        if (hdr.ntu.flags == 0) {  /* a sender's datagram: its first pass */
-            if (big_stream == 1 || bad_len == 1 || bad_tuple == 1) { ok = false; } else { ok = true; }
-        } else if (hdr.ntu.flags == JG_F_PASS) {
-            if (meta.recirculated == 0 || bad_tuple == 1) { ok = false; } else { ok = true; }
-        } else if ((hdr.ntu.flags & JG_F_PASS) != 0) {
-            ok = false;
-        } else if ((hdr.ntu.flags & JG_F_END) != 0) {
-            if (big_stream == 1) { ok = false; } else { ok = true; }
-        } else {
-            ok = true;
-        }
+        admit.apply();
     }
 }
 
 control Passes(inout headers_t hdr, inout metadata_t meta) {
+    /* Where the datagram goes: a FLUSH's record to the destination; a data pass's datagram on to its
+     * next pass while tuples remain (its count, little-endian, 1 .. JG_TUPLES_PER_DATAGRAM: Admit,
+     * above 1: its first wire byte & 0xfe not 0), after its last tuple to the destination when it
+     * has records (this pass's, or earlier ones'); else nowhere (out_kind as it was). One table of
+     * constants (first match wins). */
+    action set_kind(bit<3> k) { meta.out_kind = k; }
+    table out_kinds {
+        key = { hdr.ntu.flags : ternary; hdr.ntu.count : ternary; meta.rec : ternary; meta.n_rec : ternary; }
+        actions = { set_kind; NoAction; }
+        const entries = {
+            (JG_F_FLUSH &&& JG_F_FLUSH, _, 1, _): set_kind(OUT_RECORD);
+            (JG_F_FLUSH &&& JG_F_FLUSH, _, _, _): NoAction();
+            (0, 0 &&& 0xfe00, 1, _): set_kind(OUT_RECORD);
+            (0, 0 &&& 0xfe00, _, 0): NoAction();
+            (0, 0 &&& 0xfe00, _, _): set_kind(OUT_RECORD);
+            (0, _, _, _): set_kind(OUT_PASS);
+            (JG_F_PASS, 0 &&& 0xfe00, 1, _): set_kind(OUT_RECORD);
+            (JG_F_PASS, 0 &&& 0xfe00, _, 0): NoAction();
+            (JG_F_PASS, 0 &&& 0xfe00, _, _): set_kind(OUT_RECORD);
+            (JG_F_PASS, _, _, _): set_kind(OUT_PASS);
+        }
+        default_action = NoAction();
+    }
+
     apply {
+        /* the datagram's records so far (a program whose parser sets these defines
+         * PASS_COUNTS_PARSED: TNA's egress parser, from the pass header it extracts) */
+#ifndef PASS_COUNTS_PARSED
         meta.n_rec = 0;
         meta.rec_bytes = 0;
         if (hdr.pass.isValid()) {
             meta.n_rec = hdr.pass.records;
             meta.rec_bytes = hdr.pass.bytes;
         }
-        if ((hdr.ntu.flags & JG_F_FLUSH) != 0) {
-            if (meta.rec == 1) { meta.out_kind = OUT_RECORD; }
-        } else if (hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) {
-            if (hdr.ntu.count[15:8] > 1) {  /* little-endian, 1 .. JG_TUPLES_PER_DATAGRAM (Admit) */
-                meta.out_kind = OUT_PASS;
-            } else if (meta.rec == 1 || meta.n_rec != 0) {
-                meta.out_kind = OUT_RECORD;
-            }
-        }
+#endif
+        out_kinds.apply();
         if (meta.rec == 1) {
             meta.n_rec = meta.n_rec + 1;
             meta.rec_bytes = meta.rec_bytes + meta.rec_len;

@@ -27,6 +27,7 @@
 
 #include "../include/jumpgate_defs.p4"
 #include "../include/headers.p4"
+#define STAGE(n) @stage(n)
 #include "../include/job_config.p4"
 /* Emit runs in the egress pipe, whose parser stops after the pass header (Tofino 1's egress parser
  * reads at most 160 bytes): the new record is emitted in front of the earlier ones, unparsed */
@@ -36,9 +37,23 @@
  * record headers would take */
 #define REC_HEAD(K) hdr.rec0[0]
 #define REC_WORD(K, I) hdr.w##I.data
-#define REC_WORDS_VALID(K) if (K > 0) { hdr.w0.setValid(); } if (K > 1) { hdr.w1.setValid(); } \
-    if (K > 2) { hdr.w2.setValid(); }
+#define REC_WORDS_VALID(K) REC_WORDS_VALID_##K
+#define REC_WORDS_VALID_0
+#define REC_WORDS_VALID_1 hdr.w0.setValid();
+#define REC_WORDS_VALID_2 hdr.w0.setValid();
+#define REC_WORDS_VALID_3 hdr.w0.setValid();
+/* (words 1 and 2 are made valid where they are written: Emit's rec_word1, rec_word2) */
+#define REC_WORD_VALID(K, I) hdr.w##I.setValid();
+/* The egress pipe never has the tuple's headers (ingress took them out; its parser stops before)
+ * nor an END's: Emit has no tuple to strip (a FINISH's payload is invalidated where the END is
+ * made) */
+#define EMIT_NO_STRIP
+/* OutputCounters writes the output's number and an END's count into the header itself */
+#define EMIT_SEQ(x)
+#define EMIT_END_TUPLES(x)
 #include "../include/output.p4"
+/* the egress parser sets n_rec and rec_bytes from the pass header (0 without one) */
+#define PASS_COUNTS_PARSED
 #include "../include/passes.p4"
 
 /* Pipe 0's recirculation port on Tofino 1 (ports 68-71 loop back into pipe 0's ingress): a datagram
@@ -57,10 +72,13 @@
 #define REC_MUTEXES(G) REC_MUTEX(G, 0, 1) REC_MUTEX(G, 0, 2) REC_MUTEX(G, 0, 3) REC_MUTEX(G, 1, 2) \
     REC_MUTEX(G, 1, 3) REC_MUTEX(G, 2, 3)
 
-#define KL_NONE 0    /* not tried: a NULL key, or the one key whose first half equals the tag */
+/* kl<w>'s outcomes. A stateful ALU's output of 0 costs nothing and a power of two can come from
+ * its predicate; any other constant takes one of its two high ALUs (the "instruction slot used
+ * multiple times" of three constants in one program): the try's three outcomes are 0, 1, 2. */
+#define KL_MISS 0    /* another key holds the slot: the next way (after the last: no room) */
 #define KL_MATCH 1
 #define KL_FRESH 2
-#define KL_MISS 3    /* another key holds the slot: the next way (after the last: no room) */
+#define KL_NONE 3    /* not tried: a NULL key, or the one key whose first half equals the tag */
 #define KH_NONE 0
 #define KH_SAME 1
 #define KH_OTHER 2
@@ -96,6 +114,52 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #include "../include/parser_states.p4"
 }
 
+/* Where the register arrays go (@stage). A stage has 4 stateful ALUs for both pipes, 48 for the
+ * 47 arrays: ingress's kl<w> in stage 4 + w and kh<w> in the stage after (two a stage from 5 on),
+ * so egress's 25 arrays fill stages 0..3 and what ingress leaves in 4..7 (its counts have their
+ * inputs from stage 0, its sums from stage 2: the values as numbers, x - 1), and the counters
+ * take what is left in 8..11 after the record's decision (egress stage 8). */
+#define KL_STAGE_0 4
+#define KL_STAGE_1 5
+#define KL_STAGE_2 6
+#define KL_STAGE_3 7
+#define KL_STAGE_4 8
+#define KL_STAGE_5 9
+#define KL_STAGE_6 10
+#define KL_STAGE_7 11
+#define KH_STAGE_0 5
+#define KH_STAGE_1 6
+#define KH_STAGE_2 7
+#define KH_STAGE_3 8
+#define KH_STAGE_4 9
+#define KH_STAGE_5 10
+#define KH_STAGE_6 11
+#define KH_STAGE_7 0
+#define CN_STAGE_0 0
+#define CN_STAGE_1 0
+#define CN_STAGE_2 0
+#define CN_STAGE_3 1
+#define CN_STAGE_4 1
+#define CN_STAGE_5 1
+#define CN_STAGE_6 1
+#define CN_STAGE_7 2
+#define s0_STAGE_0 2
+#define s1_STAGE_0 2
+#define s0_STAGE_1 2
+#define s1_STAGE_1 3
+#define s0_STAGE_2 3
+#define s1_STAGE_2 3
+#define s0_STAGE_3 3
+#define s1_STAGE_3 4
+#define s0_STAGE_4 4
+#define s1_STAGE_4 4
+#define s0_STAGE_5 5
+#define s1_STAGE_5 5
+#define s0_STAGE_6 6
+#define s1_STAGE_6 6
+#define s0_STAGE_7 7
+#define s1_STAGE_7 7
+
 /* Way W's kl and kh programs (one access per register array per packet, one 32-bit output each, as
  * Tofino 1's RegisterAction has): kl<W> tries (the key's first half, empty and now the key's, or
  * another key's); kh<W> is claimed or checked; a FLUSH takes each (reads and clears it). */
@@ -123,44 +187,91 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
         void apply(inout bit<32> v, out bit<32> old) { old = v; v = 0; }                          \
     };
 
-/* Way W's slot index, base | (hash & mask), into a field of its own ahead of the way's first
- * stage: a stateful ALU takes its index from a field or a hash as it is, not computed. Two steps,
- * each under a test of its own (only a key that is tried needs them): so that every way's steps are
- * tables of their own, with one hash output each (an action's immediate pathway takes 32 bits), and
- * way w+1's AND does not wait for way w's OR (statements of one block become one action until one
- * reads what an earlier one wrote, and the next action then starts with it). */
-#define WAY_HASH(W) if (meta.klo != 0) { meta.i##W = hash##W.get(ROT##W) & meta.mask; }
-#define WAY_BASE(W) if (meta.klo != 0) { meta.i##W = meta.i##W | meta.base; }
+/* The ways' slot indexes, base | (hash & mask), into fields of their own ahead of way 0's stage: a
+ * stateful ALU takes its index from a field or a hash as it is, not computed. Two steps (only a
+ * key that is tried needs them), each way's a table of its own: one hash output each (an action's
+ * immediate pathway takes 32 bits, and a 16-bit hash output takes 32 of them), and a way's OR
+ * waits only for its own AND. */
+#define WAY_HASH(W)                                                                               \
+    action way_hash##W##_a() { meta.i##W = hash##W.get(ROT##W) & meta.mask; }                     \
+    @stage(WAY_HASH_STAGE_##W)                                                                    \
+    table way_hash##W { actions = { way_hash##W##_a; } default_action = way_hash##W##_a(); size = 1; }
+#define WAY_BASE(W)                                                                               \
+    action way_base##W##_a() { meta.i##W = meta.i##W | meta.base; }                               \
+    @stage(WAY_BASE_STAGE_##W)                                                                    \
+    table way_base##W { actions = { way_base##W##_a; } default_action = way_base##W##_a(); size = 1; }
+/* The stages: a stage has 6 hash distribution outputs, for both pipes, and a stateful ALU's index
+ * from a field takes one too (arrays indexed by the same field in one stage share it); ways 0..3
+ * and a FLUSH's index take stage 2's (one left for the egress arrays there), ways 4..7 stage 3's, so
+ * that way 0's index is ready for its stage (4) and each later way's by its own (the placement,
+ * left to itself, put ways 0..2 last) */
+#define WAY_HASH_STAGE_0 2
+#define WAY_HASH_STAGE_1 2
+#define WAY_HASH_STAGE_2 2
+#define WAY_HASH_STAGE_3 2
+#define WAY_HASH_STAGE_4 3
+#define WAY_HASH_STAGE_5 3
+#define WAY_HASH_STAGE_6 3
+#define WAY_HASH_STAGE_7 3
+#define WAY_BASE_STAGE_0 3
+#define WAY_BASE_STAGE_1 3
+#define WAY_BASE_STAGE_2 3
+#define WAY_BASE_STAGE_3 3
+#define WAY_BASE_STAGE_4 4
+#define WAY_BASE_STAGE_5 4
+#define WAY_BASE_STAGE_6 4
+#define WAY_BASE_STAGE_7 4
 
-/* Way W's first stage, tried only while every earlier way missed: the outcome, the way and the
- * index go to the bridge (a later way that is tried overwrites them). One field `r` carries the
- * chain: each stage reads the one before's outcome, so way w+1 is tried in the very next stage. */
+/* Way W's first stage: kl<W> tried by a tuple while every earlier way missed (the outcome, the way
+ * and the index go to the bridge; a later way that is tried overwrites them), or taken by a FLUSH
+ * of way W (read and cleared; its index is i<W> too: WayIndex). One table of the array's two
+ * RegisterActions, chosen by constant entries on the flags, the chain's outcome so far and the way.
+ * One field `r` carries the chain: each stage reads the one before's outcome, so way w+1 is tried
+ * in the very next stage. */
 #define TRY_WAY(W)                                                                                \
-    if (hdr.bridge.r == KL_MISS) {                                                                \
-        hdr.bridge.r = kl##W##_try.execute(meta.i##W);                                        \
+    action kl##W##_try_a() {                                                                      \
+        hdr.bridge.r = kl##W##_try.execute(meta.i##W);                                            \
         hdr.bridge.way = W;                                                                       \
-        hdr.bridge.idx = meta.i##W;                                                                  \
+        hdr.bridge.idx = meta.i##W;                                                               \
+    }                                                                                             \
+    action kl##W##_take_a() { hdr.bridge.key_hi = kl##W##_take.execute(meta.i##W); }             \
+    @stage(KL_STAGE_##W)                                                                          \
+    table kl##W##_t {                                                                             \
+        key = { hdr.ntu.flags : ternary; hdr.bridge.r : ternary; hdr.bridge.way : ternary; }     \
+        actions = { kl##W##_try_a; kl##W##_take_a; NoAction; }                                    \
+        const entries = {                                                                         \
+            (JG_F_FLUSH &&& JG_F_FLUSH, _, W &&& 7): kl##W##_take_a();                             \
+            (0, KL_MISS, _): kl##W##_try_a(); (JG_F_PASS, KL_MISS, _): kl##W##_try_a();            \
+        }                                                                                         \
+        default_action = NoAction();                                                              \
+        size = 4;                                                                                 \
     }
 
-/* The way that took the key's first half, in the stage after: kh<W> claims the last half (a fresh
- * slot) or checks it. Written right after TRY_WAY(W), so that it reads that stage's outcome
- * (TRY_WAY(W+1) writes the same fields in the same stage, which a stage's reads do not see). */
-#define KEY_WAY(W)                                                                                \
-    if (hdr.bridge.way == W) {                                                            \
-        if (hdr.bridge.r == KL_FRESH) { hdr.bridge.rh = kh##W##_claim.execute(hdr.bridge.idx); } \
-        else if (hdr.bridge.r == KL_MATCH) { hdr.bridge.rh = kh##W##_check.execute(hdr.bridge.idx); } \
+/* The way that took the key's first half, in the stage after its kl: kh<W> claims the last half
+ * (a fresh slot) or checks it, writing the outcome to OUT; a FLUSH of way W takes it (into the
+ * bridge's key_lo). Applied right after kl<W>'s table, so that it reads that stage's outcome
+ * (kl<W+1>'s table writes the same fields in the same stage, which a stage's reads do not see). */
+#define KEY_WAY(W, OUT)                                                                           \
+    action kh##W##_take_a() { hdr.bridge.key_lo = kh##W##_take.execute(hdr.bridge.idx); }        \
+    action kh##W##_claim_a() { OUT = kh##W##_claim.execute(hdr.bridge.idx); }                    \
+    action kh##W##_check_a() { OUT = kh##W##_check.execute(hdr.bridge.idx); }                    \
+    @stage(KH_STAGE_##W)                                                                          \
+    table kh##W##_t {                                                                             \
+        key = { hdr.ntu.flags : ternary; hdr.bridge.way : ternary; hdr.bridge.r : ternary; }     \
+        actions = { kh##W##_take_a; kh##W##_claim_a; kh##W##_check_a; NoAction; }                 \
+        const entries = {                                                                         \
+            (JG_F_FLUSH &&& JG_F_FLUSH, W &&& 7, _): kh##W##_take_a();                             \
+            (0, W &&& 7, KL_FRESH): kh##W##_claim_a(); (JG_F_PASS, W &&& 7, KL_FRESH): kh##W##_claim_a(); \
+            (0, W &&& 7, KL_MATCH): kh##W##_check_a(); (JG_F_PASS, W &&& 7, KL_MATCH): kh##W##_check_a(); \
+        }                                                                                         \
+        default_action = NoAction();                                                              \
+        size = 8;                                                                                 \
     }
 
-/* FLUSH: way W's key halves as they are stored (kl not yet XORed with the tag), read and cleared */
-#define TAKE_KEY(W)                                                                               \
-    if (hdr.bridge.way == W) {                                                                    \
-        hdr.bridge.key_hi = kl##W##_take.execute(meta.fi);                                             \
-        hdr.bridge.key_lo = kh##W##_take.execute(meta.fi);                                             \
-    }
-
-/* The slot indexes of the ways (a tuple's) or of the slot (a FLUSH's), before Admit's outcome is
- * known: they change nothing, and way 0's stage (4) needs its index from stage 3 on, Admit decides
- * in stage 2. */
+/* The slot indexes of the ways (a tuple's) or of the slot (a FLUSH's), a FLUSH's way, and a tuple's
+ * first bridge fields (its key halves, NULL bits, count increment, whether it is tried), before
+ * Admit's outcome is known: they change nothing, and way 0's stage (4) needs its index and `r` from
+ * stage 3 on, Admit decides in stage 2. */
 control WayIndex(inout headers_t hdr, inout metadata_t meta) {
     Hash<bit<16>>(HashAlgorithm_t.IDENTITY) flush_index;
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash0;
@@ -171,18 +282,82 @@ control WayIndex(inout headers_t hdr, inout metadata_t meta) {
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash5;
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash6;
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash7;
+    /* A tuple's NULL bits (the job table's action ANDed the null vector's first byte with each
+     * mask: 0 or not), its count's increment, and whether the key is tried: a NULL key, or the one
+     * key whose first half equals the tag (it would store the 0 of an empty slot), is not (a
+     * bypass). One table of constants (first match wins: an entry for every set of fields that are
+     * 0, most fields first), not a test per field. */
+    action tuple_bits(bit<8> key_null_hit, bit<8> v0_null_hit, bit<8> v1_null_hit, bit<8> cnt_inc, bit<8> r) {
+        hdr.bridge.key_null_hit = key_null_hit;
+        hdr.bridge.v0_null_hit = v0_null_hit;
+        hdr.bridge.v1_null_hit = v1_null_hit;
+        hdr.bridge.cnt_inc = cnt_inc;
+        hdr.bridge.r = r;
+    }
+    table tuple_nulls {
+        key = { meta.key_nulls : ternary; meta.v0_nulls : ternary; meta.v1_nulls : ternary;
+                meta.cnt_nulls : ternary; meta.klo : ternary; }
+        actions = { tuple_bits; }
+        const entries = {
+            (0, 0, 0, 0, 0): tuple_bits(0, 0, 0, 1, KL_NONE); (0, 0, 0, 0, _): tuple_bits(0, 0, 0, 1, KL_MISS);
+            (0, 0, 0, _, 0): tuple_bits(0, 0, 0, 0, KL_NONE); (0, 0, _, 0, 0): tuple_bits(0, 0, 1, 1, KL_NONE);
+            (0, _, 0, 0, 0): tuple_bits(0, 1, 0, 1, KL_NONE); (_, 0, 0, 0, 0): tuple_bits(1, 0, 0, 1, KL_NONE);
+            (0, 0, 0, _, _): tuple_bits(0, 0, 0, 0, KL_MISS); (0, 0, _, 0, _): tuple_bits(0, 0, 1, 1, KL_MISS);
+            (0, 0, _, _, 0): tuple_bits(0, 0, 1, 0, KL_NONE); (0, _, 0, 0, _): tuple_bits(0, 1, 0, 1, KL_MISS);
+            (0, _, 0, _, 0): tuple_bits(0, 1, 0, 0, KL_NONE); (0, _, _, 0, 0): tuple_bits(0, 1, 1, 1, KL_NONE);
+            (_, 0, 0, 0, _): tuple_bits(1, 0, 0, 1, KL_NONE); (_, 0, 0, _, 0): tuple_bits(1, 0, 0, 0, KL_NONE);
+            (_, 0, _, 0, 0): tuple_bits(1, 0, 1, 1, KL_NONE); (_, _, 0, 0, 0): tuple_bits(1, 1, 0, 1, KL_NONE);
+            (0, 0, _, _, _): tuple_bits(0, 0, 1, 0, KL_MISS); (0, _, 0, _, _): tuple_bits(0, 1, 0, 0, KL_MISS);
+            (0, _, _, 0, _): tuple_bits(0, 1, 1, 1, KL_MISS); (0, _, _, _, 0): tuple_bits(0, 1, 1, 0, KL_NONE);
+            (_, 0, 0, _, _): tuple_bits(1, 0, 0, 0, KL_NONE); (_, 0, _, 0, _): tuple_bits(1, 0, 1, 1, KL_NONE);
+            (_, 0, _, _, 0): tuple_bits(1, 0, 1, 0, KL_NONE); (_, _, 0, 0, _): tuple_bits(1, 1, 0, 1, KL_NONE);
+            (_, _, 0, _, 0): tuple_bits(1, 1, 0, 0, KL_NONE); (_, _, _, 0, 0): tuple_bits(1, 1, 1, 1, KL_NONE);
+            (0, _, _, _, _): tuple_bits(0, 1, 1, 0, KL_MISS); (_, 0, _, _, _): tuple_bits(1, 0, 1, 0, KL_NONE);
+            (_, _, 0, _, _): tuple_bits(1, 1, 0, 0, KL_NONE); (_, _, _, 0, _): tuple_bits(1, 1, 1, 1, KL_NONE);
+            (_, _, _, _, 0): tuple_bits(1, 1, 1, 0, KL_NONE); (_, _, _, _, _): tuple_bits(1, 1, 1, 0, KL_NONE);
+        }
+        default_action = tuple_bits(1, 1, 1, 0, KL_NONE);  /* (never: the last entry matches all) */
+        size = 32;
+    }
+    WAY_HASH(0) WAY_HASH(1) WAY_HASH(2) WAY_HASH(3) WAY_HASH(4) WAY_HASH(5) WAY_HASH(6) WAY_HASH(7)
+    WAY_BASE(0) WAY_BASE(1) WAY_BASE(2) WAY_BASE(3) WAY_BASE(4) WAY_BASE(5) WAY_BASE(6) WAY_BASE(7)
 
     apply {
         /* FLUSH: seq = way << 16 | slot index in the job's block, little-endian: the way is bits
-         * 2:0 of its third byte (a cast: two writes, a stage apart), the index its first two bytes
-         * (swapped by an identity hash) */
+         * 2:0 of its third byte (hdr.ntu.seq[42:40]), the index its first two bytes (swapped by an
+         * identity hash). The whole byte goes to the bridge (a cast to 8 bits would be two writes,
+         * the second a stage later, and the index's OR a stage after it): the kl and kh tables
+         * match its bits 2:0 (W &&& 7), egress tests them (way[2:0]) */
         if ((hdr.ntu.flags & JG_F_FLUSH) != 0) {
-            hdr.bridge.way = (bit<8>)hdr.ntu.seq[42:40];
+            hdr.bridge.way = hdr.ntu.seq[47:40];  /* the way's byte; tables and tests read its bits 2:0 */
             meta.fi = flush_index.get({ hdr.ntu.seq[55:48], hdr.ntu.seq[63:56] }) & meta.mask;
+            /* a FLUSH's index is every way's (kl<way>'s table takes its index from i<way> either
+             * way) and the bridge's (kh<way>'s), written in this branch, exclusive with the ways'
+             * hashes, which write them too (a write in the Aggregator would order way 0's table,
+             * which writes the bridge's, a stage later) */
+            meta.i0 = meta.fi | meta.base; meta.i1 = meta.fi | meta.base; meta.i2 = meta.fi | meta.base;
+            meta.i3 = meta.fi | meta.base; meta.i4 = meta.fi | meta.base; meta.i5 = meta.fi | meta.base;
+            meta.i6 = meta.fi | meta.base; meta.i7 = meta.fi | meta.base;
+            hdr.bridge.idx = meta.fi | meta.base;
+        } else if (hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) {  /* this pass's tuple */
+            /* the bridge fields the ways write are first written here, before Admit's outcome is
+             * known (they change nothing when it fails: the bridge stays invalid), so that way 0
+             * can start in stage 4; each once per branch */
+            hdr.bridge.key_hi = meta.key[63:32];
+            hdr.bridge.key_lo = meta.key[31:0];
+            hdr.bridge.rh = KH_NONE;
+            hdr.bridge.way = 0;  /* (the index: the way that is tried writes it) */
+            tuple_nulls.apply();  /* the NULL bits, the count's increment, r */
+            if (meta.klo != 0) {
+                way_hash0.apply(); way_hash1.apply(); way_hash2.apply(); way_hash3.apply();
+                way_hash4.apply(); way_hash5.apply(); way_hash6.apply(); way_hash7.apply();
+            }
         }
-        if ((hdr.ntu.flags & JG_F_FLUSH) != 0) { meta.fi = meta.fi | meta.base; }
-        WAY_HASH(0) WAY_HASH(1) WAY_HASH(2) WAY_HASH(3) WAY_HASH(4) WAY_HASH(5) WAY_HASH(6) WAY_HASH(7)
-        WAY_BASE(0) WAY_BASE(1) WAY_BASE(2) WAY_BASE(3) WAY_BASE(4) WAY_BASE(5) WAY_BASE(6) WAY_BASE(7)
+        /* the ways' ORs, under a test of their own (klo is 0 without a tuple: a FLUSH's are above) */
+        if (meta.klo != 0) {
+            way_base0.apply(); way_base1.apply(); way_base2.apply(); way_base3.apply();
+            way_base4.apply(); way_base5.apply(); way_base6.apply(); way_base7.apply();
+        }
     }
 }
 
@@ -212,35 +387,16 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
     KL_ACTIONS(5) KH_ACTIONS(5, meta.khi)
     KL_ACTIONS(6) KH_ACTIONS(6, meta.khi)
     KL_ACTIONS(7)
+    TRY_WAY(0) KEY_WAY(0, hdr.bridge.rh) TRY_WAY(1) KEY_WAY(1, hdr.bridge.rh) TRY_WAY(2) KEY_WAY(2, hdr.bridge.rh)
+    TRY_WAY(3) KEY_WAY(3, hdr.bridge.rh) TRY_WAY(4) KEY_WAY(4, hdr.bridge.rh) TRY_WAY(5) KEY_WAY(5, hdr.bridge.rh)
+    TRY_WAY(6) KEY_WAY(6, hdr.bridge.rh) TRY_WAY(7)
 
     apply {
-        if ((hdr.ntu.flags & JG_F_FLUSH) != 0) {
-            /* the way and the slot index: WayIndex */
-            hdr.bridge.idx = meta.fi;
-            /* an else-chain: the ways exclude each other, so their takes need no order */
-            TAKE_KEY(0) else TAKE_KEY(1) else TAKE_KEY(2) else TAKE_KEY(3) else TAKE_KEY(4) else TAKE_KEY(5)
-            else TAKE_KEY(6) else if (hdr.bridge.way == 7) { hdr.bridge.key_hi = kl7_take.execute(meta.fi); }
-        } else if (hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) {  /* this pass's tuple */
-            /* the bridge fields the ways write are first written here, not where the bridge is made
-             * valid (which waits for Admit's outcome): each is written once per branch, so that way
-             * 0 can start in stage 4 */
-            hdr.bridge.key_hi = meta.key[63:32];
-            hdr.bridge.key_lo = meta.key[31:0];
-            hdr.bridge.rh = KH_NONE;
-            hdr.bridge.way = 0;
-            hdr.bridge.idx = 0;
-            /* NULL bits: the job table's action ANDed the null vector's first byte with each mask */
-            if (meta.key_nulls != 0) { hdr.bridge.key_null_hit = 1; } else { hdr.bridge.key_null_hit = 0; }
-            if (meta.v0_nulls != 0) { hdr.bridge.v0_null_hit = 1; } else { hdr.bridge.v0_null_hit = 0; }
-            if (meta.v1_nulls != 0) { hdr.bridge.v1_null_hit = 1; } else { hdr.bridge.v1_null_hit = 0; }
-            if (meta.cnt_nulls == 0) { hdr.bridge.cnt_inc = 1; } else { hdr.bridge.cnt_inc = 0; }
-            /* a NULL key, or the one key whose first half equals the tag (it would store the 0 of an
-             * empty slot), is not tried: a bypass */
-            if (meta.key_nulls == 0 && meta.klo != 0) { hdr.bridge.r = KL_MISS; } else { hdr.bridge.r = KL_NONE; }
-            /* the ways' indexes: WayIndex */
-            TRY_WAY(0) KEY_WAY(0) TRY_WAY(1) KEY_WAY(1) TRY_WAY(2) KEY_WAY(2) TRY_WAY(3) KEY_WAY(3)
-            TRY_WAY(4) KEY_WAY(4) TRY_WAY(5) KEY_WAY(5) TRY_WAY(6) KEY_WAY(6) TRY_WAY(7)
-        }
+        /* the ways' indexes, a FLUSH's way, a tuple's first bridge fields: WayIndex; a FLUSH takes
+         * way <way>'s key halves, a tuple tries the ways */
+        kl0_t.apply(); kh0_t.apply(); kl1_t.apply(); kh1_t.apply(); kl2_t.apply(); kh2_t.apply();
+        kl3_t.apply(); kh3_t.apply(); kl4_t.apply(); kh4_t.apply(); kl5_t.apply(); kh5_t.apply();
+        kl6_t.apply(); kh6_t.apply(); kl7_t.apply();
     }
 }
 
@@ -260,17 +416,34 @@ control StreamCounters(inout headers_t hdr, inout metadata_t meta) {
     RegisterAction<bit<32>, bit<8>, bit<32>>(tuples) tuples_inc = {
         void apply(inout bit<32> v) { v = v + 1; }
     };
+    action tuples_inc_a() { tuples_inc.execute(meta.job); }
+    @stage(11)
+    table tuples_t { actions = { tuples_inc_a; } default_action = tuples_inc_a(); size = 1; }
+    /* the END's read and a datagram's count (on its first pass): one table of the register's two
+     * RegisterActions */
+    action received_read_a() { meta.got = received_read.execute(meta.counter); }
+    action received_inc_a() { received_inc.execute(meta.counter); }
+    @stage(8)
+    table received_t {
+        key = { hdr.ntu.flags : ternary; }
+        actions = { received_read_a; received_inc_a; NoAction; }
+        const entries = {
+            (JG_F_END &&& JG_F_END): received_read_a();
+            (0): received_inc_a();
+        }
+        default_action = NoAction();
+        size = 2;
+    }
 
     apply {
         /* the stream number is below 64 (Admit): its first wire byte's bits 5:0 */
         meta.counter = meta.job[5:0] ++ hdr.ntu.stream[29:24];
+        received_t.apply();
         if ((hdr.ntu.flags & JG_F_END) != 0) {
-            meta.got = received_read.execute(meta.counter);
             hdr.end.received[63:32] = received_bytes.get(BYTES_REVERSED(meta.got));  /* little-endian u64 */
             hdr.end.received[31:0] = 0;
         } else if (hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) {
-            if (hdr.ntu.flags == 0) { received_inc.execute(meta.counter); }  /* a datagram's first pass */
-            tuples_inc.execute(meta.job);
+            tuples_t.apply();
         }
     }
 }
@@ -309,8 +482,8 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
         bool ok = true;
         bit<1> notice = 0;
         bit<1> more = 0;
-        bit<1> fwd = 0;  /* forward applied once, ahead of the ways (a table applied in several
-                          * places must end the control flow, which would put it after them) */
+        bit<1> fwd = 0;  /* forward applied once, at the end (a table applied in several places
+                          * must end the control flow) */
         meta.recirculated = 0;
         if (ig_intr_md.ingress_port == RECIRC_PORT) { meta.recirculated = 1; }
         if (hdr.ntu.isValid()) {
@@ -322,8 +495,8 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
              * order that choice after every table of the ways) */
             if ((hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) && hdr.ntu.count[15:8] > 1) { more = 1; }
             way_index.apply(hdr, meta);
-            output.apply(hdr, meta);
             admit.apply(hdr, meta, ok);
+            output.apply(hdr, meta);
             /* the flags are not written here: the ways' and counters' tests of the flags would wait
              * for that write */
             if (!ok) {
@@ -386,7 +559,6 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
             ig_tm_md.bypass_egress = 1;
             fwd = 1;
         }
-        if (fwd == 1) { forward.apply(); }
         if (hit) {
             if (ok) {
                 aggregator.apply(hdr, meta);
@@ -407,6 +579,9 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
                 hdr.ntu.flags = hdr.ntu.flags | JG_F_ERROR;
             }
         }
+        /* last in the control flow: Tofino 1 places a table no earlier than the tables and tests
+         * before it in its sequence, and the ways' first stage (4) cannot wait for this one's */
+        if (fwd == 1) { forward.apply(); }
     }
 }
 
@@ -457,8 +632,15 @@ parser SwitchEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
             default: accept;
         }
     }
-    state eg_pass { pkt.extract(hdr.pass); transition accept; }
-    state eg_finish { pkt.extract(hdr.finish); transition accept; }
+    /* what Passes and SwitchEgress would otherwise set in the first stages: the datagram's records
+     * so far, and a FINISH's output kind (meta is 0 otherwise: n_rec, rec_bytes, OUT_NONE) */
+    state eg_pass {
+        pkt.extract(hdr.pass);
+        meta.n_rec = hdr.pass.records;
+        meta.rec_bytes = hdr.pass.bytes;
+        transition accept;
+    }
+    state eg_finish { pkt.extract(hdr.finish); meta.out_kind = OUT_END; transition accept; }
 }
 
 /* The count and sums of way W: cn<W> starts at the tuple's count (a claim) or counts it (spilling
@@ -466,12 +648,12 @@ parser SwitchEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
  * it; a sum's output is the sum itself, register - bias, which is -2^30 exactly for an empty one). */
 #define VALUE_ACTIONS(W)                                                                          \
     RegisterAction<bit<32>, bit<16>, bit<8>>(cn##W) cn##W##_claim = {                            \
-        void apply(inout bit<32> v, out bit<8> r) { v = meta.cnt_inc; r = CN_COUNTED; }                \
+        void apply(inout bit<32> v, out bit<8> r) { v = (bit<32>)hdr.bridge.cnt_inc; r = CN_COUNTED; } \
     };                                                                                            \
     RegisterAction<bit<32>, bit<16>, bit<8>>(cn##W) cn##W##_count = {                            \
         void apply(inout bit<32> v, out bit<8> r) {                                               \
             if (v >= JG_COUNT_SPILL) { v = 0; r = CN_SPILL; }                                     \
-            else { v = v + meta.cnt_inc; r = CN_COUNTED; }                                        \
+            else { v = v + (bit<32>)hdr.bridge.cnt_inc; r = CN_COUNTED; }                         \
         }                                                                                         \
     };                                                                                            \
     RegisterAction<bit<32>, bit<16>, bit<32>>(cn##W) cn##W##_take = {                            \
@@ -498,46 +680,78 @@ parser SwitchEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
         void apply(inout bit<32> v, out bit<32> old) { old = v - JG_SUM_BIAS; v = 0; }            \
     };
 
-/* Way W's count and sums, one block per register: a FLUSH takes it, a tuple of the key that holds
- * the slot (RH: the way's kh outcome) claims or counts (spilling at JG_COUNT_SPILL) and adds (a NULL
- * value leaves its sum alone, a value outside (-2^30, 2^30) goes on in a spill record). The take
- * and the update are branches of one test, so that they have the same dependencies and share the
- * register array's stage; the ways are an else-chain (they exclude each other: no order among them). */
-#define COUNT_WAY(W, RH, FL)                                                                        \
-    if (hdr.bridge.way == W) {                                                                    \
-        if (FL) { meta.fl_c = cn##W##_take.execute(hdr.bridge.idx); }                                     \
-        else if (RH == KH_FRESH) { cn##W##_claim.execute(hdr.bridge.idx); }                       \
-        else if (RH == KH_SAME) { rc = cn##W##_count.execute(hdr.bridge.idx); }                   \
-    }
-#define SUM_WAY(W, RH, FL)                                                                          \
-    if (hdr.bridge.way == W) {                                                                    \
-        if (FL) {                                                                                 \
-            meta.fl_t0 = s0_##W##_take.execute(hdr.bridge.idx);                                        \
-            meta.fl_t1 = s1_##W##_take.execute(hdr.bridge.idx);                                        \
-        } else if (RH == KH_FRESH || RH == KH_SAME) {                                             \
-            if (hdr.bridge.v0_null_hit == 0) {                                                    \
-                if (meta.fit0 == 0) { meta.rej0 = 1; }                                            \
-                else { meta.rej0 = (bit<1>)s0_##W##_add.execute(hdr.bridge.idx); }                \
-            }                                                                                     \
-            if (hdr.bridge.v1_null_hit == 0) {                                                    \
-                if (meta.fit1 == 0) { meta.rej1 = 1; }                                            \
-                else { meta.rej1 = (bit<1>)s1_##W##_add.execute(hdr.bridge.idx); }                \
-            }                                                                                     \
+/* Way W's count and sums: one table per register array, whose actions are the array's
+ * RegisterActions (a stateful ALU holds up to four programs, and the table's entry chooses one),
+ * chosen by constant entries on the flags, the way's kh outcome RH and, for a sum, the value's NULL
+ * bit and range test: a FLUSH takes it, a tuple of the key that holds the slot claims or counts
+ * (spilling at JG_COUNT_SPILL) and adds (a NULL value leaves its sum alone, a value outside
+ * (-2^30, 2^30) goes on in a spill record, `refuse`). The way's test is the gateway of its three
+ * tables, and the ways are an else-chain (they exclude each other: their writes of the same fields
+ * need no order). */
+#define COUNT_WAY(W, RH)                                                                            \
+    action cn##W##_take_a() { meta.fl_c = cn##W##_take.execute(hdr.bridge.idx); }                \
+    action cn##W##_claim_a() { cn##W##_claim.execute(hdr.bridge.idx); }                          \
+    action cn##W##_count_a() { meta.rc = cn##W##_count.execute(hdr.bridge.idx); }                 \
+    @stage(CN_STAGE_##W)                                                                          \
+    table cn##W##_t {                                                                             \
+        key = { hdr.ntu.flags : ternary; RH : ternary; }                                          \
+        actions = { cn##W##_take_a; cn##W##_claim_a; cn##W##_count_a; NoAction; }                 \
+        const entries = {                                                                         \
+            (JG_F_FLUSH &&& JG_F_FLUSH, _): cn##W##_take_a();                                      \
+            (0, KH_FRESH): cn##W##_claim_a(); (JG_F_PASS, KH_FRESH): cn##W##_claim_a();            \
+            (0, KH_SAME): cn##W##_count_a(); (JG_F_PASS, KH_SAME): cn##W##_count_a();              \
         }                                                                                         \
+        default_action = NoAction();                                                              \
+        size = 8;                                                                                 \
     }
-
-#define IS_FLUSH ((hdr.ntu.flags & JG_F_FLUSH) != 0)
-
-/* -2^30 < v < 2^30 for value V (its wire bytes VW, int32 flag I32): the first wire word's top two
- * bits (the number's bits 31:30) equal, and the high word equal to them (an int32's is its sign
- * extension), and not -2^30 itself (wire 00 00 00 c0, then ff ff ff ff) */
-#define FIT(VW, I32, FITV)                                                                        \
-    if (VW[39:38] == 0) {                                                                         \
-        if (I32 != 0 || VW[31:0] == 0) { FITV = 1; }                                              \
-    } else if (VW[39:38] == 3) {                                                                  \
-        if (VW[63:32] != 0x000000c0) {                                                            \
-            if (I32 != 0 || VW[31:0] == 0xffffffff) { FITV = 1; }                                 \
+#define SUM_TABLE(S, W, RH, N)                                                                      \
+    action S##_##W##_take_a() { meta.fl_t##N = S##_##W##_take.execute(hdr.bridge.idx); }         \
+    action S##_##W##_add_a() { meta.rej##N = (bit<1>)S##_##W##_add.execute(hdr.bridge.idx); }   \
+    @stage(S##_STAGE_##W)                                                                         \
+    table S##_##W##_t {                                                                           \
+        key = { hdr.ntu.flags : ternary; RH : ternary; hdr.bridge.v##N##_null_hit : ternary;       \
+                meta.fit##N : ternary; }                                                          \
+        actions = { S##_##W##_take_a; S##_##W##_add_a; refuse##N; NoAction; }                     \
+        const entries = {                                                                         \
+            (JG_F_FLUSH &&& JG_F_FLUSH, _, _, _): S##_##W##_take_a();                              \
+            (0, KH_FRESH, 0, 1): S##_##W##_add_a(); (0, KH_FRESH, 0, 0): refuse##N();               \
+            (0, KH_SAME, 0, 1): S##_##W##_add_a(); (0, KH_SAME, 0, 0): refuse##N();                 \
+            (JG_F_PASS, KH_FRESH, 0, 1): S##_##W##_add_a(); (JG_F_PASS, KH_FRESH, 0, 0): refuse##N(); \
+            (JG_F_PASS, KH_SAME, 0, 1): S##_##W##_add_a(); (JG_F_PASS, KH_SAME, 0, 0): refuse##N(); \
         }                                                                                         \
+        default_action = NoAction();                                                              \
+        size = 16;                                                                                \
+    }
+#define SUM_WAY(W, RH) SUM_TABLE(s0, W, RH, 0) SUM_TABLE(s1, W, RH, 1)
+#define VALUES_AT(W) if (hdr.bridge.way[2:0] == W) { cn##W##_t.apply(); s0_##W##_t.apply(); s1_##W##_t.apply(); }
+
+/* -2^30 < v < 2^30 for value N (its wire bytes v<N>w, int32 flag I32V as bridged), fit<N> = 1:
+ * the first wire word's top two bits (the number's bits 31:30) equal, and the high word equal to
+ * them (an int32's is its sign extension), and not -2^30 itself (wire 00 00 00 c0, then ff ff ff
+ * ff); and an int32 value's high word made its sign (the record's int64). One table of constants
+ * (first match wins), not a test per comparison. */
+#define FIT_TABLE(N, I32V)                                                                          \
+    action fit##N##_pos() { meta.fit##N = 1; meta.v##N##w[31:0] = 0; }                             \
+    action fit##N##_neg() { meta.fit##N = 1; meta.v##N##w[31:0] = 0xffffffff; }                    \
+    action sign##N##_pos() { meta.v##N##w[31:0] = 0; }                                             \
+    action sign##N##_neg() { meta.v##N##w[31:0] = 0xffffffff; }                                    \
+    action fit##N##_only() { meta.fit##N = 1; }                                                    \
+    table fit##N {                                                                                \
+        key = { meta.v##N##w[63:32] : ternary; meta.v##N##w[31:0] : ternary;                       \
+                hdr.bridge.v##N##_int32 : ternary; }                                              \
+        actions = { fit##N##_pos; fit##N##_neg; sign##N##_pos; sign##N##_neg; fit##N##_only; NoAction; } \
+        const entries = {                                                                         \
+            (0x000000c0, _, I32V): sign##N##_neg();                                                \
+            (0x000000c0, _, _): NoAction();                                                        \
+            (0x00000000 &&& 0x000000c0, _, I32V): fit##N##_pos();                                  \
+            (0x000000c0 &&& 0x000000c0, _, I32V): fit##N##_neg();                                  \
+            (0x00000080 &&& 0x00000080, _, I32V): sign##N##_neg();                                 \
+            (0x00000000 &&& 0x00000080, _, I32V): sign##N##_pos();                                 \
+            (0x00000000 &&& 0x000000c0, 0x00000000, 0): fit##N##_only();                           \
+            (0x000000c0 &&& 0x000000c0, 0xffffffff, 0): fit##N##_only();                           \
+        }                                                                                         \
+        default_action = NoAction();                                                              \
+        size = 8;                                                                                 \
     }
 
 /* The slots' counts and sums, and way 7's last key half: the egress half of the slot table. */
@@ -570,107 +784,153 @@ control Accumulator(inout headers_t hdr, inout metadata_t meta) {
     KH_ACTIONS(7, hdr.bridge.key_lo)
     VALUE_ACTIONS(0) VALUE_ACTIONS(1) VALUE_ACTIONS(2) VALUE_ACTIONS(3)
     VALUE_ACTIONS(4) VALUE_ACTIONS(5) VALUE_ACTIONS(6) VALUE_ACTIONS(7)
+    action refuse0() { meta.rej0 = 1; }
+    action refuse1() { meta.rej1 = 1; }
+    KEY_WAY(7, meta.rh7)
+    COUNT_WAY(0, hdr.bridge.rh) SUM_WAY(0, hdr.bridge.rh) COUNT_WAY(1, hdr.bridge.rh) SUM_WAY(1, hdr.bridge.rh)
+    COUNT_WAY(2, hdr.bridge.rh) SUM_WAY(2, hdr.bridge.rh) COUNT_WAY(3, hdr.bridge.rh) SUM_WAY(3, hdr.bridge.rh)
+    COUNT_WAY(4, hdr.bridge.rh) SUM_WAY(4, hdr.bridge.rh) COUNT_WAY(5, hdr.bridge.rh) SUM_WAY(5, hdr.bridge.rh)
+    COUNT_WAY(6, hdr.bridge.rh) SUM_WAY(6, hdr.bridge.rh) COUNT_WAY(7, meta.rh7) SUM_WAY(7, meta.rh7)
+    FIT_TABLE(0, 1) FIT_TABLE(1, 2)
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) x0_bytes;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) x1_bytes;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) c_bytes;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) t0_bytes;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) t1_bytes;
 
+    /* A tuple whose key holds no slot (a NULL key, no room, another key with the same first half):
+     * it goes on as a partial row of its own, its count 1 (little-endian) or 0, a value its own or
+     * NULL. The key holds a slot when its way's kh said so: kh<w>'s outcome (bridge.rh) for ways
+     * 0..6, kh7's (meta.rh7) for way 7, each KH_NONE for the other ways. One table of constants (the
+     * null byte OR'ed from the job's bits, s01_out_null both of them), not a test per field. */
+    action bypass_000(bit<64> c) { meta.bypass = 1; meta.rec = 1; meta.r_count = c; meta.r_s0 = meta.v0w; meta.r_s1 = meta.v1w; }
+    action bypass_001(bit<64> c) { meta.bypass = 1; meta.rec = 1; meta.r_count = c; meta.r_s0 = meta.v0w; meta.r_nulls = meta.s1_out_null; }
+    action bypass_010(bit<64> c) { meta.bypass = 1; meta.rec = 1; meta.r_count = c; meta.r_s1 = meta.v1w; meta.r_nulls = meta.s0_out_null; }
+    action bypass_011(bit<64> c) { meta.bypass = 1; meta.rec = 1; meta.r_count = c; meta.r_nulls = meta.s01_out_null; }
+    action bypass_100(bit<64> c) { meta.bypass = 1; meta.rec = 1; meta.r_count = c; meta.r_s0 = meta.v0w; meta.r_s1 = meta.v1w; meta.r_nulls = 1; }
+    action bypass_101(bit<64> c) { meta.bypass = 1; meta.rec = 1; meta.r_count = c; meta.r_s0 = meta.v0w; meta.r_nulls = 1 | meta.s1_out_null; }
+    action bypass_110(bit<64> c) { meta.bypass = 1; meta.rec = 1; meta.r_count = c; meta.r_s1 = meta.v1w; meta.r_nulls = 1 | meta.s0_out_null; }
+    action bypass_111(bit<64> c) { meta.bypass = 1; meta.rec = 1; meta.r_count = c; meta.r_nulls = 1 | meta.s01_out_null; }
+    table bypass {
+        key = { hdr.bridge.rh : ternary; meta.rh7 : ternary; hdr.bridge.cnt_inc : ternary;
+                hdr.bridge.key_null_hit : ternary; hdr.bridge.v0_null_hit : ternary; hdr.bridge.v1_null_hit : ternary; }
+        actions = { bypass_000; bypass_001; bypass_010; bypass_011; bypass_100; bypass_101; bypass_110; bypass_111; NoAction; }
+        const entries = {
+            (KH_SAME, _, _, _, _, _): NoAction(); (KH_FRESH, _, _, _, _, _): NoAction();
+            (_, KH_SAME, _, _, _, _): NoAction(); (_, KH_FRESH, _, _, _, _): NoAction();
+            (_, _, 0, 0, 0, 0): bypass_000(0);
+            (_, _, 0, 0, 0, 1): bypass_001(0);
+            (_, _, 0, 0, 1, 0): bypass_010(0);
+            (_, _, 0, 0, 1, 1): bypass_011(0);
+            (_, _, 0, 1, 0, 0): bypass_100(0);
+            (_, _, 0, 1, 0, 1): bypass_101(0);
+            (_, _, 0, 1, 1, 0): bypass_110(0);
+            (_, _, 0, 1, 1, 1): bypass_111(0);
+            (_, _, 1, 0, 0, 0): bypass_000(0x0100000000000000);
+            (_, _, 1, 0, 0, 1): bypass_001(0x0100000000000000);
+            (_, _, 1, 0, 1, 0): bypass_010(0x0100000000000000);
+            (_, _, 1, 0, 1, 1): bypass_011(0x0100000000000000);
+            (_, _, 1, 1, 0, 0): bypass_100(0x0100000000000000);
+            (_, _, 1, 1, 0, 1): bypass_101(0x0100000000000000);
+            (_, _, 1, 1, 1, 0): bypass_110(0x0100000000000000);
+            (_, _, 1, 1, 1, 1): bypass_111(0x0100000000000000);
+        }
+        default_action = NoAction();
+        size = 32;
+    }
+
+    /* A spill record: what the slot could not take (a count spills at exactly JG_COUNT_SPILL, plus
+     * this tuple's: little-endian constants; a value its sum refused), the other sums NULL. Only a
+     * key that holds a slot has a count's or a sum's outcome (rc, rej0, rej1 are 0 otherwise). */
+    action spill_00(bit<64> c) { meta.r_count = c; meta.r_nulls = meta.s01_out_null; meta.spilled = 1; meta.rec = 1; }
+    action spill_10(bit<64> c) { meta.r_count = c; meta.r_s0 = meta.v0w; meta.r_nulls = meta.s1_out_null; meta.spilled = 1; meta.rec = 1; }
+    action spill_01(bit<64> c) { meta.r_count = c; meta.r_s1 = meta.v1w; meta.r_nulls = meta.s0_out_null; meta.spilled = 1; meta.rec = 1; }
+    action spill_11(bit<64> c) { meta.r_count = c; meta.r_s0 = meta.v0w; meta.r_s1 = meta.v1w; meta.spilled = 1; meta.rec = 1; }
+    table spill {
+        key = { meta.rc : ternary; meta.rej0 : ternary; meta.rej1 : ternary; hdr.bridge.cnt_inc : ternary; }
+        actions = { spill_00; spill_10; spill_01; spill_11; NoAction; }
+        const entries = {
+            (CN_COUNTED, 1, 1, _): spill_11(0); (CN_COUNTED, 1, 0, _): spill_10(0); (CN_COUNTED, 0, 1, _): spill_01(0);
+            (CN_SPILL, 0, 0, 1): spill_00(0x0000008000000000); (CN_SPILL, 0, 0, 0): spill_00(0xffffff7f00000000);
+            (CN_SPILL, 1, 0, 1): spill_10(0x0000008000000000); (CN_SPILL, 1, 0, 0): spill_10(0xffffff7f00000000);
+            (CN_SPILL, 0, 1, 1): spill_01(0x0000008000000000); (CN_SPILL, 0, 1, 0): spill_01(0xffffff7f00000000);
+            (CN_SPILL, 1, 1, 1): spill_11(0x0000008000000000); (CN_SPILL, 1, 1, 0): spill_11(0xffffff7f00000000);
+        }
+        default_action = NoAction();
+        size = 16;
+    }
+
+    /* A flushed slot's null byte and its sums' sign words: a sum's output is register - bias, which
+     * is -2^30 (0xc0000000) when it had no value (NULL); a negative sum's high word is all ones.
+     * Its entries test NULL first (0xc0000000 is negative too). */
+    action fl_nn() { meta.r_nulls = meta.s01_out_null; }
+    action fl_n_neg() { meta.r_nulls = meta.s0_out_null; meta.r_s1[31:0] = 0xffffffff; }
+    action fl_n_pos() { meta.r_nulls = meta.s0_out_null; }
+    action fl_neg_n() { meta.r_nulls = meta.s1_out_null; meta.r_s0[31:0] = 0xffffffff; }
+    action fl_pos_n() { meta.r_nulls = meta.s1_out_null; }
+    action fl_neg_neg() { meta.r_s0[31:0] = 0xffffffff; meta.r_s1[31:0] = 0xffffffff; }
+    action fl_neg_pos() { meta.r_s0[31:0] = 0xffffffff; }
+    action fl_pos_neg() { meta.r_s1[31:0] = 0xffffffff; }
+    table flush_nulls {
+        key = { meta.fl_t0 : ternary; meta.fl_t1 : ternary; }
+        actions = { fl_nn; fl_n_neg; fl_n_pos; fl_neg_n; fl_pos_n; fl_neg_neg; fl_neg_pos; fl_pos_neg; NoAction; }
+        const entries = {
+            (0xc0000000, 0xc0000000): fl_nn();
+            (0xc0000000, 0x80000000 &&& 0x80000000): fl_n_neg();
+            (0xc0000000, _): fl_n_pos();
+            (0x80000000 &&& 0x80000000, 0xc0000000): fl_neg_n();
+            (_, 0xc0000000): fl_pos_n();
+            (0x80000000 &&& 0x80000000, 0x80000000 &&& 0x80000000): fl_neg_neg();
+            (0x80000000 &&& 0x80000000, _): fl_neg_pos();
+            (_, 0x80000000 &&& 0x80000000): fl_pos_neg();
+        }
+        default_action = NoAction();
+        size = 16;
+    }
+
     apply {
-        bit<8> rc = CN_COUNTED;
-        bit<1> fl7 = 0;
+        /* (meta.rc, a count's outcome, is CN_COUNTED until cn<way>'s table writes it: the parser
+         * zeroed meta) */
         /* a FLUSH is tested on the flags as parsed, not through a variable set a stage before */
         if ((hdr.ntu.flags & JG_F_FLUSH) != 0 || hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) {  /* a FLUSH, or this pass's tuple */
-            if (hdr.bridge.way == 7) {  /* way 7's last key half */
-                /* fl7: a FLUSH of way 7, written with kh7's take, so that way 7's other takes wait
-                 * for kh7's stage as its counting and adding do (a register's tables share a stage) */
-                if ((hdr.ntu.flags & JG_F_FLUSH) != 0) { hdr.bridge.key_lo = kh7_take.execute(hdr.bridge.idx); fl7 = 1; }
-                else if (hdr.bridge.r == KL_FRESH) { meta.rh7 = kh7_claim.execute(hdr.bridge.idx); }
-                else if (hdr.bridge.r == KL_MATCH) { meta.rh7 = kh7_check.execute(hdr.bridge.idx); }
-            }
-            meta.cnt_inc[7:0] = hdr.bridge.cnt_inc;  /* (its other bits are 0: the parser zeroed meta) */
+            meta.s01_out_null = meta.s0_out_null | meta.s1_out_null;  /* both sums NULL */
             if ((hdr.ntu.flags & JG_F_FLUSH) == 0) {  /* a tuple's values (their fields share PHV with a FLUSH's, FINISH's) */
-            /* the values as numbers (their first four wire bytes reversed: a slot's sum takes values
-             * inside (-2^30, 2^30), whose high word is the sign) and the range test's operand; one
-             * 32-bit hash output per action (the immediate pathway's 32 bits): each under its own
-             * test, so that they stay two tables */
-            if (hdr.bridge.v0_null_hit == 0) { meta.x0 = x0_bytes.get(BYTES_REVERSED(meta.v0w[63:32])); }
-            if (hdr.bridge.v1_null_hit == 0) { meta.x1 = x1_bytes.get(BYTES_REVERSED(meta.v1w[63:32])); }
-            FIT(meta.v0w, hdr.bridge.v0_int32, meta.fit0)
-            FIT(meta.v1w, hdr.bridge.v1_int32, meta.fit1)
-            /* an int32 value's high word: its sign (the record's int64) */
-            if (hdr.bridge.v0_int32 != 0) {
-                if (meta.v0w[39:39] == 1) { meta.v0w[31:0] = 0xffffffff; } else { meta.v0w[31:0] = 0; }
+                /* the values as numbers (their first four wire bytes reversed: a slot's sum takes
+                 * values inside (-2^30, 2^30), whose high word is the sign) and the range test's
+                 * operand; one 32-bit hash output per action (the immediate pathway's 32 bits):
+                 * each under its own test, so that they stay two tables */
+                if (hdr.bridge.v0_null_hit == 0) { meta.x0 = x0_bytes.get(BYTES_REVERSED(meta.v0w[63:32])); }
+                if (hdr.bridge.v1_null_hit == 0) { meta.x1 = x1_bytes.get(BYTES_REVERSED(meta.v1w[63:32])); }
+                fit0.apply();
+                fit1.apply();
+                /* a stateful ALU reads two PHV words at most (x and x - 1); the bias of a first
+                 * value is its constant */
+                meta.x0m1 = meta.x0 - 1;
+                meta.x1m1 = meta.x1 - 1;
             }
-            if (hdr.bridge.v1_int32 != 0) {
-                if (meta.v1w[39:39] == 1) { meta.v1w[31:0] = 0xffffffff; } else { meta.v1w[31:0] = 0; }
-            }
-            /* a stateful ALU reads two PHV words at most (x and x - 1); the bias of a first value is
-             * its constant */
-            meta.x0m1 = meta.x0 - 1;
-            meta.x1m1 = meta.x1 - 1;
-            }
-            COUNT_WAY(0, hdr.bridge.rh, IS_FLUSH) else COUNT_WAY(1, hdr.bridge.rh, IS_FLUSH) else COUNT_WAY(2, hdr.bridge.rh, IS_FLUSH)
-            else COUNT_WAY(3, hdr.bridge.rh, IS_FLUSH) else COUNT_WAY(4, hdr.bridge.rh, IS_FLUSH) else COUNT_WAY(5, hdr.bridge.rh, IS_FLUSH)
-            else COUNT_WAY(6, hdr.bridge.rh, IS_FLUSH) else COUNT_WAY(7, meta.rh7, fl7 == 1)
-            SUM_WAY(0, hdr.bridge.rh, IS_FLUSH) else SUM_WAY(1, hdr.bridge.rh, IS_FLUSH) else SUM_WAY(2, hdr.bridge.rh, IS_FLUSH)
-            else SUM_WAY(3, hdr.bridge.rh, IS_FLUSH) else SUM_WAY(4, hdr.bridge.rh, IS_FLUSH) else SUM_WAY(5, hdr.bridge.rh, IS_FLUSH)
-            else SUM_WAY(6, hdr.bridge.rh, IS_FLUSH) else SUM_WAY(7, meta.rh7, fl7 == 1)
+            /* the ways' counts and sums, after the values as numbers (Tofino 1 runs a sequence's
+             * tables by next-table: a table placed after another of its sequence goes to a later
+             * stage, so what the sums need comes first, and way 7's last key half is in way 7's
+             * branch, not ahead of every way's) */
+            VALUES_AT(0) else VALUES_AT(1) else VALUES_AT(2) else VALUES_AT(3)
+            else VALUES_AT(4) else VALUES_AT(5) else VALUES_AT(6)
+            else if (hdr.bridge.way[2:0] == 7) { kh7_t.apply(); cn7_t.apply(); s0_7_t.apply(); s1_7_t.apply(); }
         }
         if ((hdr.ntu.flags & JG_F_FLUSH) != 0) {
             if (hdr.bridge.key_hi != 0 && (hdr.ntu.flags & JG_F_DISCARD) == 0) {  /* it held a key */
+                meta.rec = 1;
                 meta.key[63:32] = hdr.bridge.key_hi ^ hdr.bridge.tag;
                 meta.key[31:0] = hdr.bridge.key_lo;
                 meta.r_count[63:32] = c_bytes.get(BYTES_REVERSED(meta.fl_c));  /* little-endian u64 */
-                /* a sum's output is register - bias: -2^30 (0xc0000000) when it had no value (NULL);
-                 * the null byte written once per case (one 32-bit comparison per gateway) */
-                if (meta.fl_t0 == 0xc0000000) {
-                    if (meta.fl_t1 == 0xc0000000) { meta.r_nulls = meta.s0_out_null | meta.s1_out_null; }
-                    else { meta.r_nulls = meta.s0_out_null; }
-                } else if (meta.fl_t1 == 0xc0000000) { meta.r_nulls = meta.s1_out_null; }
-                if (meta.fl_t0 != 0xc0000000) {
-                    meta.r_s0[63:32] = t0_bytes.get(BYTES_REVERSED(meta.fl_t0));
-                    if (meta.fl_t0[31:31] == 1) { meta.r_s0[31:0] = 0xffffffff; }  /* negative: sign-extended */
-                }
-                if (meta.fl_t1 != 0xc0000000) {
-                    meta.r_s1[63:32] = t1_bytes.get(BYTES_REVERSED(meta.fl_t1));
-                    if (meta.fl_t1[31:31] == 1) { meta.r_s1[31:0] = 0xffffffff; }
-                }
-                meta.rec = 1;
+                flush_nulls.apply();  /* the null byte, the sums' sign words */
+                if (meta.fl_t0 != 0xc0000000) { meta.r_s0[63:32] = t0_bytes.get(BYTES_REVERSED(meta.fl_t0)); }
+                if (meta.fl_t1 != 0xc0000000) { meta.r_s1[63:32] = t1_bytes.get(BYTES_REVERSED(meta.fl_t1)); }
             }
         } else if (hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) {
-            /* the key holds a slot when the way's kh said so; else (a NULL key, no room, another key
-             * with the same first half) the tuple goes on as a partial row of its own (one gateway,
-             * not a variable set a stage before) */
             meta.key[63:32] = hdr.bridge.key_hi;  /* the record's key, if any */
             meta.key[31:0] = hdr.bridge.key_lo;
-            if (!((hdr.bridge.way == 7 && (meta.rh7 == KH_SAME || meta.rh7 == KH_FRESH)) ||
-                  (hdr.bridge.way != 7 && (hdr.bridge.rh == KH_SAME || hdr.bridge.rh == KH_FRESH)))) {
-                meta.bypass = 1;
-                if (hdr.bridge.cnt_inc == 1) { meta.r_count = 0x0100000000000000; }  /* 1, little-endian */
-                if (hdr.bridge.v0_null_hit == 0) { meta.r_s0 = meta.v0w; }
-                if (hdr.bridge.v1_null_hit == 0) { meta.r_s1 = meta.v1w; }
-                if (hdr.bridge.key_null_hit == 1) { meta.r_nulls = 1; }
-                if (hdr.bridge.v0_null_hit == 1) { meta.r_nulls = meta.r_nulls | meta.s0_out_null; }
-                if (hdr.bridge.v1_null_hit == 1) { meta.r_nulls = meta.r_nulls | meta.s1_out_null; }
-                meta.rec = 1;
-            } else if (rc == CN_SPILL || meta.rej0 == 1 || meta.rej1 == 1) {
-                /* a spill record: what the slot could not take, the other sums NULL; a count spills at
-                 * exactly JG_COUNT_SPILL, plus this tuple's (little-endian constants); the null byte
-                 * written once per case */
-                if (rc == CN_SPILL) {
-                    if (hdr.bridge.cnt_inc == 1) { meta.r_count = 0x0000008000000000; }
-                    else { meta.r_count = 0xffffff7f00000000; }
-                }
-                if (meta.rej0 == 1) { meta.r_s0 = meta.v0w; }
-                if (meta.rej1 == 1) { meta.r_s1 = meta.v1w; }
-                if (meta.rej0 == 1) {
-                    if (meta.rej1 == 0) { meta.r_nulls = meta.s1_out_null; }
-                } else if (meta.rej1 == 1) { meta.r_nulls = meta.s0_out_null; }
-                else { meta.r_nulls = meta.s0_out_null | meta.s1_out_null; }
-                meta.spilled = 1;
-                meta.rec = 1;
-            }
+            bypass.apply();  /* a key that holds no slot: the tuple goes on as a partial row */
+            spill.apply();   /* what the slot could not take */
         }
     }
 }
@@ -714,42 +974,87 @@ control OutputCounters(inout headers_t hdr, inout metadata_t meta) {
         void apply(inout bit<32> v) { v = v + 1; }
     };
 
+    /* One table per counter of the FINISH's read and a record's (or FLUSH's) update, the register's
+     * RegisterActions as its actions: FINISH first (its flag), else what the pass does */
+    action seq_read_a() { meta.seq_n = out_seq_read.execute(meta.job); }
+    action seq_next_a() { meta.seq_n = out_seq_next.execute(meta.job); }
+    @stage(10)
+    table out_seq_t {
+        key = { hdr.ntu.flags : ternary; meta.out_kind : ternary; }
+        actions = { seq_read_a; seq_next_a; NoAction; }
+        const entries = {
+            (JG_F_FINISH &&& JG_F_FINISH, _): seq_read_a();
+            (_, OUT_RECORD): seq_next_a();
+        }
+        default_action = NoAction();
+        size = 4;
+    }
+    action records_read_a() { meta.out_records = records_read.execute(meta.job); }
+    action records_add_a() { records_add.execute(meta.job); }
+    @stage(10)
+    table records_t {
+        key = { hdr.ntu.flags : ternary; meta.out_kind : ternary; }
+        actions = { records_read_a; records_add_a; NoAction; }
+        const entries = {
+            (JG_F_FINISH &&& JG_F_FINISH, _): records_read_a();
+            (_, OUT_RECORD): records_add_a();
+        }
+        default_action = NoAction();
+        size = 4;
+    }
+    action flushed_check_a() { meta.lost = flushed_check.execute(meta.job); }
+    action flushed_inc_a() { flushed_inc.execute(meta.job); }
+    @stage(8)
+    table flushed_t {
+        key = { hdr.ntu.flags : ternary; }
+        actions = { flushed_check_a; flushed_inc_a; NoAction; }
+        const entries = {
+            (JG_F_FINISH &&& JG_F_FINISH): flushed_check_a();
+            (JG_F_FLUSH &&& JG_F_FLUSH): flushed_inc_a();
+        }
+        default_action = NoAction();
+        size = 4;
+    }
+    action bypassed_inc_a() { bypassed_inc.execute(meta.job); }
+    @stage(9)
+    table bypassed_t { actions = { bypassed_inc_a; } default_action = bypassed_inc_a(); size = 1; }
+    action spilled_inc_a() { spilled_inc.execute(meta.job); }
+    @stage(9)
+    table spilled_t { actions = { spilled_inc_a; } default_action = spilled_inc_a(); size = 1; }
+    /* FINISH: (out_kind is OUT_END already: the egress parser.) LOSS when FLUSHes went missing (the
+     * FINISH's count's high word not 0, or `flushed` not its low word) */
+    action end_flags(bit<16> f) { hdr.ntu.flags = f; }
+    table end_loss {
+        key = { hdr.finish.flushes[31:0] : ternary; meta.lost : ternary; }
+        actions = { end_flags; }
+        const entries = {
+            (0, 0): end_flags(JG_F_END);
+            (_, _): end_flags(JG_F_END | JG_F_LOSS);
+        }
+        default_action = end_flags(JG_F_END | JG_F_LOSS);
+        size = 2;
+    }
+
     apply {
-        bit<32> s = 0;
-        bit<8> lost;
+        flushed_t.apply();
+        out_seq_t.apply();
+        records_t.apply();
         if ((hdr.ntu.flags & JG_F_FINISH) != 0) {
-            lost = flushed_check.execute(meta.job);
-            s = out_seq_read.execute(meta.job);
-            meta.out_records = records_read.execute(meta.job);
-            /* (out_kind is OUT_END already: SwitchEgress.) LOSS when FLUSHes went missing; the
-             * flags written once per case */
-            if (hdr.finish.flushes[31:0] != 0) { hdr.ntu.flags = JG_F_END | JG_F_LOSS; }
-            else if (lost != 0) { hdr.ntu.flags = JG_F_END | JG_F_LOSS; }
-            else { hdr.ntu.flags = JG_F_END; }
+            end_loss.apply();
             /* the END's count, little-endian, straight into the header (as the number below; Emit
              * is given it as it stands). The egress pipe never parses `end`: its field is written
              * before Emit makes the header valid, which on Tofino sets the header's validity bit
              * and leaves its fields' containers as they are */
             hdr.end.tuples[63:32] = records_bytes.get(BYTES_REVERSED(meta.out_records));
             hdr.end.tuples[31:0] = 0;
-        } else {
-            /* a branch of the FINISH test, so that reading a counter (FINISH) and adding to it (a
-             * record) are exclusive tables, which share its stage */
-            if ((hdr.ntu.flags & JG_F_FLUSH) != 0) {
-                flushed_inc.execute(meta.job);
-            } else {
-                if (meta.bypass == 1) { bypassed_inc.execute(meta.job); }
-                if (meta.spilled == 1) { spilled_inc.execute(meta.job); }
-            }
-            if (meta.out_kind == OUT_RECORD) {
-                s = out_seq_next.execute(meta.job);
-                records_add.execute(meta.job);
-            }
+        } else if ((hdr.ntu.flags & JG_F_FLUSH) == 0) {
+            if (meta.bypass == 1) { bypassed_t.apply(); }
+            if (meta.spilled == 1) { spilled_t.apply(); }
         }
         /* the output datagram's number, little-endian, straight into the header (Emit is given it
          * as it stands) */
         if (meta.out_kind == OUT_RECORD || meta.out_kind == OUT_END) {
-            hdr.ntu.seq[63:32] = seq_bytes.get(BYTES_REVERSED(s));
+            hdr.ntu.seq[63:32] = seq_bytes.get(BYTES_REVERSED(meta.seq_n));
             hdr.ntu.seq[31:0] = 0;
         }
     }
@@ -767,17 +1072,15 @@ control SwitchEgress(inout headers_t hdr, inout metadata_t meta,
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) flushes_number;
 
     apply {
-        meta.out_kind = OUT_NONE;
-        /* a FINISH becomes the output's END; set here, not where its counters are read, so that
-         * reading them (FINISH) and adding to them (a record) stay one table each, in one stage */
+        /* (out_kind: OUT_NONE, or OUT_END for a FINISH, which becomes the output's END: the
+         * egress parser set it) */
+        accumulator.apply(hdr, meta);  /* first: its counts can then be in stage 0 */
         if ((hdr.ntu.flags & JG_F_FINISH) != 0) {
-            meta.out_kind = OUT_END;
             /* the FLUSHes the plugin sent, a little-endian u64: its first four bytes reversed (the
              * number's low word), for the stateful ALU that compares it with `flushed`
              * (OutputCounters; the other four bytes must be 0) */
             meta.fin_f = flushes_number.get(BYTES_REVERSED(hdr.finish.flushes[63:32]));
         }
-        accumulator.apply(hdr, meta);
         passes.apply(hdr, meta);
         counters.apply(hdr, meta);
         emit.apply(hdr, meta, hdr.ntu.seq, hdr.bridge.out_stream, hdr.end.tuples);
@@ -824,6 +1127,11 @@ EXCL("ingress", "meta.got", "meta.klo") EXCL("ingress", "meta.got", "meta.khi")
 @pa_alias("ingress", "meta.v0w", "hdr.bridge.v0w") @pa_alias("ingress", "meta.v1w", "hdr.bridge.v1w")
 @pa_alias("egress", "meta.v0w", "hdr.bridge.v0w") @pa_alias("egress", "meta.v1w", "hdr.bridge.v1w")
 REC_MUTEXES("ingress")
+/* A stateful ALU's output reaches its table's actions in one action bus slot: the kl tables write it
+ * to key_hi (32 bits) or r, the cn tables to fl_c (32 bits) or rc; in a 16-bit container shared
+ * with other fields, r and rc cannot take it ("action bus slice (0..31) can't fit in a single slot
+ * for 16 bit access", the assembler); kh's rh, in a byte, can */
+@pa_container_size("ingress", "hdr.bridge.r", 8) @pa_container_size("egress", "meta.rc", 8)
 Pipeline(SwitchIngressParser(), SwitchIngress(), SwitchIngressDeparser(),
          SwitchEgressParser(), SwitchEgress(), SwitchEgressDeparser()) pipe;
 
