@@ -45,6 +45,7 @@ class LocalServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 tail = log_path.read_text()[-2000:] if log_path else ""
+                self.stop()  # the log file and the HTTP client, which nobody else will close
                 raise RuntimeError(f"jumpgate serve exited with {self.proc.returncode}: {tail}")
             try:
                 if self.http.get("/v1/health").status_code == 200:

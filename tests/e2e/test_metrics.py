@@ -215,9 +215,19 @@ def test_log_is_json_lines_and_a_jobs_lines_carry_its_id(ran):
 def test_metrics_port_serves_them_apart_from_the_api(tmp_path):
     """`serve --metrics-port`: the scrape on its own port (for a firewall or a network policy to
     treat apart), and no longer on the API's."""
-    port = free_port()
-    with LocalServer(tmp_path, tmp_path / "cache", tmp_path / "server.log",
-                     extra_args=["--metrics-port", str(port), "--metrics-host", "127.0.0.1"]) as srv:
+    for attempt in range(5):
+        # Two free ports asked for one after the other (this one, then the server's own) can be
+        # the same one: then the API cannot bind what the metrics server just took, and the
+        # server says so and exits. Another pair is asked for.
+        port = free_port()
+        try:
+            srv = LocalServer(tmp_path, tmp_path / "cache", tmp_path / f"server{attempt}.log",
+                              extra_args=["--metrics-port", str(port), "--metrics-host", "127.0.0.1"])
+            break
+        except RuntimeError as e:
+            if "address already in use" not in str(e) or attempt == 4:
+                raise
+    with srv:
         assert srv.http.get("/metrics").status_code == 404
         scrape = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=60)
         assert scrape.status_code == 200
