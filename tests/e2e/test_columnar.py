@@ -116,7 +116,9 @@ def test_several_files_and_two_threads(server, duck, columnar, fmt):
     schema = [{"name": "k", "type": "int64"}]
     got, job = run(server.url, [read(fmt, f"parts/*.{fmt}", schema)])
     assert sorted(got.column("k").to_pylist()) == [k for i in range(3) for k in range(i * 1000, i * 1000 + 700 + i)]
-    got, job = run(server.url, [read(fmt, f"big.{fmt}", schema),
+    # both columns: the thread count weighs the bytes of the columns read (~13 MB here)
+    both = [*schema, {"name": "r", "type": "int64"}]
+    got, job = run(server.url, [read(fmt, f"big.{fmt}", both),
                                 {"kind": "filter", "name": "f", "input": "r", "condition": "k % 1000 = 7"}])
     assert job.outputs["out"].expected_streams == 2  # two worker threads, one stream each
     assert sorted(got.column("k").to_pylist()) == list(range(7, 1_200_000, 1000))

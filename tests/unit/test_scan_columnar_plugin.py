@@ -3,6 +3,8 @@ the mapping choosing the scan by the read's format, and the pruning predicates e
 filters (jumpgate/ncas/software/pruning.py)."""
 from __future__ import annotations
 
+import random
+import string
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -15,6 +17,7 @@ from jumpgate.contract.errors import MappingError
 from jumpgate.dataflow.request import parse_request
 from jumpgate.nca.interface import FILE, StreamSpec
 from jumpgate.ncas.software import arrow_cpp, scan_columnar
+from jumpgate.ncas.software.common import read_columns_used
 from jumpgate.ncas.software.pruning import PrunePredicate, prune_params, prune_predicates
 from jumpgate.ncas.software.scan_columnar import OrcScanNca, ParquetScanNca
 from jumpgate.ncas.software.scan_json import JsonScanNca
@@ -92,11 +95,79 @@ def test_mapping_error_names_the_format(root):
 
 
 def test_threads_follow_units(root):
-    assert scan_columnar.count_units(scan_columnar.FileFormat.ORC, [str(root / "t.orc")], 64) == 5
-    assert scan_columnar.count_units(scan_columnar.FileFormat.PARQUET, [str(root / "t.parquet")], 64) == 2
-    assert scan_columnar.count_units(scan_columnar.FileFormat.ORC, [str(root / "t.jsonl")], 64) == 1
+    def units(fmt, name):
+        return scan_columnar.columnar_work(fmt, [str(root / name)], [1], {"a"}, limit=(64, 1 << 40))[0]
+
+    assert units(scan_columnar.FileFormat.ORC, "t.orc") == 5
+    assert units(scan_columnar.FileFormat.PARQUET, "t.parquet") == 2
+    assert units(scan_columnar.FileFormat.ORC, "t.jsonl") == 1
     # a few hundred bytes of input: one thread whatever the units
     assert OrcScanNca().resources(plan_of(root, "orc"), ("r",)).max_cores == 1
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory):
+    """A narrow integer column `a` beside a wide column `s` of incompressible text (Parquet), or
+    beside seven columns as wide as `a` (ORC, whose footer has no per-column sizes: a scan counts
+    the share its columns are of the file's), in 8 row groups or stripes."""
+    r = tmp_path_factory.mktemp("wide")
+    rng = random.Random(7)
+    n = 8000
+    a = pa.array(range(n), pa.int32())
+    text = pa.array(["".join(rng.choices(string.ascii_letters, k=200)) for _ in range(n)])
+    pq.write_table(pa.table({"a": a, "s": text}), str(r / "w.parquet"), row_group_size=n // 8)
+    others = {f"c{i}": pa.array([rng.getrandbits(63) for _ in range(n * 4)], pa.int64()) for i in range(7)}
+    orc.write_table(pa.table({"a": pa.array([rng.getrandbits(63) for _ in range(n * 4)], pa.int64()), **others}),
+                    str(r / "w.orc"), stripe_size=200 << 10)
+    return r
+
+
+SCHEMAS = {"parquet": [("a", "int32"), ("s", "string")],
+           "orc": [("a", "int64"), *((f"c{i}", "int64") for i in range(7))]}
+
+
+def wide_plan(root, fmt: str, tail: list[dict]):
+    ops = [{"kind": "read", "name": "r", "path": f"w.{fmt}", "format": fmt,
+            "schema": [{"name": n, "type": t} for n, t in SCHEMAS[fmt]]}, *tail]
+    ops.append({"kind": "send", "name": "o", "input": ops[-1]["name"], "transport": "tcp",
+                "host": "127.0.0.1", "port": 9})
+    return parse_request({"operations": ops}, root)
+
+
+ONLY_A = [{"kind": "project", "name": "p", "input": "r", "columns": [{"name": "a2", "expr": "a * 2"}]}]
+COUNT_BY_A = [{"kind": "filter", "name": "f", "input": "r", "condition": "a > 10"},
+              {"kind": "aggregate", "name": "g", "input": "f", "group_by": [{"name": "k", "expr": "a % 7"}],
+               "aggregates": [{"name": "n", "fn": "count_star"}], "mode": "complete"}]
+EVERY_COLUMN = [{"kind": "filter", "name": "f", "input": "r", "condition": "a > 10"}]
+
+
+@pytest.mark.parametrize("impl,fmt", [(ParquetScanNca(), "parquet"), (OrcScanNca(), "orc")])
+def test_threads_weigh_the_columns_read(wide, monkeypatch, impl, fmt):
+    """The thread count follows the bytes of the columns the query reads, not the files' size:
+    without that, the queries of `a` alone got as many threads as the whole files would."""
+    assert (wide / f"w.{fmt}").stat().st_size > 1 << 20
+    monkeypatch.setattr(type(impl), "min_bytes_per_thread", 200 << 10)
+    threads = {name: impl.resources(wide_plan(wide, fmt, tail), ("r", *(op["name"] for op in tail))).max_cores
+               for name, tail in (("a", ONLY_A), ("agg", COUNT_BY_A), ("all", EVERY_COLUMN))}
+    assert threads["a"] == threads["agg"] == 1
+    assert threads["all"] >= 4
+
+
+@pytest.mark.parametrize("tail,used", [
+    ([], {"a", "s"}),
+    (ONLY_A, {"a"}),
+    (COUNT_BY_A, {"a"}),
+    (EVERY_COLUMN, {"a", "s"}),
+    # a filter after the projection tests a projected column; a projected column no one uses
+    # after a later projection is not read
+    ([{"kind": "project", "name": "p", "input": "r", "columns": [{"name": "x", "expr": "a + 1"},
+                                                                  {"name": "y", "expr": "length(s)"}]},
+      {"kind": "filter", "name": "f", "input": "p", "condition": "x > 2"},
+      {"kind": "project", "name": "q", "input": "f", "columns": [{"name": "x", "expr": "x"}]}], {"a"}),
+])
+def test_read_columns_used(wide, tail, used):
+    plan = wide_plan(wide, "parquet", tail)
+    assert read_columns_used(plan, ("r", *(op["name"] for op in tail))) == used
 
 
 # ------------------------------------------------------------------ pruning predicates

@@ -8,8 +8,19 @@ aggregate runs: in the aggregation NCA and in a scan with a fused aggregate.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
-from ...dataflow.plan import AggMode, Aggregate, LogicalPlan, Operation, Shuffle, output_count
+from ...dataflow.expr import Column, Expr, walk
+from ...dataflow.plan import (
+    AggMode,
+    Aggregate,
+    Filter,
+    LogicalPlan,
+    Operation,
+    Project,
+    Shuffle,
+    output_count,
+)
 from ...nca.fusion import fusable_chain
 from ...nca.interface import NTF, InstanceContext, NcaError, OutputSpec, ResourceRequest, StreamSpec, Verdict
 from .codegen.shuffle import generate_relay_query, is_contract_layout
@@ -49,6 +60,32 @@ def fuse_trailing_aggregate(plan: LogicalPlan, chain: tuple[str, ...]) -> tuple[
     if len(consumers) != 1 or not isinstance(consumers[0][0], Aggregate):
         return chain
     return chain + filter_project_chain(plan, consumers[0][0].name)
+
+
+def read_columns_used(plan: LogicalPlan, ops: tuple[str, ...]) -> set[str]:
+    """The names of the columns of the read `ops[0]` that the chain after it needs: what its last
+    projection or aggregate outputs, traced back through the chain (a filter or shuffle adds the
+    columns it tests or hashes). A chain with neither needs every column. Columnar scans read
+    only these (the generated query's column table), so they are what a thread count should
+    weigh."""
+    needed: set[str] | None = None  # None: every column the operation's input has
+    for name in reversed(ops[1:]):
+        op = plan.op(name)
+        if isinstance(op, Project):
+            needed = _names(c.expr for c in op.columns if needed is None or c.name in needed)
+        elif isinstance(op, Aggregate):
+            needed = _names(g.expr for g in op.group_by) | _names(a.expr for a in op.aggregates if a.expr is not None)
+        elif isinstance(op, Filter) and needed is not None:
+            needed |= _names([op.condition])
+        elif isinstance(op, Shuffle) and needed is not None:
+            needed |= _names(op.keys)
+    read = plan.op(ops[0])
+    names = {f.name for f in read.schema.fields}
+    return names if needed is None else needed & names
+
+
+def _names(exprs: Iterable[Expr]) -> set[str]:
+    return {n.name for e in exprs for n in walk(e) if isinstance(n, Column)}
 
 
 # ------------------------------------------------------------------ NTF input and output

@@ -9,7 +9,6 @@ ORC and Parquet (scan_columnar.py).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import ClassVar
 
 from ...contract.ntf import generate_ntf
@@ -30,7 +29,13 @@ from ...nca.support import Support
 from .codegen import generate_scan_query
 from .codegen.aggregate import generate_aggregate_query
 from .codegen.shuffle import generate_scan_shuffle_query
-from .common import aggregation_params, filter_project_chain, fuse_trailing_aggregate, fuse_trailing_shuffle
+from .common import (
+    aggregation_params,
+    filter_project_chain,
+    fuse_trailing_aggregate,
+    fuse_trailing_shuffle,
+    read_columns_used,
+)
 from .process import ProcessNca
 from .support import codegen_support
 from .udp_transport import preferred_transport, transport_setting_problem
@@ -63,8 +68,9 @@ class FileScanInstance(ProcessNca):
 class FileScanNca(NcaImplementation):
     """A file scan plugin. Subclasses describe their format: `format`, the `driver` that reads
     it, `min_bytes_per_thread` (the least input worth a worker thread), how reasons name it
-    (`reads_only`, `reads_files`) and its `instance_class`; `unavailable` and `max_workers` when
-    the host or the file's structure limits them."""
+    (`reads_only`, `reads_files`) and its `instance_class`; `unavailable` when the host cannot run
+    it, and `work` when the files' structure limits the threads or the scan reads less than the
+    whole files."""
 
     abstract = True
     format: ClassVar[FileFormat]
@@ -81,9 +87,10 @@ class FileScanNca(NcaImplementation):
         """Why this host cannot run the scan, or "" when it can."""
         return ""
 
-    def max_workers(self, paths: Sequence[str]) -> int:
-        """The most worker threads the files' structure can keep busy."""
-        return MAX_THREADS
+    def work(self, read: Read, columns: set[str]) -> tuple[int, int]:
+        """(the most worker threads the files' structure can keep busy, the bytes the scan reads)
+        when it needs `columns` of `read`. A row format reads every byte of its files."""
+        return MAX_THREADS, sum(read.sizes)  # sizes from the storage at parse time
 
     def support(self) -> Support:
         fused = "fused after the read"
@@ -134,9 +141,8 @@ class FileScanNca(NcaImplementation):
         return Verdict.yes(tuple(OutputSpec(StreamSpec(NTF, transport, layout), streams=None) for _ in range(ports)))
 
     def resources(self, plan, ops) -> ResourceRequest:
-        read = plan.op(ops[0])
-        paths, total = read.paths, sum(read.sizes)  # sizes from the storage at parse time
-        workers = min(MAX_THREADS, self.max_workers(paths), total // self.min_bytes_per_thread)
+        units, total = self.work(plan.op(ops[0]), read_columns_used(plan, ops))
+        workers = min(MAX_THREADS, units, total // self.min_bytes_per_thread)
         return ResourceRequest(cores=1, max_cores=max(1, workers))
 
     def instantiate(self, spec: NcaSpec, context: InstanceContext) -> NcaInstance:

@@ -5,7 +5,10 @@ the JSON scan does — the generated query is format-independent and shared with
 Reading runs in the native drivers ncas/runtime/scan_orc.cpp and scan_parquet.cpp (Arrow C++ from
 the pyarrow wheel, see arrow_cpp.py); they read only the columns the query uses, split the work by
 stripe / row group across threads, and skip the stripes / row groups whose statistics rule out the
-filter (`prune.N` params from pruning.py; skipped counts in the phase stats). Two plugins rather
+filter (`prune.N` params from pruning.py; skipped counts in the phase stats). A scan asks for a
+thread per 4 MB of the compressed bytes of the columns it reads (`columnar_work`: Parquet's column
+chunks; an ORC file's share by its column count), up to its stripes / row groups: a query of one
+column of a wide table is a small scan, whatever the files' size. Two plugins rather
 than one so that `GET /v1/ncas` and the mapping decisions say plainly which format each takes.
 """
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import BinaryIO, ClassVar
 
-from ...dataflow.plan import FileFormat
+from ...dataflow.plan import FileFormat, Read
 from . import arrow_cpp
 from .file_scan import MAX_THREADS, FileScanInstance, FileScanNca
 from .pruning import prune_params
@@ -52,8 +55,11 @@ class ColumnarScanNca(FileScanNca):
         why = arrow_cpp.unavailable_reason()
         return f"Arrow C++ is unavailable: {why}" if why else ""
 
-    def max_workers(self, paths: Sequence[str]) -> int:
-        return count_units(self.format, paths, limit=MAX_THREADS)
+    def work(self, read: Read, columns: set[str]) -> tuple[int, int]:
+        # A query reading one narrow column of wide files is a small scan: another thread would
+        # cost more (its start, its stream, merging its groups) than the share of work it takes.
+        return columnar_work(self.format, read.paths, read.sizes, columns,
+                             limit=(MAX_THREADS, MAX_THREADS * self.min_bytes_per_thread))
 
     def capabilities(self) -> dict:
         caps = super().capabilities()
@@ -85,26 +91,52 @@ class ParquetScanNca(ColumnarScanNca):
     reads_only = reads_files = "parquet files"
 
 
-def count_units(fmt: FileFormat, paths, limit: int) -> int:
-    """Stripes or row groups in `paths`, counted up to `limit` (footers only; a file that cannot be
-    read counts as one: the NCA reports it properly when it runs)."""
-    n = 0
-    for p in paths:
-        if n >= limit:
+def columnar_work(fmt: FileFormat, paths: Sequence[str], sizes: Sequence[int], columns: set[str],
+                  limit: tuple[int, int]) -> tuple[int, int]:
+    """(stripes or row groups, compressed bytes of the `columns` read) in `paths`, from the footers
+    only; counting stops once both reach `limit`. Parquet gives each column chunk's size; ORC's
+    footer does not (its streams are listed per stripe), so an ORC file counts the share of its
+    data that the columns are of its columns. A file that cannot be read counts as one unit of
+    its whole size: the NCA reports it properly when it runs."""
+    units = total = 0
+    for i, p in enumerate(paths):
+        if units >= limit[0] and total >= limit[1]:
             break
         try:
             with open_real_path(p) as f:
                 if fmt is FileFormat.ORC:
-                    import pyarrow.orc as orc
-
-                    n += max(1, orc.ORCFile(f).nstripes)
+                    n, size = _orc_work(f, columns)
                 else:
-                    import pyarrow.parquet as pq
-
-                    n += max(1, pq.ParquetFile(f).metadata.num_row_groups)
+                    n, size = _parquet_work(f, columns)
         except Exception:  # any unreadable file
-            n += 1
-    return n
+            n, size = 1, sizes[i] if i < len(sizes) else 0
+        units += max(1, n)
+        total += size
+    return units, total
+
+
+def _parquet_work(f: BinaryIO, columns: set[str]) -> tuple[int, int]:
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(f).metadata
+    size = 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            path = chunk.path_in_schema  # "a.b" for a nested field b of a; a flat name may hold dots
+            if path in columns or path.split(".", 1)[0] in columns:
+                size += chunk.total_compressed_size
+    return meta.num_row_groups, size
+
+
+def _orc_work(f: BinaryIO, columns: set[str]) -> tuple[int, int]:
+    import pyarrow.orc as orc
+
+    file = orc.ORCFile(f)
+    names = file.schema.names
+    used = sum(1 for n in names if n in columns)
+    return file.nstripes, file.content_length * used // max(1, len(names))
 
 
 def open_real_path(path: str) -> BinaryIO:
