@@ -13,7 +13,8 @@ from with ACK datagrams (what arrived in order, and a report of what arrived pas
 sender repeats what is missing until its END is acknowledged, so loss is survived. The receiver
 acknowledges whenever it has read its socket dry and every ACK_EVERY datagrams in between; after
 its streams are complete it keeps answering until `close()`, since a sender whose final ACK was
-lost repeats its END.
+lost repeats its END. Acknowledgements that reach it (flag ACK, a switch's receipts with SACK too)
+are not data and are ignored: only senders act on them.
 
 In version 1 loss is a failure, never a silent gap: a duplicate datagram is dropped, and a stream
 whose END has arrived but some of whose datagrams have not fails after `grace` seconds, naming the
@@ -42,6 +43,7 @@ from ..contract.tcp import end_marker, stream_header
 from ..contract.udp import (
     ACK_REPORT_MAX,
     END_PAYLOAD,
+    F_ACK,
     F_END,
     F_LOSS,
     F_RETX,
@@ -285,6 +287,10 @@ class UdpReceiver:
 
     def _datagram(self, d: memoryview, addr: tuple | None = None) -> None:
         h = parse_header(d)
+        if h.version == 2 and h.flags & F_ACK:
+            # an acknowledgement (cumulative, or a switch's receipt flagged SACK) travels from a
+            # receiver to a sender; this side only receives, so it carries nothing for it
+            return
         if h.stream >= self.expected:
             raise StreamError(f"stream id {h.stream} is not below expected_streams={self.expected}")
         s = self._streams[h.stream]

@@ -26,6 +26,11 @@ END_PAYLOAD = struct.Struct("<QQ")  # tuples sent, datagrams a switch received (
 FINISH_PAYLOAD = struct.Struct("<Q")  # FLUSH datagrams a controller sent
 F_END, F_LOSS, F_FLUSH, F_FINISH, F_DISCARD, F_ERROR = 0x1, 0x2, 0x4, 0x8, 0x10, 0x20
 F_RETX, F_ACK = 0x40, 0x80  # version 2: a repeated datagram; an acknowledgement (receiver to sender)
+# Version 2, with ACK: a receipt, "datagram `seq` has arrived" (not "all below it"): header only, the
+# copy's timestamp echoed. The switch acknowledges so (a pipeline cannot compute a cumulative number
+# over gaps); only senders act on it, receivers never see it.
+F_SACK = 0x100
+SACK_WINDOW = 64  # datagrams a sender keeps in flight towards a receiver that answers with receipts
 DEFAULT_MAX_DATAGRAM = 1472  # a 1500-byte MTU less the IPv4 and UDP headers
 MAX_DATAGRAM = 65507
 END_COPIES = 3  # version 1; a version 2 END is sent once and repeated until acknowledged
@@ -47,6 +52,12 @@ def data_datagram(stream: int, seq: int, tuples: list[bytes], version: int = 1, 
 def end_datagram(stream: int, datagrams: int, tuples: int, flags: int = 0, received: int = 0,
                  version: int = 1) -> bytes:
     return pack_header(stream, datagrams, 0, F_END | flags, version) + END_PAYLOAD.pack(tuples, received)
+
+
+def receipt_datagram(stream: int, seq: int, echo: int = 0) -> bytes:
+    """A version 2 receipt: data datagram `seq` of the stream has arrived (ACK with SACK, header
+    only), echoing the timestamp `echo` of the copy that did."""
+    return pack_header(stream, seq, 0, F_ACK | F_SACK, 2, echo)
 
 
 def ack_datagram(stream: int, cum: int, arrived: list[int] | tuple[int, ...] = (), complete: bool = False,

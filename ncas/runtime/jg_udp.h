@@ -70,7 +70,7 @@ static inline int jg_udp_get_header(const uint8_t *p, size_t n, jg_udp_header *h
  *   seq    cumulative: the stream's data datagrams 0 .. seq-1 have all arrived
  *   count  bytes of gap report after the header (0 .. JG_UDP_ACK_REPORT)
  *   flags  ACK, plus END once the stream is complete (its END and all its data arrived, and the
- *          tuples add up): the sender's stream is then done
+ *          tuples add up): the sender's stream is then done; or ACK with SACK, a receipt (below)
  *   20     the timestamp of the latest datagram of the stream that arrived (below), echoed
  *   24...  gap report: bit i (LSB first) of byte j says that data datagram seq + 1 + 8j + i has
  *          arrived; datagram `seq` itself has not (or the cumulative number would be larger), nor
@@ -84,6 +84,16 @@ static inline int jg_udp_get_header(const uint8_t *p, size_t n, jg_udp_header *h
 #define JG_UDP_MAGIC2 "NTU2"
 #define JG_UDP_F_RETX 0x40u /* version 2 data or END: a repeat of a datagram sent before */
 #define JG_UDP_F_ACK 0x80u  /* version 2: an acknowledgement, receiver to sender */
+/* version 2, with ACK: a receipt, "datagram `seq` has arrived" (not "all below it"), header only
+ * (count 0), the timestamp of that copy echoed. A switch sends one for every data datagram it
+ * takes or drops, since a pipeline cannot compute a cumulative number over gaps (docs/udp-transport.md,
+ * "A switch in a version 2 path"); its END answer is an ordinary cumulative ACK with END. A sender
+ * marks the one datagram acknowledged; receivers that are not senders never see it. */
+#define JG_UDP_F_SACK 0x100u
+/* Datagrams a sender keeps in flight towards a receiver that answers with receipts: the switch's
+ * ring `seen` has this many cells per stream, and cell s mod 64 is reused by datagram s + 64 only
+ * once s has been acknowledged (p4/include/jumpgate_defs.p4: JG_SEEN). */
+#define JG_UDP_SACK_WINDOW 64u
 #define JG_UDP_ACK_REPORT 1024u /* gap-report bytes at most: 8192 datagrams past the cumulative number */
 #define JG_UDP_STAMP_AT 20u     /* version 2: where the timestamp (and its echo in an ACK) is */
 

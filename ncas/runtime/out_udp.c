@@ -19,7 +19,9 @@
  * them (flow control: a receiver that falls behind slows its senders instead of losing data). A
  * datagram the receiver reports missing, or not acknowledged within the retransmission timeout,
  * goes again, flagged RETX; after `param udp.max_tries` timeouts of one datagram the stream fails
- * naming the stream, the datagram and the receiver. The END is sent once and repeated
+ * naming the stream, the datagram and the receiver. A receiver that acknowledges datagram by
+ * datagram (receipts, flag SACK: the switch, docs/udp-transport.md "A switch in a version 2 path")
+ * gets at most JG_UDP_SACK_WINDOW datagrams in flight per stream (jgr_udp_open). The END is sent once and repeated
  * likewise until the receiver acknowledges it, and the port's outputs end only when every version 2
  * stream has been acknowledged whole: the phase's `done` then means the data arrived. DPDK carries
  * version 1 only.
@@ -62,6 +64,7 @@ typedef struct {
   unsigned batch; /* datagrams per sendmmsg (param udp.batch; 1 = one system call per datagram) */
   int gso;        /* equal-size datagrams go out as one UDP GSO send (param udp.gso, default on) */
   int version;    /* 1, or 2: acknowledged, with the window below */
+  int probing;    /* version 2: no acknowledgement yet, so at most JG_UDP_SACK_WINDOW in flight (below) */
   jg_udp_window win;
   uint64_t timer_ns; /* version 2: when to look for datagrams whose timeout passed */
 } udp_dest;
@@ -175,6 +178,15 @@ int jgr_udp_open(jg_out *o, const jgr_dest *dst, uint32_t stream, jgr_error *err
     jgr_error_set(err, "output port %d: no memory for the %llu-byte window of %s", o->port,
                   (unsigned long long)window, d->name);
     return -1;
+  }
+  if (d->version == 2) {
+    /* A receiver that answers with receipts (a switch) deduplicates with a ring of
+     * JG_UDP_SACK_WINDOW sequence numbers per stream, which holds only while datagram s + 64
+     * leaves after s was acknowledged; that must hold from the first datagram, before the
+     * receiver has said anything. So every stream starts within that bound, and the first
+     * cumulative ACK (a receiver that tracks the whole stream) lifts it; receipts keep it. */
+    jg_win_limit(&d->win, JG_UDP_SACK_WINDOW);
+    d->probing = 1;
   }
   if (jgr_param(p, "udp.dpdk")) {
     if (d->version == 2) { /* docs/udp-transport.md, "DPDK": no acknowledgements come back through it */
@@ -436,11 +448,27 @@ static int take_acks(jg_out *o, struct jgr_udp_out *u, udp_dest *d) {
     memcpy(&echo, buf + JG_UDP_STAMP_AT, 4);
     age = stamp(now) - echo; /* modulo 2^32 microseconds */
     uint64_t rtt = echo && age < 60000000u ? (uint64_t)age * 1000u : 0;
-    int n = jg_win_ack(&d->win, h.seq, (h.flags & JG_UDP_F_END) != 0, buf + JG_UDP_HEADER, h.count, rtt, now,
-                       u->seqs, BATCH);
+    int sack = (h.flags & JG_UDP_F_SACK) != 0, end = (h.flags & JG_UDP_F_END) != 0;
+    if (sack && (end || h.count)) {
+      v2_fail(o, d, "the receiver sent a receipt (SACK) with %s", end ? "END" : "a gap report");
+      return -1;
+    }
+    if (d->probing && !sack && !end) { /* a cumulative receiver: the window may open up (jgr_udp_open) */
+      jg_win_limit(&d->win, 0);
+      d->probing = 0;
+    } else if (sack) {
+      d->probing = 0; /* receipts: the bound stays for the whole stream */
+    }
+    int n = sack ? jg_win_sack(&d->win, h.seq, rtt, now, u->seqs, BATCH)
+                 : jg_win_ack(&d->win, h.seq, end, buf + JG_UDP_HEADER, h.count, rtt, now, u->seqs, BATCH);
     if (n < 0) {
-      v2_fail(o, d, "the receiver acknowledges %s%llu datagrams, but %llu were sent", h.flags & JG_UDP_F_END ? "END and " : "",
-              (unsigned long long)h.seq, (unsigned long long)(d->win.has_end ? d->win.end_seq : d->win.next));
+      unsigned long long data_sent = (unsigned long long)(d->win.has_end ? d->win.end_seq : d->win.next);
+      if (sack)
+        v2_fail(o, d, "the receiver sent a receipt for datagram %llu, but %llu data datagrams were sent",
+                (unsigned long long)h.seq, data_sent);
+      else
+        v2_fail(o, d, "the receiver acknowledges %s%llu datagrams, but %llu were sent", end ? "END and " : "",
+                (unsigned long long)h.seq, data_sent);
       return -1;
     }
     if (n > 0 && resend(o, u, d, n, now, 0) != 0) return -1;

@@ -26,6 +26,7 @@ int jg_win_init(jg_udp_window *w, uint64_t window_bytes, uint64_t rto_min_ns, ui
   }
   w->ring_bytes = window_bytes;
   w->nslots = n;
+  w->max_inflight = n;
   w->rto_min = rto_min_ns;
   w->rto_max = rto_max_ns < rto_min_ns ? rto_min_ns : rto_max_ns;
   w->rto = clamp(INITIAL_RTO_NS, w->rto_min, w->rto_max);
@@ -41,7 +42,7 @@ void jg_win_free(jg_udp_window *w) {
 }
 
 uint8_t *jg_win_reserve(jg_udp_window *w, uint32_t len) {
-  if (w->next - w->base >= w->nslots || len > w->ring_bytes) return NULL;
+  if (w->next - w->base >= w->max_inflight || len > w->ring_bytes) return NULL;
   uint64_t pos = w->tail % w->ring_bytes;
   uint64_t skip = pos + len > w->ring_bytes ? w->ring_bytes - pos : 0; /* a datagram never wraps */
   if (w->tail + skip + len - w->head > w->ring_bytes) return NULL;
@@ -153,6 +154,37 @@ int jg_win_ack(jg_udp_window *w, uint64_t cum, int end, const uint8_t *report, u
     out[n++] = seq;
   }
   return n;
+}
+
+/* The datagrams below the highest reported one (w->high) by at least JG_WIN_REORDER that have not
+ * arrived, into out: at once the first time, a repeat of one only a timeout after its last copy. */
+static int gaps(jg_udp_window *w, uint64_t now, uint64_t *out, int max) {
+  int n = 0;
+  for (uint64_t seq = w->base; seq + JG_WIN_REORDER < w->high && n < max; seq++) {
+    const jg_win_slot *s = slot_of(w, seq);
+    if (s->sacked || (s->tries > 1 && now - s->sent_ns < w->rto)) continue;
+    out[n++] = seq;
+  }
+  return n;
+}
+
+int jg_win_sack(jg_udp_window *w, uint64_t seq, uint64_t rtt_ns, uint64_t now, uint64_t *out, int max) {
+  if (w->done) return 0;
+  uint64_t data_sent = w->has_end ? w->end_seq : w->next;
+  if (seq >= data_sent) return -1; /* never sent, or the END (whose answer is a cumulative ACK) */
+  /* the echoed timestamp is that of the copy that arrived: a round trip even for a repeat */
+  if (rtt_ns) rtt_sample(w, rtt_ns);
+  if (seq < w->base || slot_of(w, seq)->sacked) return 0;
+  slot_of(w, seq)->sacked = 1;
+  if (seq + 1 > w->high) w->high = seq + 1;
+  uint64_t upto = w->base;
+  while (upto < data_sent && slot_of(w, upto)->sacked) upto++;
+  advance(w, upto, now, 0); /* no sample here: the echo above measured it */
+  return gaps(w, now, out, max);
+}
+
+void jg_win_limit(jg_udp_window *w, uint64_t datagrams) {
+  w->max_inflight = datagrams && datagrams < w->nslots ? datagrams : w->nslots;
 }
 
 int jg_win_due(jg_udp_window *w, uint64_t now, uint64_t *out, int max, uint64_t *failed) {

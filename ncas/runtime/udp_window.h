@@ -62,6 +62,7 @@ typedef struct jg_udp_window {
   unsigned max_tries;
   int rtt_sampled;
   uint64_t sent, retransmitted; /* datagrams put on the wire, and the repeats among them */
+  uint64_t max_inflight;        /* datagrams in flight at most (<= nslots; jg_win_limit) */
 } jg_udp_window;
 
 /* 0, or -1 when the memory cannot be had. */
@@ -85,6 +86,20 @@ void jg_win_resent(jg_udp_window *w, uint64_t seq, uint64_t now, int timeout);
  * stream. An ACK older than what is known is harmless. */
 int jg_win_ack(jg_udp_window *w, uint64_t cum, int end, const uint8_t *report, uint32_t report_bytes,
                uint64_t rtt_ns, uint64_t now, uint64_t *out, int max);
+
+/* A receipt (jg_udp.h, flag SACK): datagram `seq` alone has arrived. It is marked acknowledged, and
+ * the cumulative base moves over every acknowledged datagram at its base (freeing them); then, as
+ * for an ACK's gap report, the datagrams below the highest one acknowledged by at least
+ * JG_WIN_REORDER and not acknowledged themselves go again (out[0 .. return), at most `max`). A
+ * receipt for what is already acknowledged is harmless (a repeat's, or one that was reordered).
+ * Returns -1 for a receipt of a datagram that was never sent, or of the END: the caller fails the
+ * stream. */
+int jg_win_sack(jg_udp_window *w, uint64_t seq, uint64_t rtt_ns, uint64_t now, uint64_t *out, int max);
+
+/* Keep at most `datagrams` in flight (0: as many as the window's slots hold). Towards a receiver
+ * that deduplicates with a ring of sequence numbers (a switch: JG_UDP_SACK_WINDOW cells per
+ * stream), datagram s + n may leave only once s has been acknowledged. */
+void jg_win_limit(jg_udp_window *w, uint64_t datagrams);
 
 /* The datagrams whose retransmission timeout has passed, oldest first (at most `max` into out).
  * Returns how many, or -1 when one of them has already timed out max_tries times (*failed is its

@@ -22,6 +22,18 @@
 #define JG_MAX_STREAMS 64
 #define JG_STREAM_COUNTERS 4096      /* JG_MAX_JOBS * JG_MAX_STREAMS */
 
+/* Version 2 (acknowledged) input streams (docs/udp-transport.md, "A switch in a version 2 path"):
+ * register `seen`, a ring of JG_SEEN 16-bit cells per (job, stream), at (job * JG_MAX_STREAMS +
+ * stream) * JG_SEEN + seq mod JG_SEEN. A data datagram numbered seq marks its cell with bits
+ * 6..20 of seq and the top bit (JG_SEEN_MARK; 0 = empty): a cell that holds the mark already means
+ * the datagram was taken before, and it is dropped (counted in `repeats` per job). Senders keep at
+ * most JG_SEEN datagrams in flight towards the switch (jg_udp.h: JG_UDP_SACK_WINDOW), so a cell is
+ * reused only once the datagram before in it was acknowledged. */
+#define JG_SEEN 64
+#define JG_SEEN_BITS 6               /* log2(JG_SEEN) */
+#define JG_SEEN_CELLS 262144         /* JG_STREAM_COUNTERS * JG_SEEN */
+#define JG_SEEN_MARK 0x8000
+
 /* What the parser reads of a tuple: its null vector and up to 8 fixed 8-byte fields. */
 #define JG_MAX_IN_FIELDS 8
 #define JG_MIN_TUPLE_BYTES 16
@@ -52,6 +64,10 @@
 #define JG_F_FINISH 0x0800
 #define JG_F_DISCARD 0x1000
 #define JG_F_ERROR 0x2000
+#define JG_UDP_MAGIC2_BE 0x4e545532    /* "NTU2": version 2, acknowledged */
+#define JG_F_RETX 0x4000             /* version 2: a repeat */
+#define JG_F_ACK 0x8000              /* version 2: an acknowledgement (a receipt: with SACK) */
+#define JG_F_SACK 0x0001
 #define JG_F_PASS 0x0080             /* 0x8000: a datagram the switch recirculates (only inside it) */
 
 /* Output words of a record (after its key): count, sum 0, sum 1 in the order the job asks. */

@@ -31,6 +31,16 @@
  * passes of a datagram one after the other at once (packet, tuple_pass) with the same counters
  * and the same output datagram.
  *
+ * Version 2 (acknowledged) input streams (docs/udp-transport.md, "A switch in a version 2 path").
+ * The model takes both versions, stream by stream. A version 2 data datagram passes the ring `seen`
+ * (jumpgate_defs.p4: one cell per sequence number modulo JG_SEEN per (job, stream)): taken before,
+ * it is dropped (`repeats`); else it is marked and taken exactly as a version 1 datagram. Either
+ * way its sender gets a receipt (ACK with SACK, header only, its timestamp echoed), sent from the
+ * ingress port it came to back to its source, as a switch swaps the addresses and ports. A version
+ * 2 END goes to the controller as ever, and is answered (ACK with END, at its number) when
+ * `received`, which counts taken datagrams only, equals its number. The P4 programs do not do this
+ * yet: they take version 1 only.
+ *
  *   switch_model --bind HOST
  *
  * Prints {"event":"ready"}, then answers each command on standard input with one line:
@@ -40,6 +50,7 @@
  *   del TABLE KEY                 -> {"event":"ok"}
  *   write REGISTER INDEX VALUE    -> {"event":"ok"}
  *   read REGISTER INDEX COUNT     -> {"event":"values","values":[...]}
+ *   fill REGISTER INDEX COUNT V   write V into COUNT cells from INDEX -> {"event":"ok"}
  * Errors: {"event":"error","message":...}. End of standard input ends the process.
  */
 #include <arpa/inet.h>
@@ -103,6 +114,10 @@ static uint32_t bypassed[JG_MAX_JOBS], spilled[JG_MAX_JOBS];
  * JG_TUPLES_PER_DATAGRAM of them); records: tuples in the job's output datagrams (out_seq counts
  * those datagrams, which carry a datagram's records together) */
 static uint32_t tuples[JG_MAX_JOBS], records[JG_MAX_JOBS];
+/* Version 2 input streams: the ring `seen` (16-bit cells, kept here in 32-bit words as every
+ * register the control commands reach; jumpgate_defs.p4 says how a cell is used) and `repeats`,
+ * the datagrams per job the ring dropped as taken before. `received` counts taken datagrams only. */
+static uint32_t seen[JG_SEEN_CELLS], repeats[JG_MAX_JOBS];
 
 typedef struct {
   const char *name;
@@ -118,11 +133,14 @@ static const reg_desc REGISTERS[] = {
     {"received", received, JG_STREAM_COUNTERS}, {"out_seq", out_seq, JG_MAX_JOBS},
     {"flushed", flushed, JG_MAX_JOBS},      {"bypassed", bypassed, JG_MAX_JOBS},
     {"spilled", spilled, JG_MAX_JOBS},      {"tuples", tuples, JG_MAX_JOBS},
-    {"records", records, JG_MAX_JOBS},
+    {"records", records, JG_MAX_JOBS},      {"seen", seen, JG_SEEN_CELLS},
+    {"repeats", repeats, JG_MAX_JOBS},
 };
 #define NREGISTERS (sizeof REGISTERS / sizeof REGISTERS[0])
 _Static_assert(JG_WAYS == 8, "WAY_REGS lists eight ways");
 _Static_assert(JG_WAY_SLOTS == 1 << JG_SLOT_BITS && JG_TABLE_SLOTS == JG_WAYS * JG_WAY_SLOTS, "sizes");
+_Static_assert(JG_SEEN == 1 << JG_SEEN_BITS && JG_SEEN_CELLS == JG_STREAM_COUNTERS * JG_SEEN, "ring sizes");
+_Static_assert(JG_SEEN == JG_UDP_SACK_WINDOW, "the senders' window towards the switch is the ring's reach");
 
 /* ------------------------------------------------------------------ the hash (docs/switch.md) */
 
@@ -154,38 +172,49 @@ static uint32_t way_hash(const uint8_t *key_wire, int w) {
 
 /* ------------------------------------------------------------------ output */
 
-static int out_fd = -1;
-static int out_gso = 1; /* send runs of equal datagrams as one UDP GSO send (off if the kernel refuses) */
-static struct mmsghdr out_msgs[2 * BATCH];
-static struct iovec out_iov[2 * BATCH];
-static struct sockaddr_in out_addr[2 * BATCH];
+/* A queue of datagrams to send from one socket. Two of them: `out`, what the switch sends to the
+ * job's destination and controller (records, its END, notices) from a socket of its own, and
+ * `receipts`, the answers to version 2 senders (receipts and END answers), which must leave from
+ * the ingress port the sender's datagram came to: a sender's socket is connected to that address
+ * and takes nothing from any other (a switch swaps the addresses and ports, docs/udp-transport.md
+ * "A switch in a version 2 path"). */
+#define DATAGRAM_MAX (JG_UDP_HEADER + JG_TUPLES_PER_DATAGRAM * RECORD_MAX + JG_UDP_END_PAYLOAD)
 #define RECORD_MAX (4 + 16 + 8 * JG_MAX_OUT_WORDS) /* a record: u32 length, null vector, key, words */
-static uint8_t out_buf[2 * BATCH][JG_UDP_HEADER + JG_TUPLES_PER_DATAGRAM * RECORD_MAX + JG_UDP_END_PAYLOAD];
-static char out_ctrl[2 * BATCH][CMSG_SPACE(sizeof(uint16_t))];
-static int nout;
+typedef struct {
+  int fd;
+  int gso; /* send runs of equal datagrams as one UDP GSO send (off if the kernel refuses) */
+  int n;
+  struct mmsghdr msgs[2 * BATCH];
+  struct iovec iov[2 * BATCH];
+  struct sockaddr_in addr[2 * BATCH];
+  uint8_t buf[2 * BATCH][DATAGRAM_MAX];
+  char ctrl[2 * BATCH][CMSG_SPACE(sizeof(uint16_t))];
+} out_queue;
 
-static int same_dest(int a, int b) {
-  return out_addr[a].sin_addr.s_addr == out_addr[b].sin_addr.s_addr && out_addr[a].sin_port == out_addr[b].sin_port;
+static out_queue out = {.fd = -1, .gso = 1}, receipts = {.fd = -1, .gso = 1};
+
+static int same_dest(const out_queue *q, int a, int b) {
+  return q->addr[a].sin_addr.s_addr == q->addr[b].sin_addr.s_addr && q->addr[a].sin_port == q->addr[b].sin_port;
 }
 
 /* Group the queued datagrams into messages: a run of datagrams of one size to one destination is
  * one message with UDP_SEGMENT (the kernel cuts it into exactly those datagrams), anything else a
  * message of its own. Returns the number of messages; first[m] is message m's first datagram. */
-static int group_out(int from, int *first) {
+static int group_out(out_queue *q, int from, int *first) {
   int m = 0;
-  for (int i = from; i < nout; m++) {
+  for (int i = from; i < q->n; m++) {
     int k = 1;
-    size_t size = out_iov[i].iov_len;
-    while (out_gso && i + k < nout && k < GSO_SEGMENTS && out_iov[i + k].iov_len == size && same_dest(i, i + k) &&
+    size_t size = q->iov[i].iov_len;
+    while (q->gso && i + k < q->n && k < GSO_SEGMENTS && q->iov[i + k].iov_len == size && same_dest(q, i, i + k) &&
            (size_t)(k + 1) * size <= GSO_BYTES)
       k++;
     first[m] = i;
-    out_msgs[m].msg_hdr = (struct msghdr){.msg_name = &out_addr[i], .msg_namelen = sizeof out_addr[i],
-                                          .msg_iov = &out_iov[i], .msg_iovlen = (size_t)k};
+    q->msgs[m].msg_hdr = (struct msghdr){.msg_name = &q->addr[i], .msg_namelen = sizeof q->addr[i],
+                                         .msg_iov = &q->iov[i], .msg_iovlen = (size_t)k};
     if (k > 1) {
-      struct msghdr *h = &out_msgs[m].msg_hdr;
-      h->msg_control = out_ctrl[m];
-      h->msg_controllen = sizeof out_ctrl[m];
+      struct msghdr *h = &q->msgs[m].msg_hdr;
+      h->msg_control = q->ctrl[m];
+      h->msg_controllen = sizeof q->ctrl[m];
       struct cmsghdr *cm = CMSG_FIRSTHDR(h);
       cm->cmsg_level = SOL_UDP;
       cm->cmsg_type = UDP_SEGMENT;
@@ -195,41 +224,50 @@ static int group_out(int from, int *first) {
     }
     i += k;
   }
-  first[m] = nout;
+  first[m] = q->n;
   return m;
 }
 
-static void flush_out(void) {
+static void flush_queue(out_queue *q) {
   int first[2 * BATCH + 1];
-  int nmsg = group_out(0, first);
+  int nmsg = group_out(q, 0, first);
   for (int at = 0; at < nmsg;) {
-    int k = sendmmsg(out_fd, out_msgs + at, (unsigned)(nmsg - at), 0);
+    int k = sendmmsg(q->fd, q->msgs + at, (unsigned)(nmsg - at), 0);
     if (k >= 0) {
       at += k;
       continue;
     }
     if (errno == EINTR || errno == ENOBUFS || errno == EAGAIN) continue; /* a port queues; it does not drop */
-    if (out_gso && (errno == EINVAL || errno == EIO || errno == ENOPROTOOPT)) {
-      out_gso = 0; /* no UDP GSO here: the rest one datagram per message */
+    if (q->gso && (errno == EINVAL || errno == EIO || errno == ENOPROTOOPT)) {
+      q->gso = 0; /* no UDP GSO here: the rest one datagram per message */
       int from = first[at];
-      nmsg = group_out(from, first);
+      nmsg = group_out(q, from, first);
       at = 0;
       continue;
     }
     /* like a switch port: a datagram that cannot leave is dropped (the receiver's sequence
-     * numbers and END counts turn that into a failed stream) */
+     * numbers and END counts turn that into a failed stream; a lost receipt costs a repeat) */
     at++;
   }
-  nout = 0;
+  q->n = 0;
+}
+
+static void flush_out(void) {
+  flush_queue(&out);
+  flush_queue(&receipts);
+}
+
+static uint8_t *queue_datagram(out_queue *q, const struct sockaddr_in *to, size_t len) {
+  if (q->n == 2 * BATCH) flush_queue(q);
+  int i = q->n++;
+  q->addr[i] = *to;
+  q->iov[i] = (struct iovec){q->buf[i], len};
+  return q->buf[i];
 }
 
 static uint8_t *out_datagram(uint32_t ip, uint32_t port, size_t len) {
-  if (nout == 2 * BATCH) flush_out();
-  int i = nout++;
-  out_addr[i] = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                                     .sin_addr.s_addr = htonl(ip)};
-  out_iov[i] = (struct iovec){out_buf[i], len};
-  return out_buf[i];
+  struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(ip)};
+  return queue_datagram(&out, &to, len);
 }
 
 /* ------------------------------------------------------------------ the pipeline */
@@ -417,21 +455,55 @@ static void tuple_pass(const ctx_t *c, const uint8_t *t, rec_stack *rs) {
   push_record(c, rs, key_wire, out_nulls, inc, v0, v1);
 }
 
-static void packet(uint16_t udp_port, const uint8_t *dg, size_t len) {
+/* A version 2 answer to the sender of `dg` (its header), from the port it came to, back to where
+ * it came from: the header with `seq`, count 0 and `flags`, the timestamp of that copy echoed. */
+static void answer(const uint8_t *dg, const struct sockaddr_in *from, uint64_t seq, uint16_t flags) {
+  uint8_t *d = queue_datagram(&receipts, from, JG_UDP_HEADER);
+  memcpy(d, dg, JG_UDP_HEADER);
+  uint16_t zero = 0;
+  memcpy(d + 8, &seq, 8);
+  memcpy(d + 16, &zero, 2);
+  memcpy(d + 18, &flags, 2);
+}
+
+/* A version 2 data datagram's pass through the ring (jumpgate_defs.p4): 1 when it was taken
+ * before (the cell holds its mark) and is dropped, else 0 after marking it taken. Either way its
+ * sender gets a receipt: a lost receipt costs a repeat, which is dropped here and receipted again. */
+static int seen_before(const ctx_t *c, const jg_udp_header *h, const uint8_t *dg, const struct sockaddr_in *from) {
+  uint32_t cell = (c->j * JG_MAX_STREAMS + h->stream) * JG_SEEN + (uint32_t)(h->seq & (JG_SEEN - 1));
+  uint32_t mark = (uint32_t)(h->seq >> JG_SEEN_BITS & 0x7fff) | JG_SEEN_MARK;
+  answer(dg, from, h->seq, JG_UDP_F_ACK | JG_UDP_F_SACK);
+  if (seen[cell] == mark) {
+    repeats[c->j]++;
+    return 1;
+  }
+  seen[cell] = mark;
+  return 0;
+}
+
+static void packet(uint16_t udp_port, const struct sockaddr_in *from, const uint8_t *dg, size_t len) {
   const job_entry *jb = &jobs[udp_port];
   if (!jb->valid || !routes[jb->job].valid) return; /* not a job's port: dropped */
   ctx_t c = {jb, &routes[jb->job], jb->job};
   jg_udp_header h;
-  if (jg_udp_get_header(dg, len, &h) != 0) {
+  /* version 1 (the controller's datagrams, and senders that do not acknowledge) or 2 */
+  int version = jg_udp_get_header_v(dg, len, &h);
+  if (version != 1 && version != 2) {
     to_controller(&c, dg, len, JG_UDP_F_ERROR, 0, 0);
     return;
   }
+  uint16_t retx = version == 2 ? JG_UDP_F_RETX : 0; /* a version 2 repeat is flagged so; it changes nothing here */
   if (h.flags & JG_UDP_F_END) {
     if (h.stream >= JG_MAX_STREAMS || len < JG_UDP_HEADER + JG_UDP_END_PAYLOAD) {
       to_controller(&c, dg, len, JG_UDP_F_ERROR, 0, 0);
       return;
     }
-    to_controller(&c, dg, len, 0, received[c.j * JG_MAX_STREAMS + h.stream], 1);
+    uint32_t taken = received[c.j * JG_MAX_STREAMS + h.stream];
+    to_controller(&c, dg, len, 0, taken, 1);
+    /* version 2: every datagram before the END was taken: the stream is complete, and the
+     * cumulative answer (ACK with END at the END's number) ends its sender's stream; otherwise
+     * nothing, and the sender repeats the END while it repeats what is missing */
+    if (version == 2 && taken == h.seq) answer(dg, from, h.seq, JG_UDP_F_ACK | JG_UDP_F_END);
     return;
   }
   if (h.flags & JG_UDP_F_FLUSH) {
@@ -445,11 +517,12 @@ static void packet(uint16_t udp_port, const uint8_t *dg, size_t len) {
   /* the first pass: 1 .. JG_TUPLES_PER_DATAGRAM tuples of the job's length fill the datagram (the
    * P4 programs compare the UDP length with 32 + count * (4 + in_len)) */
   size_t L = jb->in_len;
-  if (h.flags || h.count < 1 || h.count > JG_TUPLES_PER_DATAGRAM || h.stream >= JG_MAX_STREAMS ||
+  if ((h.flags & ~retx) || h.count < 1 || h.count > JG_TUPLES_PER_DATAGRAM || h.stream >= JG_MAX_STREAMS ||
       len != JG_UDP_HEADER + (size_t)h.count * (4 + L) || L < JG_MIN_TUPLE_BYTES || L > JG_MAX_TUPLE_BYTES || L % 8) {
     to_controller(&c, dg, len, JG_UDP_F_ERROR, 0, 0);
     return;
   }
+  if (version == 2 && seen_before(&c, &h, dg, from)) return;
   received[c.j * JG_MAX_STREAMS + h.stream]++;
   /* then a pass per tuple, each checking its own length, as the recirculating datagram does */
   rec_stack rs = {0};
@@ -469,6 +542,7 @@ static void packet(uint16_t udp_port, const uint8_t *dg, size_t len) {
 /* One receive: a datagram, or with UDP_GRO a run of datagrams of `seg` bytes each (the last may be
  * shorter) as the sender's GSO send cut them; each goes through the pipeline on its own. */
 static void received_run(uint16_t udp_port, const uint8_t *data, size_t len, struct msghdr *h) {
+  const struct sockaddr_in *from = h->msg_name; /* a run comes from one sender (GRO keeps flows apart) */
   size_t seg = 0;
   for (struct cmsghdr *cm = CMSG_FIRSTHDR(h); cm; cm = CMSG_NXTHDR(h, cm))
     if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
@@ -477,10 +551,10 @@ static void received_run(uint16_t udp_port, const uint8_t *data, size_t len, str
       seg = v > 0 ? (size_t)v : 0;
     }
   if (!seg || seg >= len) {
-    packet(udp_port, data, len);
+    packet(udp_port, from, data, len);
     return;
   }
-  for (size_t at = 0; at < len; at += seg) packet(udp_port, data + at, len - at < seg ? len - at : seg);
+  for (size_t at = 0; at < len; at += seg) packet(udp_port, from, data + at, len - at < seg ? len - at : seg);
 }
 
 /* ------------------------------------------------------------------ control (stdin) */
@@ -624,6 +698,19 @@ static void reg_access(char **toks, int nt) {
   reply("]}");
 }
 
+/* fill REGISTER INDEX COUNT VALUE: what a controller writes cell by cell (a job's ring, reset at
+ * configure: 4096 cells), in one command. */
+static void reg_fill(char **toks) {
+  const reg_desc *r = find_register(toks[1]);
+  uint64_t idx, n, v;
+  if (!r) return reply("{\"event\":\"error\",\"message\":\"no register %s\"}", toks[1]);
+  if (parse_u64(toks[2], &idx) != 0 || parse_u64(toks[3], &n) != 0 || parse_u64(toks[4], &v) != 0)
+    return reply("{\"event\":\"error\",\"message\":\"bad index, count or value\"}");
+  if (idx > r->size || n > r->size - idx) return reply("{\"event\":\"error\",\"message\":\"range out of bounds\"}");
+  for (uint64_t i = idx; i < idx + n; i++) ((uint32_t *)r->cells)[i] = (uint32_t)v;
+  reply("{\"event\":\"ok\"}");
+}
+
 static void add_port(void) {
   if (nports == MAX_PORTS) return reply("{\"event\":\"error\",\"message\":\"too many ports\"}");
   int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -667,6 +754,7 @@ static void command(char *line) {
   else if (strcmp(toks[0], "add") == 0 && nt >= 4) table_add(toks, nt);
   else if (strcmp(toks[0], "del") == 0 && nt == 3) table_del(toks[1], toks[2]);
   else if ((strcmp(toks[0], "write") == 0 || strcmp(toks[0], "read") == 0) && nt == 4) reg_access(toks, nt);
+  else if (strcmp(toks[0], "fill") == 0 && nt == 5) reg_fill(toks);
   else reply("{\"event\":\"error\",\"message\":\"unknown command %s\"}", toks[0]);
 }
 
@@ -674,13 +762,14 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--bind") == 0 && i + 1 < argc) bind_host = argv[++i];
   crc_init();
-  out_fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  out.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   int big = 16 << 20;
-  setsockopt(out_fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+  setsockopt(out.fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
   static uint8_t bufs[BATCH][SLOT];
   static char ctrl[BATCH][CMSG_SPACE(sizeof(int))];
   static struct mmsghdr msgs[BATCH];
   static struct iovec iov[BATCH];
+  static struct sockaddr_in names[BATCH]; /* the senders' addresses: where version 2 answers go */
   for (int i = 0; i < BATCH; i++) iov[i] = (struct iovec){bufs[i], SLOT};
   reply("{\"event\":\"ready\"}");
   size_t cap = 1 << 16, len = 0;
@@ -697,9 +786,11 @@ int main(int argc, char **argv) {
     /* packets before commands: a command that follows a packet on the wire sees its effects */
     for (int i = 0; i < np; i++) {
       if (!pfd[i + 1].revents) continue;
+      receipts.fd = ports_fd[i]; /* answers leave from the port the datagrams came to */
       for (int rounds = 0; rounds < 64; rounds++) {
         for (int k = 0; k < BATCH; k++)
-          msgs[k].msg_hdr = (struct msghdr){.msg_iov = &iov[k], .msg_iovlen = 1, .msg_control = ctrl[k],
+          msgs[k].msg_hdr = (struct msghdr){.msg_name = &names[k], .msg_namelen = sizeof names[k],
+                                            .msg_iov = &iov[k], .msg_iovlen = 1, .msg_control = ctrl[k],
                                             .msg_controllen = sizeof ctrl[k]};
         int n = recvmmsg(pfd[i + 1].fd, msgs, BATCH, MSG_DONTWAIT, NULL);
         if (n <= 0) break;

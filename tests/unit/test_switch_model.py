@@ -7,9 +7,11 @@ slot, sums that would leave a slot's range (the value spills), counts of nullabl
 from __future__ import annotations
 
 import random
+import re
 import socket
 import struct
 import zlib
+from pathlib import Path
 
 import pytest
 
@@ -350,3 +352,145 @@ def test_coalesced_runs_of_multi_tuple_datagrams(model, per_datagram):
     finally:
         dst.close()
         job.close()
+
+
+# ------------------------------------------------------------------ version 2 (acknowledged) input streams
+
+
+def _v2_plan():
+    return bind(partial_request({"k": "int64", "v": "int64"}, "k",
+                                [{"name": "c", "fn": "count_star"}, {"name": "s", "fn": "sum", "expr": "v"}]))
+
+
+def test_version_2_duplicates_reordering_and_repeats_are_each_added_once(model):
+    """docs/udp-transport.md, "A switch in a version 2 path": the ring `seen` takes each datagram
+    once, in whatever order and however often it comes (the network's duplicates, the sender's
+    repeats flagged RETX), and every copy gets a receipt echoing its timestamp. The sender keeps at
+    most 64 datagrams in flight, so each block of 64 is mixed up within itself here."""
+    rng = random.Random(11)
+    rows = [(rng.randrange(300), rng.randrange(-1000, 1000)) for _ in range(2000)]
+    n = defs.TUPLES_PER_DATAGRAM
+    dst = UdpReceiver()
+    job = ModelJob(model, _v2_plan(), JobSlots(job=9, base=4608, size=512, tag=99), dst)
+    dst.start(1, job.query.layout)
+    try:
+        datagrams = job.datagrams_v2(rows, stream=3, per_datagram=n)
+        copies: list[tuple[int, bytes]] = []
+        for block in range(0, len(datagrams), defs.SEEN):
+            sent = [(q, datagrams[q]) for q in range(block, min(block + defs.SEEN, len(datagrams)))]
+            dups = [(q, d) for q, d in sent if rng.random() < 0.2]  # the network's copies
+            repeats = [(q, _retx(d, stamp=10_000 + q)) for q, d in sent if rng.random() < 0.2]  # the sender's
+            mixed = sent + dups + repeats
+            rng.shuffle(mixed)
+            copies += mixed
+        for _, d in copies:
+            job.send_raw(d)
+        answers = job.answers(len(copies))
+        assert all(h.flags == udp.F_ACK | udp.F_SACK and h.version == 2 and h.stream == 3 and h.count == 0
+                   for h in answers)
+        # one receipt per copy, taken or dropped, each echoing the timestamp of its own copy
+        assert sorted((h.seq, h.stamp) for h in answers) == sorted(
+            (q, udp.parse_header(d).stamp) for q, d in copies)
+        job.send_raw(udp.end_datagram(3, len(datagrams), len(rows), version=2))
+        [answer] = job.answers(1)
+        assert (answer.flags, answer.seq, answer.stream) == (udp.F_ACK | udp.F_END, len(datagrams), 3)
+        h, data = job.notice()
+        assert h.version == 2 and udp.END_PAYLOAD.unpack_from(data, udp.HEADER_SIZE) == (len(rows), len(datagrams))
+        assert job.register("received", 9 * defs.MAX_STREAMS + 3) == [len(datagrams)]  # taken once each
+        assert job.register("repeats", 9) == [len(copies) - len(datagrams)]
+        assert job.register("tuples", 9) == [len(rows)]
+        job.flush()
+        assert dst.wait(10), dst.error
+        got = merge_partials(dst.table(), "k", ["c", "s"], {"c": "count_star", "s": "sum"})
+        assert got == exact(rows, 0, [("c", "count_star", None), ("s", "sum", 1)])
+    finally:
+        dst.close()
+        job.close()
+
+
+def _retx(datagram: bytes, stamp: int) -> bytes:
+    """The sender's repeat of a version 2 datagram: flagged RETX, stamped anew."""
+    h = udp.parse_header(datagram)
+    return udp.pack_header(h.stream, h.seq, h.count, h.flags | udp.F_RETX, 2, stamp) + datagram[udp.HEADER_SIZE:]
+
+
+def test_version_2_end_is_answered_only_once_every_datagram_was_taken(model):
+    """An END whose datagrams have not all been taken goes to the controller with what was taken
+    and gets no answer, so its sender repeats it (and the missing datagrams); once they came, the
+    repeated END is answered with ACK and END at its number, which ends the sender's stream."""
+    rows = [(k, k) for k in range(10)]
+    job = ModelJob(model, _v2_plan(), JobSlots(job=10, base=5120, size=512, tag=3), None)
+    try:
+        datagrams = job.datagrams_v2(rows, stream=0)
+        for q in (0, 1, 2, 4, 5, 6, 7, 8, 9):  # 3 lost on the way
+            job.send_raw(datagrams[q])
+        assert {h.seq for h in job.answers(9)} == set(range(10)) - {3}
+        end = udp.end_datagram(0, 10, 10, version=2)
+        job.send_raw(end)
+        h, data = job.notice()
+        assert udp.END_PAYLOAD.unpack_from(data, udp.HEADER_SIZE) == (10, 9)  # nine taken
+        job.send_raw(_retx(datagrams[3], stamp=77))
+        [receipt] = job.answers(1)
+        assert (receipt.seq, receipt.stamp, receipt.flags) == (3, 77, udp.F_ACK | udp.F_SACK)
+        job.send_raw(end)  # no answer came: the sender repeats its END
+        [answer] = job.answers(1)  # the first END got none, or this would be it
+        assert (answer.seq, answer.flags) == (10, udp.F_ACK | udp.F_END)
+        h, data = job.notice()  # each copy of the END goes to the controller, with what was taken by then
+        assert udp.END_PAYLOAD.unpack_from(data, udp.HEADER_SIZE) == (10, 10)
+        assert job.register("tuples", 10) == [10] and job.register("repeats", 10) == [0]
+    finally:
+        job.close()
+
+
+def test_the_ring_starts_empty_for_each_job_and_version_1_streams_are_as_before(model):
+    """A job configured on a job number another used finds the ring reset (SeenRing.reset at
+    configure): its datagram 0 is taken, not dropped as the other job's. Version 1 streams have no
+    ring and no receipts: a duplicate is counted, and the END's count shows it (loss detection)."""
+    slots = JobSlots(job=11, base=5632, size=512, tag=4)
+    for _ in range(2):
+        job = ModelJob(model, _v2_plan(), slots, None)
+        try:
+            job.send_raw(job.datagrams_v2([(1, 1)], stream=0)[0])
+            [receipt] = job.answers(1)
+            assert receipt.seq == 0 and job.register("received", 11 * defs.MAX_STREAMS) == [1]
+            assert job.register("repeats", 11) == [0]
+        finally:
+            job.close()
+    job = ModelJob(model, _v2_plan(), slots, None)
+    try:
+        job.send_rows([(1, 1)], stream=1)
+        job.seq[1] = 0
+        job.send_rows([(1, 1)], stream=1)  # the network's duplicate of a version 1 datagram
+        job.end(stream=1)
+        h, data = job.notice()
+        assert h.version == 1 and udp.END_PAYLOAD.unpack_from(data, udp.HEADER_SIZE) == (1, 2)
+        job.sender.settimeout(0.3)
+        with pytest.raises(TimeoutError):
+            job.sender.recv(2048)  # nothing answers a version 1 sender
+    finally:
+        job.close()
+
+
+def test_the_ring_marks_and_the_flags_as_the_p4_constants_say(model):
+    """The ring's cell and mark (jumpgate_defs.p4, read by the plugin as defs.seen_cell and
+    defs.seen_mark) are the model's, and the version 2 constants the P4 programs would read (the
+    little-endian flags byte-swapped, as JG_F_END and the others) are the transport's (jg_udp.h)."""
+    job = ModelJob(model, _v2_plan(), JobSlots(job=12, base=6144, size=512, tag=6), None)
+    try:
+        rows = [(k, k) for k in range(200)]
+        datagrams = job.datagrams_v2(rows, stream=2)
+        for q in (0, 63, 64, 70, 199):
+            job.send_raw(datagrams[q])
+        job.answers(5)
+        for q in (64, 70, 199):  # 64 took cell 0 from 0: a later number, another mark
+            assert job.register("seen", defs.seen_cell(12, 2, q)) == [defs.seen_mark(q)]
+        assert job.register("seen", defs.seen_cell(12, 2, 63)) == [defs.seen_mark(63)] == [defs.SEEN_MARK]
+    finally:
+        job.close()
+    d = defs.read_defs()
+    header = (Path(defs.__file__).resolve().parents[3] / "ncas" / "runtime" / "jg_udp.h").read_text()
+    wire = {m.group(1): int(m.group(2), 16) for m in re.finditer(r"#define JG_UDP_F_(\w+) (0x[0-9a-fA-F]+)u", header)}
+    for name in ("RETX", "ACK", "SACK"):
+        assert d[f"JG_F_{name}"] == (wire[name] & 0xFF) << 8 | wire[name] >> 8, name
+    assert d["JG_UDP_MAGIC2_BE"].to_bytes(4, "big") == udp.UDP_MAGIC_V2
+    assert defs.SEEN == udp.SACK_WINDOW == int(re.search(r"JG_UDP_SACK_WINDOW (\d+)u", header).group(1))

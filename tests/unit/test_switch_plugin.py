@@ -37,6 +37,7 @@ from jumpgate.nca.registry import Registry
 from jumpgate.ncas.software.aggregate import AggregateNca
 from jumpgate.ncas.software.scan_json import JsonScanNca
 from jumpgate.ncas.switch import defs, golden
+from jumpgate.ncas.switch.controller import RegisterFill
 from jumpgate.ncas.switch.plugin import SwitchAggregatorNca, SwitchModelNca
 from jumpgate.runtime.executor import JobRunner
 from jumpgate.runtime.service import JumpgateService, Settings
@@ -434,3 +435,112 @@ def test_golden_table_entries(name):
     path = golden.GOLDEN_DIR / f"{name}.json"
     assert path.read_text() == golden.render_case(name), \
         "stale golden file; run: python -m jumpgate.ncas.switch.golden --update"
+
+
+# ------------------------------------------------------------------ version 2 (acknowledged) senders
+
+
+class AckedSender:
+    """A version 2 sender as ncas/runtime/out_udp.c is one towards the switch, in slow motion: its
+    socket connected to the endpoint (so it takes answers only from there), the datagrams it
+    sends, and the receipts and END answer it gets back."""
+
+    def __init__(self, ep: Endpoint, rows: list[tuple], layout) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.connect((ep.host, ep.port))
+        self.sock.settimeout(5)
+        per = ep.max_tuples
+        self.datagrams = [udp.data_datagram(0, i, [encode_tuple(r, layout) for r in rows[at:at + per]], version=2,
+                                            stamp=i + 1) for i, at in enumerate(range(0, len(rows), per))]
+        self.end = udp.end_datagram(0, len(self.datagrams), len(rows), version=2)
+
+    def send(self, seqs, retx: bool = False) -> None:
+        for q in seqs:
+            d = self.datagrams[q]
+            if retx:
+                h = udp.parse_header(d)
+                d = udp.pack_header(0, q, h.count, udp.F_RETX, 2, 1000 + q) + d[udp.HEADER_SIZE:]
+            self.sock.send(d)
+
+    def answers(self, n: int) -> list[udp.Header]:
+        return [udp.parse_header(self.sock.recv(2048)) for _ in range(n)]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_a_version_2_sender_repairs_loss_and_duplicates_are_taken_once(service, tmp_path):
+    """The model's endpoint takes version 2 (acknowledged) streams: configure resets the job's
+    ring; a datagram lost on the way is repeated by its sender, which learns of it from the
+    receipts; a duplicate is dropped by the ring; the END is answered (ACK and END) only once every
+    datagram was taken, and execute flushes only then. The phase's stats say how many datagrams
+    the switch took and how many it dropped as taken before."""
+    impl, inst = switch_instance(service, tmp_path)
+    dst = UdpReceiver()
+    sender = None
+    try:
+        inst.compile()
+        [ep] = inst.allocate()
+        assert ep.udp_version == 2
+        dst.start(1, inst.query.layout)
+        job = inst.slots.job
+        impl.backend.fill_registers([RegisterFill("seen", defs.seen_cell(job, 0, 5), 1, defs.seen_mark(5))])
+        inst.configure([[Destination(Endpoint("127.0.0.1", dst.port, "udp"), 0, 1)]])
+        assert impl.backend.read_register("seen", defs.seen_cell(job, 0, 5)) == [0]  # another job's mark: gone
+        rows = [(k % 13, Decimal(k).scaleb(-2)) for k in range(150)]  # 38 datagrams: within the window of 64
+        sender = AckedSender(ep, rows, inst.spec.inputs[0].spec.layout)
+        n = len(sender.datagrams)
+        stats: list[PhaseStats] = []
+        runner = threading.Thread(target=lambda: stats.append(inst.execute(0)))
+        runner.start()
+        lost, twice = {3, 17, n - 1}, {5, 6, 20}
+        sender.send([q for q in range(n) if q not in lost])
+        sender.send(sorted(twice))  # the network's copies
+        sender.sock.send(sender.end)
+        got = sender.answers(n - len(lost) + len(twice))  # receipts; the END is not answered yet
+        assert all(h.flags == udp.F_ACK | udp.F_SACK for h in got)
+        assert {h.seq for h in got} == set(range(n)) - lost
+        sender.send(sorted(lost), retx=True)
+        assert sorted(h.seq for h in sender.answers(len(lost))) == sorted(lost)
+        assert runner.is_alive()  # no flush before every datagram was taken
+        sender.sock.send(sender.end)  # the sender repeats its END until it is answered
+        [answer] = sender.answers(1)
+        assert (answer.flags, answer.seq) == (udp.F_ACK | udp.F_END, n)
+        runner.join(20)
+        assert stats, "execute did not finish"
+        assert stats[0].tuples_in == len(rows)
+        assert (stats[0].extra["switch_taken"], stats[0].extra["switch_repeats"]) == (n, len(twice))
+        assert dst.wait(10), dst.error
+        table = dst.table()
+        got_rows = merge_partials(table, "ss_item_sk", ["cnt", "total"], {"cnt": "count_star", "total": "sum"})
+        assert got_rows == exact(rows, 0, [("cnt", "count_star", None), ("total", "sum", 1)])
+    finally:
+        if sender is not None:
+            sender.close()
+        dst.close()
+        inst.destroy()
+
+
+def test_a_version_2_stream_that_stays_short_fails_once_its_sender_finished(service, tmp_path):
+    """A version 2 stream's END came, but not all of its data: its sender repeats the rest, so
+    that is no failure by itself; once the executor says the senders finished (which a sender that
+    repairs its stream cannot have done) and the switch stopped taking datagrams, it is loss."""
+    impl, inst = switch_instance(service, tmp_path)
+    sender = None
+    try:
+        inst.compile()
+        [ep] = inst.allocate()
+        inst.configure([[Destination(Endpoint("127.0.0.1", 9, "udp"), 0, 1)]])
+        sender = AckedSender(ep, [(k, Decimal(1)) for k in range(40)], inst.spec.inputs[0].spec.layout)
+        sender.send(range(1, len(sender.datagrams)))  # datagram 0 never comes
+        sender.sock.send(sender.end)
+        threading.Timer(0.5, inst.senders_finished, (0,)).start()
+        t0 = time.monotonic()
+        with pytest.raises(NcaError, match="UDP loss between the sender of stream 0 and the switch: the sender "
+                                           "finished .* the switch took 9 of its 10 data datagrams"):
+            inst.execute(0)
+        assert time.monotonic() - t0 < 10
+    finally:
+        if sender is not None:
+            sender.close()
+        inst.destroy()

@@ -97,3 +97,14 @@ def test_a_lost_end_fails_soon_after_the_senders_are_done():
         assert "(10 data datagrams, 50 tuples received); the END was lost (UDP loss)" in r.error
     finally:
         r.close()
+
+
+def test_acknowledgements_that_reach_the_receiver_are_ignored():
+    """Only senders act on ACKs (docs/udp-transport.md): a receipt (ACK with SACK) or a cumulative
+    ACK that strays to the receiver, even with a stream id it does not expect, is no data and fails
+    nothing."""
+    rows = [(i, "r") for i in range(20)]
+    strays = [udp.receipt_datagram(0, 3, echo=9), udp.receipt_datagram(7, 0), udp.ack_datagram(0, 5, (7,))]
+    r = run(strays + stream(0, rows, 4), 1)
+    assert r.error is None and r.ended == 1
+    assert sorted(r.table().column("k").to_pylist()) == list(range(20))

@@ -328,3 +328,99 @@ def test_the_client_receiver_acknowledges_reports_gaps_and_answers_after_it_is_d
             assert r.gap_reports >= 1
         finally:
             r.close()
+
+
+def _datagrams(sock: socket.socket, within: float = 10.0, quiet: float = 0.1) -> list[tuple[udp.Header, bytes, tuple]]:
+    """What arrives on `sock`: the first datagram within `within` seconds, then every one until
+    none has come for `quiet` seconds."""
+    out = []
+    sock.settimeout(within)
+    while True:
+        try:
+            data, addr = sock.recvfrom(2048)
+        except TimeoutError:
+            return out
+        out.append((udp.parse_header(data), data, addr))
+        sock.settimeout(quiet)
+
+
+def _first_64(sock: socket.socket) -> list[tuple[udp.Header, bytes, tuple]]:
+    """A stream's datagrams while nothing answers: until datagrams 0 .. 63 have all come (and
+    repeats of them, at the initial retransmission timeout of 200 ms), then for half a second."""
+    got: list[tuple[udp.Header, bytes, tuple]] = []
+    deadline = time.monotonic() + 20
+    while len({h.seq for h, _, _ in got}) < 64 and time.monotonic() < deadline:
+        got += _datagrams(sock, 1.0, 0.05)
+    return got + _datagrams(sock, 0.5, 0.5)
+
+
+def test_a_sender_keeps_64_datagrams_in_flight_towards_a_receiver_that_answers_with_receipts(tmp_path, scan_nca):
+    """Towards a switch (docs/udp-transport.md, "A switch in a version 2 path"): its ring of 64
+    sequence numbers per stream holds only while datagram s + 64 leaves after s was acknowledged.
+    A version 2 stream starts so, before the receiver has said anything: with no answer, only
+    datagrams 0 .. 63 come (and their repeats). A receiver that answers with receipts (SACK), one
+    per datagram, keeps it there; its END answer ends the stream, and every tuple came."""
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps({"k": i, "v": "1.00"}) + "\n" for i in range(2000)))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as switch:
+        switch.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        switch.bind(("127.0.0.1", 0))
+        scan = NcaProcess(scan_nca)
+        try:
+            scan.send(f"file {tmp_path / 't.jsonl'}", "param udp.rto_min_ms 50",
+                      f"dest 0 127.0.0.1 {switch.getsockname()[1]} 0 1 udp 0 4 v2", "execute 0")
+            first = _first_64(switch)
+            assert {h.seq for h, _, _ in first} == set(range(64))  # the whole bound, and no more
+            taken: dict[int, bytes] = {}
+            pending = first
+            end = None
+            while end is None or len(taken) < end.seq:
+                highest_receipted = max(taken, default=-1)
+                for h, data, addr in pending:
+                    if h.flags & udp.F_END:
+                        end = h
+                        continue
+                    # a datagram leaves only once the one 64 before it was acknowledged
+                    assert h.seq < 64 or h.seq - 64 in taken, h.seq
+                    assert h.seq <= highest_receipted + 64
+                    taken[h.seq] = data
+                    switch.sendto(udp.receipt_datagram(h.stream, h.seq, h.stamp), addr)
+                pending = [] if end is not None and len(taken) == end.seq else _datagrams(switch)
+                assert pending or (end is not None and len(taken) == end.seq), "the sender stopped"
+            switch.sendto(udp.ack_datagram(0, end.seq, complete=True), first[0][2])  # the END answer
+            done = scan.event("done", timeout=30)
+            assert done["stats"]["tuples_out"] == 2000
+            got = sorted(k for data in taken.values() for k in _keys(data))
+            assert got == list(range(2000))
+        finally:
+            scan.kill()
+
+
+def _keys(datagram: bytes) -> list[int]:
+    """The int64 key (first field) of each tuple of a data datagram of the scan's layout."""
+    h = udp.parse_header(datagram)
+    at, out = udp.HEADER_SIZE, []
+    for _ in range(h.count):
+        n = int.from_bytes(datagram[at:at + 4], "little")
+        out.append(int.from_bytes(datagram[at + 4 + 8:at + 4 + 16], "little", signed=True))
+        at += 4 + n
+    return out
+
+
+def test_a_cumulative_acknowledgement_lifts_the_bound_of_64_datagrams(tmp_path, scan_nca):
+    """A receiver that acknowledges cumulatively (the runtime's, the client's) tracks the whole
+    stream: its first ACK lifts the bound, and the window's bytes alone limit the sender."""
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps({"k": i, "v": "1.00"}) + "\n" for i in range(2000)))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as receiver:
+        receiver.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        receiver.bind(("127.0.0.1", 0))
+        scan = NcaProcess(scan_nca)
+        try:
+            scan.send(f"file {tmp_path / 't.jsonl'}", "param udp.rto_min_ms 50",
+                      f"dest 0 127.0.0.1 {receiver.getsockname()[1]} 0 1 udp 0 4 v2", "execute 0")
+            first = _first_64(receiver)
+            assert {h.seq for h, _, _ in first} == set(range(64))
+            receiver.sendto(udp.ack_datagram(0, 64), first[0][2])  # once
+            later = {h.seq for h, _, _ in _datagrams(receiver, 10, 0.3)}
+            assert max(later) >= 128  # beyond 64 past the acknowledged base: the bound is gone
+        finally:
+            scan.kill()

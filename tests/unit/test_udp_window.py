@@ -28,7 +28,7 @@ class Window(ctypes.Structure):
                 ("high", ctypes.c_uint64), ("srtt", ctypes.c_uint64), ("rttvar", ctypes.c_uint64),
                 ("rto", ctypes.c_uint64), ("rto_min", ctypes.c_uint64), ("rto_max", ctypes.c_uint64),
                 ("max_tries", ctypes.c_uint), ("rtt_sampled", ctypes.c_int), ("sent", ctypes.c_uint64),
-                ("retransmitted", ctypes.c_uint64)]
+                ("retransmitted", ctypes.c_uint64), ("max_inflight", ctypes.c_uint64)]
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +52,8 @@ def lib(tmp_path_factory) -> ctypes.CDLL:
     lib.jg_win_resent.argtypes = [w, u64, u64, ctypes.c_int]
     lib.jg_win_ack.argtypes = [w, u64, ctypes.c_int, ctypes.c_char_p, u32, u64, u64, ctypes.POINTER(u64),
                                ctypes.c_int]
+    lib.jg_win_sack.argtypes = [w, u64, u64, u64, ctypes.POINTER(u64), ctypes.c_int]
+    lib.jg_win_limit.argtypes = [w, u64]
     lib.jg_win_due.argtypes = [w, u64, ctypes.POINTER(u64), ctypes.c_int, ctypes.POINTER(u64)]
     lib.jg_win_rto.argtypes = [w, ctypes.c_uint]
     lib.jg_win_rto.restype = u64
@@ -91,6 +93,16 @@ class Win:
         n = self.lib.jg_win_ack(ctypes.byref(self.w), cum, int(end), bytes(report), len(report), rtt, self.now,
                                 out, 256)
         return None if n < 0 else list(out[:n])
+
+    def sack(self, seq: int, rtt: int = 0) -> list[int] | None:
+        """A receipt (flag SACK): datagram `seq` alone arrived. What to send again, or None when
+        the receipt is refused."""
+        out = (ctypes.c_uint64 * 256)()
+        n = self.lib.jg_win_sack(ctypes.byref(self.w), seq, rtt, self.now, out, 256)
+        return None if n < 0 else list(out[:n])
+
+    def limit(self, datagrams: int) -> None:
+        self.lib.jg_win_limit(ctypes.byref(self.w), datagrams)
 
     def due(self, limit: int = 256) -> list[int] | int:
         """The datagrams due for a repeat, or the one that used up its tries (as an int)."""
@@ -234,3 +246,74 @@ def test_acknowledgements_of_what_was_never_sent_are_refused(win):
     win.send(3)
     assert win.ack(4) is None
     assert win.ack(1, end=True) is None  # no END was sent
+
+
+# ------------------------------------------------------------------ receipts (flag SACK): a switch
+
+
+def test_receipts_move_the_base_over_every_acknowledged_datagram_at_it(win):
+    """A switch acknowledges datagram by datagram: a receipt marks one, and the base moves only
+    over a run of acknowledged datagrams at it, freeing them."""
+    win.send(10)
+    win.now = 1 * MS
+    assert win.sack(2) == [] and win.w.base == 0  # 0 and 1 not yet
+    assert win.sack(1) == [] and win.w.base == 0
+    assert win.sack(0) == [] and win.w.base == 3  # 0, 1, 2: a run at the base
+    assert win.datagram(2) is None and win.datagram(3) is not None
+    assert win.sack(1) == [] and win.sack(2) == [] and win.w.base == 3  # repeats' receipts: harmless
+    assert win.sack(5) == [] and win.sack(4) == [] and win.w.base == 3
+    assert win.sack(3) == [] and win.w.base == 6
+
+
+def test_a_receipt_gap_is_repeated_once_three_later_datagrams_are_acknowledged(win):
+    win.send(12)
+    win.now = 1 * MS
+    assert win.sack(1) == [] and win.sack(2) == []  # 0 missing, but maybe only reordered
+    assert win.sack(3) == [0]  # three later ones: 0 goes again at once
+    win.resend([0], timeout=False)
+    win.now = 2 * MS
+    assert win.sack(4) == []  # its repeat is in flight: not again before a timeout
+    assert win.sack(6) == [] and win.sack(7) == [] and win.sack(8) == [5]  # the same rule for 5
+    win.resend([5], timeout=False)
+    win.now += win.w.rto
+    assert win.sack(9) == [0, 5]  # a timeout after their repeats, still missing: again
+    win.resend([0, 5], timeout=False)
+    assert win.sack(0) == [] and win.w.base == 5  # the repeat arrived: 0 .. 4 acknowledged
+    # receipts stop the timers of what they acknowledge; what none covers times out as ever
+    assert win.due() == [10, 11]
+
+
+def test_receipts_of_what_was_never_sent_or_of_the_end_are_refused(win):
+    win.send(3)
+    assert win.sack(3) is None  # never sent
+    win.send(1, size=40, end=True)
+    assert win.sack(3) is None  # the END: its answer is a cumulative ACK with END
+    for q in (0, 1, 2):
+        assert win.sack(q) == []
+    assert win.w.base == 3 and not win.w.done
+    assert win.ack(3, end=True) == [] and win.w.done and win.w.base == 4
+
+
+def test_a_receipt_measures_the_round_trip_of_the_copy_it_echoes(lib):
+    w = Win(lib, rto_min_ms=1, rto_max_ms=1000)
+    try:
+        w.send(4)
+        w.now = 500 * MS
+        w.sack(1, rtt=3 * MS)  # the echo, not the 500 ms since datagram 1 was sent
+        assert w.w.srtt == 3 * MS and w.w.rto < 20 * MS
+    finally:
+        w.close()
+
+
+def test_the_window_can_be_limited_to_a_number_of_datagrams(win):
+    """Towards a switch's ring of 64 sequence numbers per stream: datagram s + 64 leaves only once
+    s has been acknowledged (udp_window.h, jg_win_limit)."""
+    win.limit(64)
+    assert win.send(100, size=50) == list(range(64))  # 3,200 bytes: the bytes would hold far more
+    win.now = 1 * MS
+    assert win.sack(1) == [] and win.send(1, size=50) == []  # 0 still in flight: 64 is its cell's next user
+    assert win.sack(0) == [] and win.send(5, size=50) == [64, 65]  # 0 and 1 acknowledged: two more
+    win.limit(0)  # lifted: the byte bound alone (a cumulative receiver)
+    assert len(win.send(2000, size=50)) == 1310 - 64
+    win.limit(1 << 40)  # never more than the window's slots
+    assert win.w.max_inflight == win.w.nslots

@@ -29,7 +29,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ...nca.interface import NcaError
 from . import defs
-from .controller import RegisterWrite, TableEntry, p4_path
+from .controller import RegisterFill, RegisterWrite, TableEntry, p4_path
 
 MODEL_READY_S = 10.0
 
@@ -40,6 +40,9 @@ class SwitchBackend(ABC):
     kind: str = ""
 
     fresh_registers = False  # whether connecting starts a switch whose slot registers are all zero
+    # The highest UDP transport version its ingress takes (docs/udp-transport.md): 2 where the data
+    # plane has the ring of sequence numbers and answers with receipts (the model), else 1.
+    udp_version = 1
     # FLUSH datagrams the plugin may send ahead of the switch's `flushed` counter; None: all at
     # once (a switch at line rate, the model with its large receive buffer)
     flush_window: int | None = None
@@ -99,6 +102,11 @@ class SwitchBackend(ABC):
     @abstractmethod
     def read_register(self, name: str, index: int, count: int = 1) -> list[int]: ...
 
+    def fill_registers(self, fills: list[RegisterFill]) -> None:
+        """Runs of equal cells; cell by cell unless the backend can do better."""
+        self.write_registers([RegisterWrite(f.register, i, f.value) for f in fills
+                              for i in range(f.index, f.index + f.count)])
+
     def describe(self) -> str:
         return self.kind
 
@@ -133,6 +141,7 @@ class ModelBackend(SwitchBackend):
 
     kind = "model"
     fresh_registers = True  # a new process: every register is zero
+    udp_version = 2  # it deduplicates version 2 streams with its ring and answers with receipts
 
     def __init__(self, host: str = "127.0.0.1") -> None:
         super().__init__()
@@ -213,6 +222,10 @@ class ModelBackend(SwitchBackend):
 
     def read_register(self, name: str, index: int, count: int = 1) -> list[int]:
         return [int(v) for v in self.command(f"read {name} {index} {count}")["values"]]
+
+    def fill_registers(self, fills: list[RegisterFill]) -> None:
+        for f in fills:  # one command per run: a job's ring is 4096 cells
+            self.command(f"fill {f.register} {f.index} {f.count} {f.value}")
 
 
 # ------------------------------------------------------------------ real switches

@@ -138,6 +138,32 @@ class StreamCounters:
                         for s in range(defs.MAX_STREAMS)]
 
 
+@dataclass(frozen=True, slots=True)
+class RegisterFill:
+    """`count` cells of a register from `index` on, all set to `value`."""
+
+    register: str
+    index: int
+    count: int
+    value: int
+
+
+class SeenRing:
+    """The ring of version 2 input streams (docs/udp-transport.md, "A switch in a version 2 path"):
+    `seen`, defs.SEEN cells per (job, stream), and `repeats`, the datagrams per job it dropped.
+    Reset when a job is configured: a mark another job left would drop this job's datagram of the
+    same number. Not in CONTROLS: only the switch model has these registers so far (the P4 programs
+    take version 1 streams)."""
+
+    registers = (defs.RING_REGISTER, defs.REPEATS_REGISTER)
+
+    @staticmethod
+    def reset(job: int) -> list[RegisterFill]:
+        streams = defs.MAX_STREAMS * defs.SEEN
+        return [RegisterFill(defs.RING_REGISTER, job * streams, streams, 0),
+                RegisterFill(defs.REPEATS_REGISTER, job, 1, 0)]
+
+
 CONTROLS = (JobConfig, Output, Aggregator, StreamCounters)
 
 

@@ -41,6 +41,12 @@ SUM_SPAN: int = _D["JG_SUM_SPAN"]
 COUNT_SPILL: int = _D["JG_COUNT_SPILL"]
 MAX_OUT_WORDS: int = _D["JG_MAX_OUT_WORDS"]
 MAX_SUMS = 2  # registers s0_* and s1_*
+# Version 2 input streams (docs/udp-transport.md, "A switch in a version 2 path"): the ring `seen`,
+# SEEN cells per (job, stream), each holding the mark of the datagram last taken in it.
+SEEN: int = _D["JG_SEEN"]
+SEEN_BITS: int = _D["JG_SEEN_BITS"]
+SEEN_CELLS: int = _D["JG_SEEN_CELLS"]
+SEEN_MARK: int = _D["JG_SEEN_MARK"]
 
 # Registers, as named in both P4 programs and the model. Per way w, in pipeline order, each of
 # WAY_SLOTS 32-bit cells: kl<w> (the key's first four wire bytes XOR the job's tag; 0 = empty),
@@ -52,4 +58,16 @@ SLOT_REGISTERS = tuple(r for way in WAY_REGISTERS for r in way)
 # One cell per job: output datagrams (out_seq numbers them), FLUSHes processed, bypassed tuples, spill
 # records, input tuples taken through the table (tuples), tuples in the output datagrams (records).
 JOB_REGISTERS = ("out_seq", "flushed", "bypassed", "spilled", "tuples", "records")
-STREAM_REGISTER = "received"  # data datagrams per (job, stream): job * MAX_STREAMS + stream
+STREAM_REGISTER = "received"  # data datagrams taken per (job, stream): job * MAX_STREAMS + stream
+# The ring of version 2 streams and the datagrams per job it dropped as taken before. Only the model
+# has them so far; the P4 programs take version 1 only (docs/udp-transport.md says what is missing).
+RING_REGISTER, REPEATS_REGISTER = "seen", "repeats"
+
+
+def seen_mark(seq: int) -> int:
+    """The mark datagram `seq` leaves in its cell of the ring: bits 6..20 of seq, the top bit set."""
+    return (seq >> SEEN_BITS) & 0x7FFF | SEEN_MARK
+
+
+def seen_cell(job: int, stream: int, seq: int) -> int:
+    return (job * MAX_STREAMS + stream) * SEEN + seq % SEEN

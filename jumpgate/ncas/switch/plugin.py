@@ -11,18 +11,22 @@ Two registered implementations share this code and differ only in the switch beh
 
 Operator interface: only what the switch can do (controller/query.py): a partial aggregation by
 one key of at most 64 bits with at most two integer or decimal sums and one count, fixed-size
-tuples of at most eight fields arriving over UDP, up to defs.TUPLES_PER_DATAGRAM per datagram; it emits the contract layout of
-the partial-state schema over UDP, so the final aggregation reads it like any partial output.
+tuples of at most eight fields arriving over UDP, up to defs.TUPLES_PER_DATAGRAM per datagram, in
+version 2 (acknowledged) streams where the backend takes them (the model: SwitchBackend.udp_version),
+else version 1; it emits the contract layout of the partial-state schema over UDP, so the final
+aggregation reads it like any partial output.
 Its register slots are a pool (ResourceRequest.pools) the plugin leases per job: two jobs never
 share slots, and the service's capacity check maps a job that would find none to software NCAs.
 
 Life cycle: compile = translate the aggregation (query.py); allocate = lease slots, open the
 backend, take the job's UDP ingress port and a control socket; configure = write the job's table
-entries (controller.py) and reset its counters; execute = wait for every sender's END (forwarded
-by the switch with its own count of what arrived: loss fails the job, and so does an END that has
-not come once the executor said the senders finished and the switch stopped counting their
-datagrams, `senders_finished`) and until the switch has taken every tuple those ENDs count through its
-table (a datagram's later tuples recirculate inside the switch), then flush the job's slots
+entries (controller.py) and reset its counters (and the ring of version 2 streams); execute = wait
+for every sender's END (forwarded by the switch with its own count of what arrived: in version 1
+loss fails the job; a version 2 sender repeats what is lost, and its stream is complete once the
+switch has taken every datagram; an END that has not come once the executor said the senders
+finished and the switch stopped counting their datagrams fails it, `senders_finished`) and until
+the switch has taken every tuple those ENDs count through its table (a datagram's later tuples
+recirculate inside the switch), then flush the job's slots
 (one FLUSH datagram per slot; the data plane emits occupied ones) and end the switch's output
 stream (FINISH); destroy = clear what a failed job left (FLUSH with DISCARD), delete the entries,
 reset the counters, release the port, the backend and the lease.
@@ -30,6 +34,7 @@ reset the counters, release the port, the backend and the lease.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
 import random
@@ -56,6 +61,7 @@ from ...contract.udp import (
 from ...dataflow import language
 from ...dataflow.plan import AggFn, AggMode, Aggregate, LogicalPlan
 from ...deploy.resources import BlockLease, BlockPool
+from ...deploy.udp_relay import Faults, RelayProcess
 from ...nca.interface import (
     NTF,
     CompileResult,
@@ -75,7 +81,7 @@ from ...nca.interface import (
 from ...nca.support import Support
 from . import defs
 from .backends import ModelBackend, SwitchBackend, backend_from_url, resolve_ipv4
-from .controller import Aggregator, JobConfig, JobSlots, Output, StreamCounters, TableEntry
+from .controller import Aggregator, JobConfig, JobSlots, Output, SeenRing, StreamCounters, TableEntry
 from .query import (
     COLUMNS_ONLY,
     FIXED_SIZE_ONLY,
@@ -95,11 +101,26 @@ log = logging.getLogger(__name__)
 SWITCH_ENV = "JUMPGATE_SWITCH"  # tofino://HOST:PORT?... or bmv2://HOST:PORT?... (docs/switch.md)
 MODEL_ENV = "JUMPGATE_SWITCH_MODEL"  # "1": offer the switch model
 SLOTS_ENV = "JUMPGATE_SWITCH_SLOTS"  # slot indices leased per job and way (a power of two, 512 .. 32768)
+# For testing only: a lossy relay (jumpgate.deploy.udp_relay; a JSON object of its Faults) between
+# the senders and the switch's ingress, which takes version 2 streams and so survives it. The
+# switch's own output is a version 1 stream: JUMPGATE_UDP_RELAY, which puts relays in front of the
+# software NCAs' inputs, would fail it.
+RELAY_ENV = "JUMPGATE_SWITCH_RELAY"
 POLL_S = 0.2
 # How long an END notice may take after the control plane said the senders finished, and how long
 # the switch's `flushed` counter may stand still while FLUSHes are outstanding, before the job fails
 # with UDP loss; the receivers' grace period (docs/udp-transport.md) plays the same part.
 LOSS_GRACE_S = 2.0
+
+
+def _relay_faults() -> Faults | None:
+    text = os.environ.get(RELAY_ENV, "")
+    if not text.strip():
+        return None
+    try:
+        return Faults.from_json(json.loads(text))
+    except ValueError as e:  # json.JSONDecodeError is one
+        raise NcaError(f"{RELAY_ENV}: {e}") from None
 
 
 def _slots_per_job() -> int:
@@ -236,6 +257,7 @@ class SwitchInstance(NcaInstance):
         self._destroyed = threading.Event()
         self._senders_done: float | None = None  # when the executor said every sender finished
         self._lock = threading.Lock()
+        self.relay: RelayProcess | None = None  # JUMPGATE_SWITCH_RELAY (testing)
 
     @property
     def owner(self) -> str:
@@ -269,9 +291,18 @@ class SwitchInstance(NcaInstance):
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         self.sock.bind((self.backend.controller_host, 0))
         host, port = self.ingress
+        faults = _relay_faults()
+        if faults is not None:
+            try:
+                self.relay = RelayProcess((host, port), faults, listen_host=host)
+            except (OSError, RuntimeError) as e:
+                raise NcaError(f"{RELAY_ENV}: cannot start a relay in front of the switch: {e}") from None
+            port = self.relay.port  # the senders' datagrams cross it; FLUSH and FINISH do not
         # the sender packs up to TUPLES_PER_DATAGRAM tuples per datagram: what the parser and the
-        # record stack of a recirculating datagram allow (docs/switch.md)
-        return [Endpoint(host, port, "udp", max_tuples=defs.TUPLES_PER_DATAGRAM)]
+        # record stack of a recirculating datagram allow (docs/switch.md); it sends version 2
+        # (acknowledged) where the data plane deduplicates and answers with receipts (the model)
+        return [Endpoint(host, port, "udp", max_tuples=defs.TUPLES_PER_DATAGRAM,
+                         udp_version=self.backend.udp_version)]
 
     def configure(self, destinations: list[list[Destination]]) -> None:
         if len(destinations) != 1 or len(destinations[0]) != 1:
@@ -286,6 +317,8 @@ class SwitchInstance(NcaInstance):
                         + Output.entries(self.query, self.slots.job, resolve_ipv4(dest.endpoint.host),
                                          dest.endpoint.port, dest.first_stream, resolve_ipv4(ctrl_host), ctrl_port))
         self.backend.write_registers(StreamCounters.reset(self.slots.job))
+        if self.backend.udp_version >= 2:
+            self.backend.fill_registers(SeenRing.reset(self.slots.job))  # marks an earlier job left
         self.backend.write_entries(self.entries)
         blocks = self._blocks()
         if not blocks <= self.backend.clean_blocks:
@@ -306,13 +339,18 @@ class SwitchInstance(NcaInstance):
         job = self.slots.job
         out_dgrams, out, bypassed, spilled = (self.backend.read_register(r, job)[0]
                                               for r in ("out_seq", "records", "bypassed", "spilled"))
+        # version 2: the datagrams the ring took (each once) and those it dropped as taken before
+        # (the network's duplicates, and repeats whose receipt was lost or late)
+        acked = ({"switch_taken": datagrams, "switch_repeats": self.backend.read_register(defs.REPEATS_REGISTER, job)[0]}
+                 if self.backend.udp_version >= 2 else {})
         wall = time.monotonic_ns() - t0
         record = 4 + self.query.layout.fixed_size  # type: ignore[union-attr]
         return PhaseStats(wall_ns=wall, wait_in_ns=flush_t0 - t0, tuples_in=tuples_in,
                           bytes_in=datagrams * HEADER_SIZE + tuples_in * (4 + self.query.in_len),  # type: ignore[union-attr]
                           tuples_out=out, bytes_out=out_dgrams * HEADER_SIZE + out * record,
                           extra={"switch_slots": self.slots.size * defs.WAYS, "switch_bypassed": bypassed,
-                                 "switch_spilled": spilled, "switch_flush_ms": (time.monotonic_ns() - flush_t0) / 1e6})
+                                 "switch_spilled": spilled, "switch_flush_ms": (time.monotonic_ns() - flush_t0) / 1e6,
+                                 **acked})
 
     def senders_finished(self, port: int) -> None:
         """The senders' ENDs have all been sent: from now on a missing END notice is loss, once
@@ -340,6 +378,10 @@ class SwitchInstance(NcaInstance):
         except Exception:
             log.exception("switch: cleaning up after %s failed", self.owner)
         finally:
+            if self.relay is not None:
+                report = self.relay.stop()
+                log.info("job %s %s: UDP relay in front of the switch: %s", self.spec.job_id, self.spec.id,
+                         json.dumps({k: v for k, v in report.items() if k != "event"}))
             if self.sock is not None:
                 self.sock.close()
             if self._opened:
@@ -352,18 +394,27 @@ class SwitchInstance(NcaInstance):
         return set(range(self.slots.base, self.slots.base + self.slots.size, defs.BLOCK_SLOTS))
 
     def _wait_for_senders(self) -> dict[int, tuple[int, int, int]]:
-        """END notices of every input stream: stream -> (datagrams sent, tuples sent, received)."""
+        """END notices of every input stream: stream -> (datagrams sent, tuples sent, received).
+
+        A version 1 stream's first END notice is final: the switch counted what arrived, and fewer
+        datagrams than were sent is loss. A version 2 stream's sender repeats what is lost, and its
+        END until the switch answers it, which the switch does once it has taken every datagram:
+        such a stream is complete with the first notice whose `received` equals the END's number
+        (or, should that very notice be lost on the way here, once the `received` register does)."""
         expected = self.spec.inputs[0].expected_streams
         ends: dict[int, tuple[int, int, int]] = {}
+        complete: set[int] = set()
+        acked: set[int] = set()  # version 2 streams
         sock = self.sock
         assert sock is not None
         watch = _StillCounters()
-        while len(ends) < expected:
+        while len(complete) < expected:
             if self._destroyed.is_set():
                 raise NcaError("cancelled")
             ready, _, _ = select.select([sock], [], [], POLL_S)
             if not ready:
-                self._overdue_ends(watch, [s for s in range(expected) if s not in ends])
+                complete |= self._taken_whole(ends, acked - complete)
+                self._overdue_ends(watch, [s for s in range(expected) if s not in complete], ends)
                 continue
             data = sock.recv(2048)
             h = parse_header(data)
@@ -374,13 +425,33 @@ class SwitchInstance(NcaInstance):
             if not h.flags & F_END or h.stream >= expected or len(data) < HEADER_SIZE + END_PAYLOAD.size:
                 continue
             tuples, received = END_PAYLOAD.unpack_from(data, HEADER_SIZE)
+            if h.stream in complete:
+                continue  # a later copy (version 1 sends three; version 2 repeats until answered)
             ends[h.stream] = (h.seq, tuples, received)
+            if h.version == 2:
+                acked.add(h.stream)
+            if h.version != 2 or received == h.seq:
+                complete.add(h.stream)
         for stream, (sent, tuples, received) in sorted(ends.items()):
             # received counts datagrams, each of 1 .. TUPLES_PER_DATAGRAM tuples
             if received != sent or not sent <= tuples <= sent * defs.TUPLES_PER_DATAGRAM:
                 raise NcaError(f"UDP loss between the sender of stream {stream} and the switch: it sent {sent} "
                                f"datagrams ({tuples} tuples), the switch received {received}")
         return ends
+
+    def _taken_whole(self, ends: dict[int, tuple[int, int, int]], streams: set[int]) -> set[int]:
+        """Version 2 streams whose END has come and whose datagrams the switch has all taken by its
+        `received` register, though no END notice said so yet (`ends` updated)."""
+        assert self.slots is not None
+        base = self.slots.job * defs.MAX_STREAMS
+        whole = set()
+        for s in streams:
+            sent, tuples, _ = ends[s]
+            received = self.backend.read_register(defs.STREAM_REGISTER, base + s)[0]
+            if received == sent:
+                ends[s] = (sent, tuples, received)
+                whole.add(s)
+        return whole
 
     def _wait_for_tuples(self, tuples: int) -> None:
         """Wait until the switch has taken all `tuples` the senders' ENDs count through its table
@@ -400,7 +471,8 @@ class SwitchInstance(NcaInstance):
                 raise NcaError("cancelled")
             time.sleep(0.005)
 
-    def _overdue_ends(self, watch: _StillCounters, missing: list[int]) -> None:
+    def _overdue_ends(self, watch: _StillCounters, missing: list[int],
+                      ends: dict[int, tuple[int, int, int]]) -> None:
         """Fail with UDP loss when the senders finished at least LOSS_GRACE_S ago and the switch
         has counted no datagram of the streams still without END notice for that long: their ENDs
         are not somewhere behind data the switch is still working through, they were lost (every
@@ -415,6 +487,11 @@ class SwitchInstance(NcaInstance):
         if not watch.still(counts, LOSS_GRACE_S) or time.monotonic() - done < LOSS_GRACE_S:
             return
         stream = missing[0]
+        if stream in ends:  # version 2: the END came, not all of the data
+            sent = ends[stream][0]
+            raise NcaError(f"UDP loss between the sender of stream {stream} and the switch: the sender finished "
+                           f"{time.monotonic() - done:.1f} s ago, but the switch took {counts[stream]} of its {sent} "
+                           "data datagrams and is not taking more (the sender stopped repeating them)")
         raise NcaError(f"UDP loss between the sender of stream {stream} and the switch: the sender finished "
                        f"{time.monotonic() - done:.1f} s ago, but no copy of its END reached the switch (which "
                        f"received {counts[stream]} data datagrams of the stream and is not receiving more)")
