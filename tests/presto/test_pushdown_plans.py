@@ -50,6 +50,16 @@ def test_having_is_pushed_with_the_aggregation(conn, duck):
     assert got and normalize(got) == normalize(want)
 
 
+def query_with_id(conn, sql: str) -> tuple[list, str]:
+    """The query's rows and its Trino query id (the Jumpgate jobs' names carry it)."""
+    cur = conn.cursor()
+    try:
+        cur.execute(sql)
+        return cur.fetchall(), cur.query_id
+    finally:
+        cur.close()
+
+
 def jobs_of(jg_server, query_id: str) -> list[dict]:
     """The Jumpgate jobs one Trino query ran (the connector names them trino-<query id>-<scan>)."""
     http = jg_server.http
@@ -68,11 +78,7 @@ def test_runtime_filters_and_column_pruning_narrow_the_join_scans(conn, duck, jg
            "AND c_custkey = o_custkey AND o_orderkey = l_orderkey GROUP BY c_name, o_orderkey, o_totalprice")
     plan = explain(conn, sql.format(t="jumpgate.tpch_parquet."))
     assert "pushed aggregation=[group by [g0:=\"l_orderkey\"], [a0:=sum(\"l_quantity\")], having" in plan, plan
-    cur = conn.cursor()
-    cur.execute(sql.format(t="jumpgate.tpch_parquet."))
-    got = cur.fetchall()
-    qid = cur.query_id
-    cur.close()
+    got, qid = query_with_id(conn, sql.format(t="jumpgate.tpch_parquet."))
     want = duck.execute(sql.format(t="")).fetchall()
     assert got and normalize(got) == normalize(want)
     [job] = jobs_of(jg_server, qid)
@@ -110,11 +116,7 @@ def test_a_self_join_is_pushed_with_one_side_renamed_and_the_smaller_side_built(
     plan = explain(conn, sql.format(t="jumpgate.tpch_parquet."))
     assert "renamed=[" in plan and "n_name AS n_name_2" in plan, plan
     assert "(tpch_parquet.lineitem) WITH (tpch_parquet.supplier pushed filter" in plan, plan
-    cur = conn.cursor()
-    cur.execute(sql.format(t="jumpgate.tpch_parquet."))
-    got = cur.fetchall()
-    qid = cur.query_id
-    cur.close()
+    got, qid = query_with_id(conn, sql.format(t="jumpgate.tpch_parquet."))
     want = duck.execute(sql.format(t="")).fetchall()
     assert got and normalize(got) == normalize(want)
     jobs = jobs_of(jg_server, qid)
@@ -152,11 +154,7 @@ def test_a_join_over_a_pushed_aggregation_filters_the_aggregated_scan(conn, duck
     plan = explain(conn, sql.format(t="jumpgate.tpch_parquet."))
     assert "pushed join=[inner (tpch_parquet.lineitem pushed filter=" in plan, plan
     assert 'pushed aggregation=[group by [g0:="l_orderkey"], []]) WITH (tpch_parquet.orders' in plan, plan
-    cur = conn.cursor()
-    cur.execute(sql.format(t="jumpgate.tpch_parquet."))
-    got = cur.fetchall()
-    qid = cur.query_id
-    cur.close()
+    got, qid = query_with_id(conn, sql.format(t="jumpgate.tpch_parquet."))
     want = duck.execute(sql.format(t="")).fetchall()
     assert got and normalize(got) == normalize(want)
     [job] = jobs_of(jg_server, qid)
