@@ -71,6 +71,14 @@ class Faults:
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
 
     @classmethod
+    def from_text(cls, text: str) -> Faults | None:
+        """A setting's value: a JSON object of the fields, or blank for no relay. ValueError says
+        what is wrong."""
+        if not text.strip():
+            return None
+        return cls.from_json(json.loads(text))  # json.JSONDecodeError is a ValueError
+
+    @classmethod
     def from_json(cls, obj: object) -> Faults:
         """From a JSON object with any of the fields; unknown keys are an error."""
         if not isinstance(obj, dict):

@@ -30,6 +30,21 @@ def server(data_root, tmp_path_factory):
     assert not left, f"NCA processes left behind: {left}"
 
 
+STORE_SALES_SF = 0.1  # the conformance suite's scale factor: the data is generated once per machine and shared
+
+
+@pytest.fixture(scope="session")
+def tpcds_root() -> Path:
+    """The conformance suite's TPC-DS data root with store_sales (JSON Lines) at STORE_SALES_SF:
+    the switch aggregator's job (thesis §3.5.6) and the UDP loss tests read it."""
+    pytest.importorskip("duckdb")
+    from jumpgate.conformance import default_data_dir, ensure_data
+
+    root = default_data_dir(STORE_SALES_SF)
+    ensure_data(root, ["tpcds/store_sales"], STORE_SALES_SF)
+    return root
+
+
 def switch_model_server(root: Path, logs: Path, env: dict[str, str] | None = None) -> Iterator[LocalServer]:
     """A server that offers the switch model (JUMPGATE_SWITCH_MODEL=1, and `env`) over `root`;
     afterwards no NCA or model process may be left."""

@@ -7,18 +7,16 @@ data reduction is reported. A second job whose scan fails mid-stream must clear 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from jumpgate.client import JobFailed, Jumpgate
 from jumpgate.ncas.switch import defs
 
-from .conftest import switch_model_server
+from .conftest import STORE_SALES_SF, switch_model_server
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-SF = 0.1  # the conformance suite's scale factor: the data is generated once per machine and shared
 
 REQUEST = {"name": "switch store_sales", "operations": [
     {"kind": "read", "name": "ss", "path": "tpcds/store_sales/*.jsonl", "format": "json",
@@ -31,16 +29,6 @@ REQUEST = {"name": "switch store_sales", "operations": [
      "group_by": [{"name": "ss_item_sk"}],
      "aggregates": [{"name": "items", "fn": "count_star"}, {"name": "sales", "fn": "sum"}]},
     {"kind": "send", "name": "out", "input": "final", "transport": "udp", "host": "127.0.0.1", "port": 0}]}
-
-
-@pytest.fixture(scope="module")
-def tpcds_root() -> Path:
-    pytest.importorskip("duckdb")
-    from jumpgate.conformance import default_data_dir, ensure_data
-
-    root = default_data_dir(SF)
-    ensure_data(root, ["tpcds/store_sales"], SF)
-    return root
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +67,7 @@ def test_store_sales_through_the_switch_model_matches_duckdb(switch_server, tpcd
     # bytes in = datagrams x 24-byte header + tuples x (4-byte length + 24-byte tuple)
     datagrams = (phase["bytes_in"] - tuples_in * (4 + 24)) / 24
     assert tuples_in / defs.TUPLES_PER_DATAGRAM <= datagrams < tuples_in / (defs.TUPLES_PER_DATAGRAM - 1)
-    print(f"\nswitch (model) data reduction on TPC-DS store_sales sf {SF}: {tuples_in} tuples in, "
+    print(f"\nswitch (model) data reduction on TPC-DS store_sales sf {STORE_SALES_SF}: {tuples_in} tuples in, "
           f"{tuples_out} out ({tuples_in / tuples_out:.1f}x; bypassed {phase['switch_bypassed']}, "
           f"spilled {phase['switch_spilled']}); thesis at sf 100: 43x")
     assert json.dumps(status["timeline"])  # the timeline is JSON

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -23,17 +22,6 @@ from .test_switch import REQUEST
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-SF = 0.1  # the conformance suite's scale factor: the data is generated once per machine and shared
-
-
-@pytest.fixture(scope="module")
-def tpcds_root() -> Path:
-    pytest.importorskip("duckdb")
-    from jumpgate.conformance import default_data_dir, ensure_data
-
-    root = default_data_dir(SF)
-    ensure_data(root, ["tpcds/store_sales"], SF)
-    return root
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,6 @@ from jumpgate.local_server import LocalServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-SF = 0.1  # the conformance suite's scale factor: the data is generated once per machine and shared
 COLUMNS = ("ss_ticket_number", "ss_item_sk", "items", "sales")
 REQUEST = {"name": "store_sales over lossy UDP", "operations": [
     {"kind": "read", "name": "ss", "path": "tpcds/store_sales/*.jsonl", "format": "json",
@@ -33,16 +32,6 @@ REQUEST = {"name": "store_sales over lossy UDP", "operations": [
      "group_by": [{"name": "ss_ticket_number"}, {"name": "ss_item_sk"}],
      "aggregates": [{"name": "items", "fn": "count_star"}, {"name": "sales", "fn": "sum"}]},
     {"kind": "send", "name": "out", "input": "final", "transport": "udp", "host": "127.0.0.1", "port": 0}]}
-
-
-@pytest.fixture(scope="module")
-def tpcds_root() -> Path:
-    pytest.importorskip("duckdb")
-    from jumpgate.conformance import default_data_dir, ensure_data
-
-    root = default_data_dir(SF)
-    ensure_data(root, ["tpcds/store_sales"], SF)
-    return root
 
 
 @pytest.fixture(scope="module")

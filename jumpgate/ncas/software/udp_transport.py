@@ -51,12 +51,9 @@ def transport_setting_problem() -> str:
 def relay_faults(value: str | None = None) -> Faults | None:
     """JUMPGATE_UDP_RELAY: a JSON object of jumpgate.deploy.udp_relay.Faults (loss, dup, reorder,
     depth, seed), or unset. A bad value is an NcaError naming the setting."""
-    text = os.environ.get(RELAY_ENV, "") if value is None else value
-    if not text.strip():
-        return None
     try:
-        return Faults.from_json(json.loads(text))
-    except ValueError as e:  # json.JSONDecodeError is one
+        return Faults.from_text(os.environ.get(RELAY_ENV, "") if value is None else value)
+    except ValueError as e:
         raise NcaError(f"{RELAY_ENV}: {e}") from None
 
 
