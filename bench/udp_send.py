@@ -26,8 +26,9 @@ was an ORC reader), on the same rows written as ORC, or with `--switch-sender js
   switch-1        one tuple per datagram, sendmmsg batches with UDP GSO (the layout before)
   switch-1-send   one tuple per datagram, one `send` each: the thesis' case
   switch-N-v2     switch-N in version 2 (acknowledged; docs/udp-transport.md, "A switch in a
-                  version 2 path"): at most 64 datagrams in flight, a receipt from the model for
-                  each, repeats of what is lost
+                  version 2 path"): at most 64 datagrams in flight (the bound the switch's endpoint
+                  announces: `v2 window 64`), a receipt from the model for each, repeats of what
+                  is lost
 
 For these it also prints what the model did: tuples/s it took through its table (all of the
 scan's tuples, from the scan's start until its `tuples` counter had them all), and whether it
@@ -264,8 +265,9 @@ def main() -> int:
     else:
         skipped["dpdk-*"] = why_no_dpdk
     n = defs.TUPLES_PER_DATAGRAM
-    switch_cases = {"switch-N": [f"udp 0 {n}"], "switch-N-v2": [f"udp 0 {n} v2"], "switch-1": ["udp 0 1"],
-                    "switch-1-send": ["udp 0 1", "batch"]}
+    # switch-N-v2's dest line as the plugin writes it from the model's endpoint (its ring's bound)
+    switch_cases = {"switch-N": [f"udp 0 {n}"], "switch-N-v2": [f"udp 0 {n} v2 window {defs.SEEN}"],
+                    "switch-1": ["udp 0 1"], "switch-1-send": ["udp 0 1", "batch"]}
     relay_cases = dict(RELAY_CASES)  # the acknowledged transport, direct and through the lossy relay
     only = [c for c in args.only.split(",") if c]
     if only:

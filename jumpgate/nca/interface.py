@@ -122,6 +122,16 @@ class Endpoint:
     # repaired (a switch); 2, acknowledged streams whose senders repeat what is lost. A sender may
     # send any version up to it.
     udp_version: int = 1
+    # Version 2: the most data datagrams a sender may keep in flight per stream towards this
+    # receiver, from its first datagram on; None = no bound beyond the sender's `udp.window_bytes`.
+    # A receiver that deduplicates with a ring of sequence numbers and answers with receipts (the
+    # switch model: JG_UDP_SACK_WINDOW, docs/udp-transport.md "A switch in a version 2 path") must
+    # say so here: a sender that was not told keeps its whole window in flight.
+    udp_window_datagrams: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.udp_window_datagrams is not None and self.udp_window_datagrams < 1:
+            raise ValueError(f"udp_window_datagrams is at least 1 (None: no bound), not {self.udp_window_datagrams}")
 
 
 @dataclass(frozen=True, slots=True)

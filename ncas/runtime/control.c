@@ -431,7 +431,7 @@ static void handle_command(jgr_proc *p, char *line) {
     if (parse_key(tok[2], &key)) bad_command("key: expected 16 hex digits, not zero: %.32s", tok[2]);
     p->inputs[a].key = key;
   } else if (strcmp(cmd, "dest") == 0 && nt >= 6) {
-    /* dest PORT HOST TCPPORT FIRST STREAMS [tcp | udp MAX_BYTES MAX_TUPLES [v2]] [key HEX] [client MS] */
+    /* dest PORT HOST TCPPORT FIRST STREAMS [tcp | udp MAX_BYTES MAX_TUPLES [v2 [window N]]] [key HEX] [client MS] */
     if (parse_u32(tok[1], 1u << 30, &a) || a >= p->noutputs) bad_command("dest: no output port %s", tok[1]);
     if (parse_u32(tok[3], 65535, &b) || b == 0) bad_command("dest: bad TCP port %s", tok[3]);
     if (parse_u32(tok[4], 1u << 30, &c) || parse_u32(tok[5], 1u << 20, &d) || d == 0)
@@ -449,6 +449,11 @@ static void handle_command(jgr_proc *p, char *line) {
       if (i < nt && strcmp(tok[i], "v2") == 0) { /* the receiver acknowledges (docs/udp-transport.md) */
         dst.udp_version = 2;
         i++;
+        if (i < nt && strcmp(tok[i], "window") == 0) { /* the receiver's bound on datagrams in flight */
+          if (i + 1 >= nt || parse_u32(tok[i + 1], 1u << 30, &dst.window_datagrams) || dst.window_datagrams == 0)
+            bad_command("dest: window: expected datagrams in flight (1..%u)", 1u << 30);
+          i += 2;
+        }
       }
     }
     if (i + 1 < nt && strcmp(tok[i], "key") == 0) {

@@ -45,6 +45,7 @@
  * it has arrived for the idle timeout (the sender is gone) or its senders are done. After the phase
  * a thread keeps answering the port's complete version 2 streams (linger) until the process ends,
  * since a sender waits for the ACK of its END and may repeat the END after the last worker is gone.
+ * An acknowledgement that reaches the port (version 2, flag ACK: meant for a sender) is ignored.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -155,6 +156,7 @@ typedef struct {
   uint32_t len;
   jg_udp_header h;
   int use;     /* a data datagram to process (not a duplicate, not control) */
+  int stray;   /* a version 2 acknowledgement (flag ACK): meant for a sender, ignored here */
   int version; /* 1 or 2 */
   const struct sockaddr_storage *peer; /* where it came from (NULL under DPDK) */
   socklen_t peer_len;
@@ -170,6 +172,13 @@ static int check_datagram(struct jgr_udp_in *in, dgram *g, jgr_error *err) {
     jgr_error_set(err, "input port %d: a datagram of UDP transport version %d (magic NTU%d) arrived; this receiver "
                   "takes versions 1 and 2", in->port, g->version, g->version);
     return -1;
+  }
+  if (g->version == 2 && (g->h.flags & JG_UDP_F_ACK)) {
+    /* An acknowledgement (cumulative, or a switch's receipt with SACK) travels from a receiver to a
+     * sender; one that reaches a receiver (sent astray, looped back) is nobody's data and says
+     * nothing about this port's streams, so it is dropped rather than failing one of them. */
+    g->stray = 1;
+    return 0;
   }
   if (g->h.stream >= in->expected) {
     jgr_error_set(err, "input port %d: UDP stream id %u, but %u streams are expected", in->port, g->h.stream,
@@ -598,6 +607,7 @@ int jgr_udp_in_run(struct jgr_udp_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *a
   ack_msg *acks = malloc(sizeof *acks * ACKS_PER_BATCH);
   if (!rx || !g || !acks) abort();
   int rc = 0, idle = in->dpdk && ctx->worker != 0;
+  uint64_t strays = 0;  /* acknowledgements that reached this receiver (check_datagram) */
   uint32_t waiting = 0; /* streams with an ACK still to send: look again within a millisecond */
   if (!in->dpdk) {
     rx->bufs = malloc((size_t)BATCH * SLOT_BYTES);
@@ -618,8 +628,13 @@ int jgr_udp_in_run(struct jgr_udp_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *a
       rc = -1;
       break;
     }
-    for (int i = 0; i < n && rc == 0; i++)
+    int got = n; /* datagrams read: the batch holds the socket's datagrams until counted (below) */
+    n = 0;       /* of them, those for this port's streams, moved to the front */
+    for (int i = 0; i < got && rc == 0; i++) {
       if (check_datagram(in, &g[i], err) != 0) rc = -1;
+      else if (g[i].stray) strays++;
+      else g[n++] = g[i];
+    }
     if (rc) {
       pthread_mutex_lock(&in->mu);
       in_fail(in, "%s", err->message);
@@ -628,8 +643,8 @@ int jgr_udp_in_run(struct jgr_udp_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *a
     }
     pthread_mutex_lock(&in->mu);
     int ok = account(in, g, n, ctx) == 0;
-    if (n > 0) __atomic_sub_fetch(&in->holding, 1, __ATOMIC_ACQ_REL); /* taken in receive */
-    check_grace(in, !idle && n == 0);
+    if (got > 0) __atomic_sub_fetch(&in->holding, 1, __ATOMIC_ACQ_REL); /* taken in receive */
+    check_grace(in, !idle && got == 0);
     int nacks = ok && in->npending ? collect_acks(in, drained, jgr_now_ns(), acks, ACKS_PER_BATCH, &waiting) : 0;
     if (!in->npending) waiting = 0;
     pthread_mutex_unlock(&in->mu);
@@ -649,6 +664,9 @@ int jgr_udp_in_run(struct jgr_udp_in *in, jg_ctx *ctx, jgr_tuples_fn fn, void *a
   pthread_mutex_unlock(&in->mu);
   if (dups && ctx->worker == 0 && rc == 0) jgr_log("input port %d: dropped %llu duplicate UDP datagrams", in->port,
                                                    (unsigned long long)dups);
+  if (strays && rc == 0)
+    jgr_log("input port %d: ignored %llu UDP acknowledgements (meant for a sender)", in->port,
+            (unsigned long long)strays);
   free(rx->bufs);
   free(rx);
   free(g);
@@ -677,6 +695,7 @@ static void *linger_main(void *arg) {
     for (int i = 0; i < n; i++) {
       jg_udp_header h;
       if (jg_udp_get_header_v(g[i].data, g[i].len, &h) != 2 || h.stream >= in->expected) continue;
+      if (h.flags & JG_UDP_F_ACK) continue; /* meant for a sender (check_datagram): answering it could loop */
       stream_state *s = &in->streams[h.stream];
       if (s->version != 2 || s->ended != 2) continue; /* the phase is over: nothing else is answered */
       memcpy(&s->peer, g[i].peer, g[i].peer_len);

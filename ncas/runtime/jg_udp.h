@@ -92,7 +92,9 @@ static inline int jg_udp_get_header(const uint8_t *p, size_t n, jg_udp_header *h
 #define JG_UDP_F_SACK 0x100u
 /* Datagrams a sender keeps in flight towards a receiver that answers with receipts: the switch's
  * ring `seen` has this many cells per stream, and cell s mod 64 is reused by datagram s + 64 only
- * once s has been acknowledged (p4/include/jumpgate_defs.p4: JG_SEEN). */
+ * once s has been acknowledged (p4/include/jumpgate_defs.p4: JG_SEEN). The switch's endpoint
+ * announces it (udp_window_datagrams; the sender's `dest ... v2 window 64`): a receipt from a
+ * receiver that announced no bound fails the stream (out_udp.c). */
 #define JG_UDP_SACK_WINDOW 64u
 #define JG_UDP_ACK_REPORT 1024u /* gap-report bytes at most: 8192 datagrams past the cumulative number */
 #define JG_UDP_STAMP_AT 20u     /* version 2: where the timestamp (and its echo in an ACK) is */

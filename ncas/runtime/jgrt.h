@@ -67,10 +67,13 @@ typedef struct {
   char *host;
   char *port; /* service text for getaddrinfo */
   uint32_t first_stream, streams;
-  /* UDP transport (docs/udp-transport.md): `dest ... udp MAX_BYTES MAX_TUPLES [v2]`; 0 = TCP */
+  /* UDP transport (docs/udp-transport.md): `dest ... udp MAX_BYTES MAX_TUPLES [v2 [window N]]`; 0 = TCP */
   uint8_t udp;
   uint8_t udp_version;            /* 1, or 2 with `v2` (the receiver acknowledges) */
   uint32_t max_bytes, max_tuples; /* 0 = the defaults */
+  /* version 2, `window N`: the receiver's bound on data datagrams in flight per stream (a switch's
+   * ring of sequence numbers: JG_UDP_SACK_WINDOW); 0 = none announced, udp.window_bytes alone */
+  uint32_t window_datagrams;
   /* Keyed TCP stream (docs/contract.md, "Keyed streams between NCAs"): `dest ... key HEX`;
    * 0 = a plain NTF1 stream. */
   uint64_t key;

@@ -19,9 +19,11 @@
  * them (flow control: a receiver that falls behind slows its senders instead of losing data). A
  * datagram the receiver reports missing, or not acknowledged within the retransmission timeout,
  * goes again, flagged RETX; after `param udp.max_tries` timeouts of one datagram the stream fails
- * naming the stream, the datagram and the receiver. A receiver that acknowledges datagram by
- * datagram (receipts, flag SACK: the switch, docs/udp-transport.md "A switch in a version 2 path")
- * gets at most JG_UDP_SACK_WINDOW datagrams in flight per stream (jgr_udp_open). The END is sent once and repeated
+ * naming the stream, the datagram and the receiver. A receiver that bounds the datagrams in flight
+ * (`dest ... v2 window N`: the switch, which acknowledges datagram by datagram with receipts, flag
+ * SACK, docs/udp-transport.md "A switch in a version 2 path") gets at most N per stream from the
+ * first datagram on; one that announced no bound gets the whole window at once, and a receipt from
+ * it fails the stream (take_acks). The END is sent once and repeated
  * likewise until the receiver acknowledges it, and the port's outputs end only when every version 2
  * stream has been acknowledged whole: the phase's `done` then means the data arrived. DPDK carries
  * version 1 only.
@@ -64,7 +66,7 @@ typedef struct {
   unsigned batch; /* datagrams per sendmmsg (param udp.batch; 1 = one system call per datagram) */
   int gso;        /* equal-size datagrams go out as one UDP GSO send (param udp.gso, default on) */
   int version;    /* 1, or 2: acknowledged, with the window below */
-  int probing;    /* version 2: no acknowledgement yet, so at most JG_UDP_SACK_WINDOW in flight (below) */
+  uint32_t bound; /* version 2: the receiver's announced bound on datagrams in flight (`window N`), or 0 */
   jg_udp_window win;
   uint64_t timer_ns; /* version 2: when to look for datagrams whose timeout passed */
 } udp_dest;
@@ -179,14 +181,14 @@ int jgr_udp_open(jg_out *o, const jgr_dest *dst, uint32_t stream, jgr_error *err
                   (unsigned long long)window, d->name);
     return -1;
   }
-  if (d->version == 2) {
-    /* A receiver that answers with receipts (a switch) deduplicates with a ring of
-     * JG_UDP_SACK_WINDOW sequence numbers per stream, which holds only while datagram s + 64
-     * leaves after s was acknowledged; that must hold from the first datagram, before the
-     * receiver has said anything. So every stream starts within that bound, and the first
-     * cumulative ACK (a receiver that tracks the whole stream) lifts it; receipts keep it. */
-    jg_win_limit(&d->win, JG_UDP_SACK_WINDOW);
-    d->probing = 1;
+  if (d->version == 2 && dst->window_datagrams) {
+    /* A receiver that answers with receipts (a switch) deduplicates with a ring of sequence numbers
+     * per stream (JG_UDP_SACK_WINDOW), which holds only while datagram s + N leaves after s was
+     * acknowledged, from the first datagram on: the receiver says N with its endpoint, since it
+     * cannot say it in band before the stream starts. Receivers that track the whole stream
+     * announce nothing and get the whole window at once. */
+    jg_win_limit(&d->win, dst->window_datagrams);
+    d->bound = dst->window_datagrams;
   }
   if (jgr_param(p, "udp.dpdk")) {
     if (d->version == 2) { /* docs/udp-transport.md, "DPDK": no acknowledgements come back through it */
@@ -453,11 +455,15 @@ static int take_acks(jg_out *o, struct jgr_udp_out *u, udp_dest *d) {
       v2_fail(o, d, "the receiver sent a receipt (SACK) with %s", end ? "END" : "a gap report");
       return -1;
     }
-    if (d->probing && !sack && !end) { /* a cumulative receiver: the window may open up (jgr_udp_open) */
-      jg_win_limit(&d->win, 0);
-      d->probing = 0;
-    } else if (sack) {
-      d->probing = 0; /* receipts: the bound stays for the whole stream */
+    if (sack && !d->bound) {
+      /* Receipts come from a ring of sequence numbers (a switch) that deduplicates only while the
+       * sender keeps its bound; this one announced none, so up to the whole window went out at once
+       * and a repeat may already have been added twice. Nothing the sender does now can tell, so it
+       * fails, naming what is misconfigured, rather than keep a bound from here on. */
+      v2_fail(o, d, "the receiver sent a receipt (SACK) for datagram %llu but announced no bound on datagrams in "
+              "flight (dest ... v2 window N; the endpoint's udp_window_datagrams), and %llu were sent: it may have "
+              "taken a repeat twice", (unsigned long long)h.seq, (unsigned long long)d->win.next);
+      return -1;
     }
     int n = sack ? jg_win_sack(&d->win, h.seq, rtt, now, u->seqs, BATCH)
                  : jg_win_ack(&d->win, h.seq, end, buf + JG_UDP_HEADER, h.count, rtt, now, u->seqs, BATCH);

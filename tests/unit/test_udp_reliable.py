@@ -199,8 +199,8 @@ def test_a_version_2_stream_whose_sender_stopped_fails_after_the_idle_timeout_no
      "input port 0: a datagram of UDP transport version 3 (magic NTU3) arrived; this receiver takes versions 1 and 2"),
     ([udp.data_datagram(0, 0, [b"x" * 64]), udp.data_datagram(0, 1, [b"x" * 64], version=2)],
      "input port 0 stream 0: a version 2 datagram on a version 1 stream"),
-    ([udp.data_datagram(0, 0, [b"x" * 64], version=2, flags=udp.F_ACK)],
-     "input port 0 stream 0: datagram with unexpected flags 0x80"),
+    ([udp.data_datagram(0, 0, [b"x" * 64], version=2, flags=udp.F_FLUSH)],
+     "input port 0 stream 0: datagram with unexpected flags 0x4"),
 ])
 def test_what_a_receiver_cannot_take_fails_the_phase_saying_so(copy_nca, dgrams, message):
     nca = copy_relay(copy_nca, 1, 1, None)
@@ -210,6 +210,32 @@ def test_what_a_receiver_cannot_take_fails_the_phase_saying_so(copy_nca, dgrams,
         assert ev["event"] == "error" and message in ev["message"], ev
     finally:
         nca.kill()
+
+
+def test_acknowledgements_that_reach_the_runtimes_receiver_are_ignored(copy_nca):
+    """An ACK travels from a receiver to a sender; one that reaches a receiver (a switch's receipt
+    sent astray, an ACK looped back) is nobody's data: the stream it names, or one beyond the
+    expected streams, goes on and completes as if it had not come (as the client's UdpReceiver
+    does), and nothing answers it."""
+    ts = tuples(5, 40)
+    data = [udp.data_datagram(0, i, ts[4 * i:4 * i + 4], version=2) for i in range(10)]
+    strays = [udp.receipt_datagram(0, 3, echo=7), udp.ack_datagram(0, 10, [], complete=True),
+              udp.ack_datagram(0, 2, [4, 5]), udp.receipt_datagram(9, 0)]  # stream 9: not expected
+    nca = copy_relay(copy_nca, 1, 1, None)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            send_all(nca.ports[0], strays[:2] + data[:5] + strays[2:] + data[5:], s)
+            h, arrived = read_acks(s)[-1]
+            assert (h.seq, arrived, h.flags) == (10, [], udp.F_ACK)  # its own ACK, of its data alone
+            send_all(nca.ports[0], [udp.end_datagram(0, 10, 40, version=2)], s)
+            done = nca.event("done")
+            assert done["stats"]["tuples_in"] == 40 and done["stats"]["udp_received"] == 11
+            acks = read_acks(s)
+            assert acks and acks[-1][0].flags == udp.F_ACK | udp.F_END
+            send_all(nca.ports[0], strays, s)  # after the phase (linger): still nothing to answer
+            assert read_acks(s) == []
+        finally:
+            nca.kill()
 
 
 def test_a_sender_whose_receiver_never_acknowledges_gives_up_naming_stream_datagram_and_peer(tmp_path, scan_nca):
@@ -356,10 +382,11 @@ def _first_64(sock: socket.socket) -> list[tuple[udp.Header, bytes, tuple]]:
 
 def test_a_sender_keeps_64_datagrams_in_flight_towards_a_receiver_that_answers_with_receipts(tmp_path, scan_nca):
     """Towards a switch (docs/udp-transport.md, "A switch in a version 2 path"): its ring of 64
-    sequence numbers per stream holds only while datagram s + 64 leaves after s was acknowledged.
-    A version 2 stream starts so, before the receiver has said anything: with no answer, only
-    datagrams 0 .. 63 come (and their repeats). A receiver that answers with receipts (SACK), one
-    per datagram, keeps it there; its END answer ends the stream, and every tuple came."""
+    sequence numbers per stream holds only while datagram s + 64 leaves after s was acknowledged,
+    and its endpoint says so (`dest ... v2 window 64`). The stream starts within it, before the
+    receiver has said anything: with no answer, only datagrams 0 .. 63 come (and their repeats).
+    Receipts (SACK), one per datagram, keep it there; the END answer ends the stream, and every
+    tuple came."""
     (tmp_path / "t.jsonl").write_text("".join(json.dumps({"k": i, "v": "1.00"}) + "\n" for i in range(2000)))
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as switch:
         switch.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
@@ -367,7 +394,7 @@ def test_a_sender_keeps_64_datagrams_in_flight_towards_a_receiver_that_answers_w
         scan = NcaProcess(scan_nca)
         try:
             scan.send(f"file {tmp_path / 't.jsonl'}", "param udp.rto_min_ms 50",
-                      f"dest 0 127.0.0.1 {switch.getsockname()[1]} 0 1 udp 0 4 v2", "execute 0")
+                      f"dest 0 127.0.0.1 {switch.getsockname()[1]} 0 1 udp 0 4 v2 window 64", "execute 0")
             first = _first_64(switch)
             assert {h.seq for h, _, _ in first} == set(range(64))  # the whole bound, and no more
             taken: dict[int, bytes] = {}
@@ -406,21 +433,43 @@ def _keys(datagram: bytes) -> list[int]:
     return out
 
 
-def test_a_cumulative_acknowledgement_lifts_the_bound_of_64_datagrams(tmp_path, scan_nca):
-    """A receiver that acknowledges cumulatively (the runtime's, the client's) tracks the whole
-    stream: its first ACK lifts the bound, and the window's bytes alone limit the sender."""
+def test_a_receiver_that_announces_no_bound_gets_the_whole_window_from_the_first_datagram(tmp_path, scan_nca):
+    """A receiver that tracks the whole stream (the runtime's, the client's) announces no bound:
+    nothing holds the sender to 64 datagrams until it hears from the receiver, so all 500 of the
+    stream's data datagrams (36 KB, far within udp.window_bytes) leave before any ACK."""
     (tmp_path / "t.jsonl").write_text("".join(json.dumps({"k": i, "v": "1.00"}) + "\n" for i in range(2000)))
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as receiver:
         receiver.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         receiver.bind(("127.0.0.1", 0))
         scan = NcaProcess(scan_nca)
         try:
-            scan.send(f"file {tmp_path / 't.jsonl'}", "param udp.rto_min_ms 50",
+            scan.send(f"file {tmp_path / 't.jsonl'}", "param udp.rto_min_ms 1000",
                       f"dest 0 127.0.0.1 {receiver.getsockname()[1]} 0 1 udp 0 4 v2", "execute 0")
-            first = _first_64(receiver)
-            assert {h.seq for h, _, _ in first} == set(range(64))
-            receiver.sendto(udp.ack_datagram(0, 64), first[0][2])  # once
-            later = {h.seq for h, _, _ in _datagrams(receiver, 10, 0.3)}
-            assert max(later) >= 128  # beyond 64 past the acknowledged base: the bound is gone
+            first = _datagrams(receiver, 10, 0.5)  # no answer: what left before the first timeout
+            data = {h.seq for h, _, _ in first if not h.flags & udp.F_END}
+            assert data == set(range(500))
+            assert not any(h.flags & udp.F_RETX for h, _, _ in first)  # first copies, not the timer's repeats
+        finally:
+            scan.kill()
+
+
+def test_a_receipt_from_a_receiver_that_announced_no_bound_fails_the_stream(tmp_path, scan_nca):
+    """Receipts come from a ring of sequence numbers (a switch) that deduplicates only while the
+    sender keeps its bound; a receiver that sends them without having announced one may already
+    have taken a repeat twice, so the stream fails naming the misconfiguration."""
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps({"k": i, "v": "1.00"}) + "\n" for i in range(2000)))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as switch:
+        switch.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        switch.bind(("127.0.0.1", 0))
+        scan = NcaProcess(scan_nca)
+        try:
+            scan.send(f"file {tmp_path / 't.jsonl'}", "param udp.rto_min_ms 1000",
+                      f"dest 0 127.0.0.1 {switch.getsockname()[1]} 0 1 udp 0 4 v2", "execute 0")
+            h, _, addr = _datagrams(switch, 10, 0.3)[0]
+            switch.sendto(udp.receipt_datagram(h.stream, h.seq, h.stamp), addr)
+            ev = scan.event(timeout=30)
+            assert ev["event"] == "error", ev
+            assert (f"the receiver sent a receipt (SACK) for datagram {h.seq} but announced no bound on datagrams "
+                    "in flight (dest ... v2 window N") in ev["message"], ev
         finally:
             scan.kill()

@@ -202,9 +202,22 @@ def test_the_dest_line_asks_for_version_2_where_the_receiver_takes_it(tmp_path, 
         sent: list[str] = []
         inst._send = sent.extend
         inst.configure([[Destination(Endpoint("127.0.0.1", 10, "udp", udp_version=2), 0, 1),
-                         Destination(Endpoint("127.0.0.1", 11, "udp", max_tuples=4), 0, 1)]])  # a switch: version 1
+                         Destination(Endpoint("127.0.0.1", 11, "udp", max_tuples=4), 0, 1),  # a P4 switch: v1
+                         # the switch model: version 2, its ring's bound on datagrams in flight
+                         Destination(Endpoint("127.0.0.1", 12, "udp", max_tuples=4, udp_version=2,
+                                              udp_window_datagrams=64), 0, 1)]])
         return [line for line in sent if line.startswith("dest ")]
 
-    assert dest_lines() == ["dest 0 127.0.0.1 10 0 1 udp 0 0 v2", "dest 0 127.0.0.1 11 0 1 udp 0 4"]
+    assert dest_lines() == ["dest 0 127.0.0.1 10 0 1 udp 0 0 v2", "dest 0 127.0.0.1 11 0 1 udp 0 4",
+                            "dest 0 127.0.0.1 12 0 1 udp 0 4 v2 window 64"]
     monkeypatch.setenv(SELECT_ENV, json.dumps({"software.scan_json": PORT}))
-    assert dest_lines() == ["dest 0 127.0.0.1 10 0 1 udp 0 0", "dest 0 127.0.0.1 11 0 1 udp 0 4"]  # DPDK: version 1
+    assert dest_lines() == ["dest 0 127.0.0.1 10 0 1 udp 0 0", "dest 0 127.0.0.1 11 0 1 udp 0 4",
+                            "dest 0 127.0.0.1 12 0 1 udp 0 4"]  # DPDK: version 1, which has no window
+
+
+def test_an_endpoints_bound_on_datagrams_in_flight_is_at_least_one():
+    from jumpgate.nca.interface import Endpoint
+
+    assert Endpoint("h", 1, "udp", udp_version=2, udp_window_datagrams=1).udp_window_datagrams == 1
+    with pytest.raises(ValueError, match="udp_window_datagrams is at least 1"):
+        Endpoint("h", 1, "udp", udp_version=2, udp_window_datagrams=0)

@@ -176,6 +176,8 @@ class ProcessNca(NcaInstance):
                     line += f" udp {d.endpoint.max_datagram} {d.endpoint.max_tuples}"
                     if self.udp is not None and self.udp.sends_version(d.endpoint) >= 2:
                         line += " v2"  # the receiver acknowledges: loss is repaired
+                        if d.endpoint.udp_window_datagrams:  # a switch's ring: its bound from the start
+                            line += f" window {d.endpoint.udp_window_datagrams}"
                 if d.key:
                     line += f" key {d.key:016x}"
                 if d.client_stall_ms and d.endpoint.transport != "udp":  # a UDP sender never waits

@@ -114,12 +114,9 @@ LOSS_GRACE_S = 2.0
 
 
 def _relay_faults() -> Faults | None:
-    text = os.environ.get(RELAY_ENV, "")
-    if not text.strip():
-        return None
     try:
-        return Faults.from_json(json.loads(text))
-    except ValueError as e:  # json.JSONDecodeError is one
+        return Faults.from_text(os.environ.get(RELAY_ENV, ""))
+    except ValueError as e:
         raise NcaError(f"{RELAY_ENV}: {e}") from None
 
 
@@ -300,9 +297,11 @@ class SwitchInstance(NcaInstance):
             port = self.relay.port  # the senders' datagrams cross it; FLUSH and FINISH do not
         # the sender packs up to TUPLES_PER_DATAGRAM tuples per datagram: what the parser and the
         # record stack of a recirculating datagram allow (docs/switch.md); it sends version 2
-        # (acknowledged) where the data plane deduplicates and answers with receipts (the model)
+        # (acknowledged) where the data plane deduplicates and answers with receipts (the model),
+        # keeping at most defs.SEEN datagrams in flight per stream: what its ring can deduplicate
+        v2 = self.backend.udp_version >= 2
         return [Endpoint(host, port, "udp", max_tuples=defs.TUPLES_PER_DATAGRAM,
-                         udp_version=self.backend.udp_version)]
+                         udp_version=self.backend.udp_version, udp_window_datagrams=defs.SEEN if v2 else None)]
 
     def configure(self, destinations: list[list[Destination]]) -> None:
         if len(destinations) != 1 or len(destinations[0]) != 1:
