@@ -97,8 +97,7 @@ header bridge_h {    /* every field whole bytes at its own offset: Tofino packs 
     bit<8>  v1_null_hit;
     bit<8>  cnt_inc;
     bit<8>  key_null_hit;
-    bit<8>  v0_int32;
-    bit<8>  v1_int32;
+    bit<8>  int32s;     /* the job's int32 values: bit 0 value 0's, bit 1 value 1's (one byte, one write) */
     bit<8>  o0;         /* Output's out0..2_select: which word (0 count, 1 sum 0, 2 sum 1) */
     bit<8>  o1;
     bit<8>  o2;
@@ -106,15 +105,16 @@ header bridge_h {    /* every field whole bytes at its own offset: Tofino packs 
     bit<8>  s0_out_null;
     bit<8>  s1_out_null;
     bit<16> idx;        /* the slot index (the job's block included) */
-    bit<16> len_d0;     /* Output's UDP length changes of a pass that goes on (without, with a record) */
-    bit<16> rec_len;
-    bit<16> len_d1;
+    bit<16> len_d0;     /* Output's UDP length change of a pass that goes on without a record (with one:
+                         * + rec_len, which the egress parser sets from out_words) */
     bit<32> out_stream; /* wire bytes */
     bit<32> tag;
     bit<32> key_hi;     /* data: the tuple's key (wire bytes); FLUSH: kl<way> (not XORed) and kh<way> as */
     bit<32> key_lo;     /* taken: two fields, so that the takes of kl and kh do not order each other */
     bit<64> v0w;        /* the values' wire bytes (ValueSelect): the tuple leaves the datagram in ingress */
     bit<64> v1w;
+    bit<32> x0;         /* their first four wire bytes reversed in ingress: numbers for the sums (the */
+    bit<32> x1;         /* egress pipe's stage 0 then needs no hash of them) */
 }
 
 struct headers_t {

@@ -127,9 +127,13 @@ control Passes(inout headers_t hdr, inout metadata_t meta) {
         }
 #endif
         out_kinds.apply();
+        /* this pass's record among them (a program that defines PASS_REC_COUNTED counts it where the
+         * record is decided: TNA's egress, so that its counters need not wait a stage for these) */
+#ifndef PASS_REC_COUNTED
         if (meta.rec == 1) {
             meta.n_rec = meta.n_rec + 1;
             meta.rec_bytes = meta.rec_bytes + meta.rec_len;
         }
+#endif
     }
 }

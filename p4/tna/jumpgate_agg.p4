@@ -23,7 +23,13 @@
  *   bf-p4c --target tofino --arch tna -o build p4/tna/jumpgate_agg.p4              (Intel's SDE)
  */
 #include <core.p4>
+/* Tofino 1 (tna.p4) by default; the same program for Tofino 2 (p4c --target tofino2 --arch t2na,
+ * 20 MAU stages) with t2na.p4 and its recirculation port */
+#if __TARGET_TOFINO__ == 2
+#include <t2na.p4>
+#else
 #include <tna.p4>
+#endif
 
 #include "../include/jumpgate_defs.p4"
 #include "../include/headers.p4"
@@ -52,13 +58,21 @@
 #define EMIT_SEQ(x)
 #define EMIT_END_TUPLES(x)
 #include "../include/output.p4"
-/* the egress parser sets n_rec and rec_bytes from the pass header (0 without one) */
+/* the egress parser sets n_rec and rec_bytes from the pass header (0 without one), and the record's
+ * decision (Accumulator's bypass, spill, a flushed slot) counts this pass's record in them
+ * (REC_COUNTED): the counters of the output key on them a stage sooner */
 #define PASS_COUNTS_PARSED
+#define PASS_REC_COUNTED
 #include "../include/passes.p4"
 
 /* Pipe 0's recirculation port on Tofino 1 (ports 68-71 loop back into pipe 0's ingress): a datagram
- * with tuples left goes there for its next pass. Another pipe p: p * 128 + 68. */
+ * with tuples left goes there for its next pass. Another pipe p: p * 128 + 68. (Tofino 2: pipe 0's
+ * port 6.) */
+#if __TARGET_TOFINO__ == 2
+#define RECIRC_PORT 6
+#else
 #define RECIRC_PORT 68
+#endif
 
 /* A job's records are of one kind (rec<out_words>): the four stacks are never valid together, so
  * the compiler may overlay them (in PHV and tagalong containers). */
@@ -116,9 +130,11 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 
 /* Where the register arrays go (@stage). A stage has 4 stateful ALUs for both pipes, 48 for the
  * 47 arrays: ingress's kl<w> in stage 4 + w and kh<w> in the stage after (two a stage from 5 on),
- * so egress's 25 arrays fill stages 0..3 and what ingress leaves in 4..7 (its counts have their
- * inputs from stage 0, its sums from stage 2: the values as numbers, x - 1), and the counters
- * take what is left in 8..11 after the record's decision (egress stage 8). */
+ * so egress's 25 arrays fill stages 0..3 and what ingress leaves in 4..7 (its counts read only the
+ * bridge: from stage 0; its sums the bridged numbers and x - 1: from stage 1), every stateful ALU
+ * of 0..7: 0: cn0..cn3; 1: cn4..cn6, kh7; 2: cn7, s0_0, s1_0, s0_1; 3: s1_1, s0_2, s1_2, s0_3;
+ * 4: kl0, s1_3, s0_4, s1_4; 5..7: kh<w>, kl<w+1> and way 5..7's sums. The counters take what is
+ * left in 8..11 after the record's decision (egress stage 8). */
 #define KL_STAGE_0 4
 #define KL_STAGE_1 5
 #define KL_STAGE_2 6
@@ -134,11 +150,11 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #define KH_STAGE_4 9
 #define KH_STAGE_5 10
 #define KH_STAGE_6 11
-#define KH_STAGE_7 0
+#define KH_STAGE_7 1
 #define CN_STAGE_0 0
 #define CN_STAGE_1 0
 #define CN_STAGE_2 0
-#define CN_STAGE_3 1
+#define CN_STAGE_3 0
 #define CN_STAGE_4 1
 #define CN_STAGE_5 1
 #define CN_STAGE_6 1
@@ -159,6 +175,19 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #define s1_STAGE_6 6
 #define s0_STAGE_7 7
 #define s1_STAGE_7 7
+/* The counters. Egress: the arrays end in stage 7, the record's decision is in 8, out_kinds and
+ * the counters of the output from 9 (they key on what out_kinds keys on); the output's number and
+ * an END's count go into the header the stage after theirs, and a FINISH's flags (end_loss, after
+ * `flushed`) before Emit's, which follow them: out_seq and records by 10, flushed by 9. Ingress:
+ * received (an END's count into the header after it) and tuples where stage 8's stateful ALUs are
+ * left. One stateful ALU of the 48 is left, in stage 11. */
+#define RECEIVED_STAGE 8
+#define TUPLES_STAGE 8
+#define FLUSHED_STAGE 9
+#define OUT_SEQ_STAGE 9
+#define RECORDS_STAGE 10
+#define BYPASSED_STAGE 10
+#define SPILLED_STAGE 11
 
 /* Way W's kl and kh programs (one access per register array per packet, one 32-bit output each, as
  * Tofino 1's RegisterAction has): kl<W> tries (the key's first half, empty and now the key's, or
@@ -417,13 +446,13 @@ control StreamCounters(inout headers_t hdr, inout metadata_t meta) {
         void apply(inout bit<32> v) { v = v + 1; }
     };
     action tuples_inc_a() { tuples_inc.execute(meta.job); }
-    @stage(11)
+    @stage(TUPLES_STAGE)
     table tuples_t { actions = { tuples_inc_a; } default_action = tuples_inc_a(); size = 1; }
     /* the END's read and a datagram's count (on its first pass): one table of the register's two
      * RegisterActions */
     action received_read_a() { meta.got = received_read.execute(meta.counter); }
     action received_inc_a() { received_inc.execute(meta.counter); }
-    @stage(8)
+    @stage(RECEIVED_STAGE)
     table received_t {
         key = { hdr.ntu.flags : ternary; }
         actions = { received_read_a; received_inc_a; NoAction; }
@@ -461,6 +490,12 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
     Aggregator() aggregator;
     StreamCounters() counters;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) stream_bytes;
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) x0_bytes;
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) x1_bytes;
+    action x0_a() { hdr.bridge.x0 = x0_bytes.get(BYTES_REVERSED(meta.v0w[63:32])); }
+    table x0_t { actions = { x0_a; } default_action = x0_a(); size = 1; }
+    action x1_a() { hdr.bridge.x1 = x1_bytes.get(BYTES_REVERSED(meta.v1w[63:32])); }
+    table x1_t { actions = { x1_a; } default_action = x1_a(); size = 1; }
 
     /* out of `port` to the host at `dst_mac`, from the MAC the frame was sent to (the switch's) */
     action send(PortId_t port, bit<48> dst_mac) {
@@ -469,6 +504,17 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
         hdr.ethernet.dst_addr = dst_mac;
     }
     action drop() { ig_dprsr_md.drop_ctl = 1; }
+    /* to the controller, from here (a notice: an END, a refused datagram): the egress pipe has
+     * nothing to add */
+    action to_controller() {
+        hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
+        hdr.udp.src_port = hdr.udp.dst_port;
+        hdr.ipv4.dst_addr = meta.ctrl_ip;
+        hdr.udp.dst_port = meta.ctrl_port;
+        hdr.udp.checksum = 0;
+        hdr.ipv4.total_len = hdr.udp.len + 20;
+        ig_tm_md.bypass_egress = 1;
+    }
     /* plain IPv4 forwarding, filled by the operator for the hosts on the switch (docs/switch.md) */
     table forward {
         key = { hdr.ipv4.dst_addr : exact; }
@@ -480,8 +526,8 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
     apply {
         bool hit = false;
         bool ok = true;
-        bit<1> notice = 0;
         bit<1> more = 0;
+        bit<1> is_end = 0;
         bit<1> fwd = 0;  /* forward applied once, at the end (a table applied in several places
                           * must end the control flow) */
         meta.recirculated = 0;
@@ -489,72 +535,21 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
         if (hdr.ntu.isValid()) {
             job_config.apply(hdr, meta, hit);
         }
+        /* Two blocks under `hit`: the ways' indexes, Admit and Output; then the ways, the counters,
+         * the bridge and the egress port, in Admit's branches. On Tofino 1 a block that reads what
+         * an earlier block of its sequence writes (the ways read Admit's `ok`) waits for that whole
+         * block, so the first ends with Admit (stage 3) and Output; what the port and the bridge
+         * need of it is known by then, and they follow the ways in the second block's sequence
+         * without waiting for them (they read nothing the ways write) */
         if (hit) {
-            /* tuples remain after this pass's: tested here, on the flags as parsed, not where the
-             * egress port is chosen (after ERROR may have been added to the flags, which would
-             * order that choice after every table of the ways) */
+            /* tuples remain after this pass's, or a sender's END: tested here, on the flags as
+             * parsed, not where the egress port is chosen (after ERROR may have been added to the
+             * flags, which would order that choice after every table of the ways) */
             if ((hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) && hdr.ntu.count[15:8] > 1) { more = 1; }
+            if ((hdr.ntu.flags & JG_F_END) != 0) { is_end = 1; }
             way_index.apply(hdr, meta);
             admit.apply(hdr, meta, ok);
             output.apply(hdr, meta);
-            /* the flags are not written here: the ways' and counters' tests of the flags would wait
-             * for that write */
-            if (!ok) {
-                notice = 1;  /* not tuples of the job's layout: tell the controller (ERROR, below) */
-            } else if ((hdr.ntu.flags & JG_F_END) != 0) {
-                notice = 1;  /* a sender's END: to the controller with its stream's count */
-            }
-            if (notice == 0) {
-                /* what the egress pipe reads of every datagram is written here (a header's fields
-                 * are not zeroed); what the ways write (r, rh, way, idx, the key, the NULL bits) is
-                 * written first by the Aggregator's branch that needs it, so that none of its writes
-                 * waits for this block, which waits for Admit */
-                hdr.bridge.setValid();
-                hdr.bridge.job = meta.job;
-                hdr.bridge.tag = meta.tag;
-                hdr.bridge.len_d0 = meta.len_d0;
-                hdr.bridge.len_d1 = meta.len_d1;
-                hdr.bridge.v0_int32 = meta.flags & 1;
-                hdr.bridge.v1_int32 = meta.flags & 2;
-                hdr.bridge.out_stream = stream_bytes.get(BYTES_REVERSED(meta.out_stream));
-                hdr.bridge.out_words = meta.out_words;
-                hdr.bridge.s0_out_null = meta.s0_out_null;
-                hdr.bridge.s1_out_null = meta.s1_out_null;
-                hdr.bridge.rec_len = meta.rec_len;
-                /* bits 1:0, which is all that the egress parser reads: a cast would be written as
-                 * two slices, each action after the one before */
-                hdr.bridge.o0[1:0] = meta.o0;
-                hdr.bridge.o1[1:0] = meta.o1;
-                hdr.bridge.o2[1:0] = meta.o2;
-            }
-            /* what the switch sends leaves from the address and port it was sent to (the switch's
-             * data address, the job's port), as a host's answer would: its receivers' route back to
-             * the source is the switch, which reverse-path filters check. Decided before the ways
-             * are tried, on what is known by then (notice, more): after them, the choice would
-             * wait for their last stage */
-            if (notice == 1) {
-                /* to the controller, from here: the egress pipe has nothing to add */
-                hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
-                hdr.udp.src_port = hdr.udp.dst_port;
-                hdr.ipv4.dst_addr = meta.ctrl_ip;
-                hdr.udp.dst_port = meta.ctrl_port;
-                hdr.udp.checksum = 0;
-                hdr.ipv4.total_len = hdr.udp.len + 20;
-                ig_tm_md.bypass_egress = 1;
-                fwd = 1;
-            } else if (more == 1) {
-                /* tuples remain: the next pass, out of the recirculation port (the egress pipe
-                 * takes this pass's counts and sums on the way) and back into this ingress */
-                ig_tm_md.ucast_egress_port = RECIRC_PORT;
-            } else {
-                /* the last pass, a FLUSH, a FINISH: the egress pipe makes it the destination's
-                 * datagram, or drops it when it leaves nothing */
-                hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
-                hdr.udp.src_port = hdr.udp.dst_port;
-                hdr.ipv4.dst_addr = meta.dst_ip;
-                hdr.udp.dst_port = meta.dst_port;
-                fwd = 1;
-            }
         } else if (hdr.ipv4.isValid()) {
             ig_tm_md.bypass_egress = 1;
             fwd = 1;
@@ -564,19 +559,70 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
                 aggregator.apply(hdr, meta);
                 counters.apply(hdr, meta);
                 if (hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) {
-                    /* the values to the egress pipe, and the tuple out of the datagram (Emit counts
-                     * its bytes): the egress parser does not reach it */
+                    /* the values to the egress pipe, and as numbers for its sums (their first four
+                     * wire bytes reversed: a slot's sum takes values inside (-2^30, 2^30), whose
+                     * high word is the sign): here, not in egress stage 0, whose hash outputs then
+                     * go to the register arrays' indexes (even one there moves the counts to stage
+                     * 1); one table each (an action's immediate pathway takes one 32-bit hash
+                     * output). The placement puts both in stage 6, where kl2's index then finds no
+                     * hash output left (docs/switch.md, "Does it fit one Tofino pipe?", step 32) */
                     value_select.apply(hdr, meta);
                     hdr.bridge.v0w = meta.v0w;
                     hdr.bridge.v1w = meta.v1w;
+                    x0_t.apply();
+                    x1_t.apply();
+                    /* the tuple out of the datagram (Emit counts its bytes): the egress parser does
+                     * not reach it */
                     hdr.tlen.setInvalid(); hdr.nulls.setInvalid();
                     hdr.w0.setInvalid(); hdr.w1.setInvalid(); hdr.w2.setInvalid(); hdr.w3.setInvalid();
                     hdr.w4.setInvalid(); hdr.w5.setInvalid(); hdr.w6.setInvalid(); hdr.w7.setInvalid();
                 }
+                /* what the switch sends leaves from the address and port it was sent to (the
+                 * switch's data address, the job's port), as a host's answer would: its receivers'
+                 * route back to the source is the switch, which reverse-path filters check */
+                if (is_end == 1) {
+                    to_controller();  /* a sender's END, with its stream's count (counters) */
+                    fwd = 1;
+                } else {
+                    /* what the egress pipe reads of every datagram is written here (a header's
+                     * fields are not zeroed); what the ways write (r, rh, way, idx, the key, the NULL
+                     * bits) is written first by the Aggregator's branch that needs it */
+                    hdr.bridge.setValid();
+                    hdr.bridge.job = meta.job;
+                    hdr.bridge.tag = meta.tag;
+                    hdr.bridge.len_d0 = meta.len_d0;
+                    hdr.bridge.int32s = meta.flags & 3;  /* bit 0: value 0 is an int32, bit 1: value 1 */
+                    hdr.bridge.out_stream = stream_bytes.get(BYTES_REVERSED(meta.out_stream));
+                    hdr.bridge.out_words = meta.out_words;
+                    hdr.bridge.s0_out_null = meta.s0_out_null;
+                    hdr.bridge.s1_out_null = meta.s1_out_null;
+                    /* bits 1:0, which is all that the egress parser reads: a cast would be written
+                     * as two slices, each action after the one before */
+                    hdr.bridge.o0[1:0] = meta.o0;
+                    hdr.bridge.o1[1:0] = meta.o1;
+                    hdr.bridge.o2[1:0] = meta.o2;
+                    if (more == 1) {
+                        /* tuples remain: the next pass, out of the recirculation port (the egress
+                         * pipe takes this pass's counts and sums on the way) and back into this
+                         * ingress */
+                        ig_tm_md.ucast_egress_port = RECIRC_PORT;
+                    } else {
+                        /* the last pass, a FLUSH, a FINISH: the egress pipe makes it the
+                         * destination's datagram, or drops it when it leaves nothing */
+                        hdr.ipv4.src_addr = hdr.ipv4.dst_addr;
+                        hdr.udp.src_port = hdr.udp.dst_port;
+                        hdr.ipv4.dst_addr = meta.dst_ip;
+                        hdr.udp.dst_port = meta.dst_port;
+                        fwd = 1;
+                    }
+                }
             } else {
-                /* ERROR for the controller: in the branch exclusive with everything that tests the
-                 * flags (a write after them in a later block would order that block after them) */
+                /* not tuples of the job's layout: to the controller, flagged ERROR (in the branch
+                 * exclusive with everything that tests the flags: a write after them in a later
+                 * block would order that block after them) */
                 hdr.ntu.flags = hdr.ntu.flags | JG_F_ERROR;
+                to_controller();
+                fwd = 1;
             }
         }
         /* last in the control flow: Tofino 1 places a table no earlier than the tables and tests
@@ -608,16 +654,25 @@ parser SwitchEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
         pkt.extract(hdr.bridge);  /* every datagram the ingress pipe sends here carries it */
         meta.job = hdr.bridge.job;
         meta.len_d0 = hdr.bridge.len_d0;
-        meta.len_d1 = hdr.bridge.len_d1;
-        meta.rec_len = hdr.bridge.rec_len;
         meta.out_words = hdr.bridge.out_words;
         meta.s0_out_null = hdr.bridge.s0_out_null;
         meta.s1_out_null = hdr.bridge.s1_out_null;
         meta.o0 = hdr.bridge.o0[1:0];
         meta.o1 = hdr.bridge.o1[1:0];
         meta.o2 = hdr.bridge.o2[1:0];
-        transition eg_ethernet;
+        /* a record's bytes, 20 + 8 x out_words (what Output's rec_lens sets in ingress): set here,
+         * not bridged (the egress parser's 160 bytes) */
+        transition select(hdr.bridge.out_words) {
+            0: eg_rec_len0;
+            1: eg_rec_len1;
+            2: eg_rec_len2;
+            default: eg_rec_len3;
+        }
     }
+    state eg_rec_len0 { meta.rec_len = 20; transition eg_ethernet; }
+    state eg_rec_len1 { meta.rec_len = 28; transition eg_ethernet; }
+    state eg_rec_len2 { meta.rec_len = 36; transition eg_ethernet; }
+    state eg_rec_len3 { meta.rec_len = 44; transition eg_ethernet; }
     /* up to the pass header (or a FINISH's payload): the earlier records and the tuples still to
      * come stay payload (Tofino 1's egress parser reads at most 160 bytes; the tuple of this pass
      * left the datagram in ingress) */
@@ -661,8 +716,8 @@ parser SwitchEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
     };                                                                                            \
     RegisterAction<bit<32>, bit<16>, bit<8>>(s0_##W) s0_##W##_add = {                            \
         void apply(inout bit<32> v, out bit<8> rej) {                                             \
-            if (v == 0) { v = meta.x0 + JG_SUM_BIAS; rej = 0; }                                   \
-            else if (v + meta.x0m1 < JG_SUM_SPAN) { v = v + meta.x0; rej = 0; }                   \
+            if (v == 0) { v = hdr.bridge.x0 + JG_SUM_BIAS; rej = 0; }                                   \
+            else if (v + meta.x0m1 < JG_SUM_SPAN) { v = v + hdr.bridge.x0; rej = 0; }                   \
             else { rej = 1; }                                                                     \
         }                                                                                         \
     };                                                                                            \
@@ -671,8 +726,8 @@ parser SwitchEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
     };                                                                                            \
     RegisterAction<bit<32>, bit<16>, bit<8>>(s1_##W) s1_##W##_add = {                            \
         void apply(inout bit<32> v, out bit<8> rej) {                                             \
-            if (v == 0) { v = meta.x1 + JG_SUM_BIAS; rej = 0; }                                   \
-            else if (v + meta.x1m1 < JG_SUM_SPAN) { v = v + meta.x1; rej = 0; }                   \
+            if (v == 0) { v = hdr.bridge.x1 + JG_SUM_BIAS; rej = 0; }                                   \
+            else if (v + meta.x1m1 < JG_SUM_SPAN) { v = v + hdr.bridge.x1; rej = 0; }                   \
             else { rej = 1; }                                                                     \
         }                                                                                         \
     };                                                                                            \
@@ -725,11 +780,11 @@ parser SwitchEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
 #define SUM_WAY(W, RH) SUM_TABLE(s0, W, RH, 0) SUM_TABLE(s1, W, RH, 1)
 #define VALUES_AT(W) if (hdr.bridge.way[2:0] == W) { cn##W##_t.apply(); s0_##W##_t.apply(); s1_##W##_t.apply(); }
 
-/* -2^30 < v < 2^30 for value N (its wire bytes v<N>w, int32 flag I32V as bridged), fit<N> = 1:
- * the first wire word's top two bits (the number's bits 31:30) equal, and the high word equal to
- * them (an int32's is its sign extension), and not -2^30 itself (wire 00 00 00 c0, then ff ff ff
- * ff); and an int32 value's high word made its sign (the record's int64). One table of constants
- * (first match wins), not a test per comparison. */
+/* -2^30 < v < 2^30 for value N (its wire bytes v<N>w, int32 flag: bit I32V of the bridged byte),
+ * fit<N> = 1: the first wire word's top two bits (the number's bits 31:30) equal, and the high word
+ * equal to them (an int32's is its sign extension), and not -2^30 itself (wire 00 00 00 c0, then
+ * ff ff ff ff); and an int32 value's high word made its sign (the record's int64). One table of
+ * constants (first match wins), not a test per comparison. */
 #define FIT_TABLE(N, I32V)                                                                          \
     action fit##N##_pos() { meta.fit##N = 1; meta.v##N##w[31:0] = 0; }                             \
     action fit##N##_neg() { meta.fit##N = 1; meta.v##N##w[31:0] = 0xffffffff; }                    \
@@ -738,21 +793,25 @@ parser SwitchEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
     action fit##N##_only() { meta.fit##N = 1; }                                                    \
     table fit##N {                                                                                \
         key = { meta.v##N##w[63:32] : ternary; meta.v##N##w[31:0] : ternary;                       \
-                hdr.bridge.v##N##_int32 : ternary; }                                              \
+                hdr.bridge.int32s : ternary; }                                                    \
         actions = { fit##N##_pos; fit##N##_neg; sign##N##_pos; sign##N##_neg; fit##N##_only; NoAction; } \
         const entries = {                                                                         \
-            (0x000000c0, _, I32V): sign##N##_neg();                                                \
+            (0x000000c0, _, I32V &&& I32V): sign##N##_neg();                                       \
             (0x000000c0, _, _): NoAction();                                                        \
-            (0x00000000 &&& 0x000000c0, _, I32V): fit##N##_pos();                                  \
-            (0x000000c0 &&& 0x000000c0, _, I32V): fit##N##_neg();                                  \
-            (0x00000080 &&& 0x00000080, _, I32V): sign##N##_neg();                                 \
-            (0x00000000 &&& 0x00000080, _, I32V): sign##N##_pos();                                 \
-            (0x00000000 &&& 0x000000c0, 0x00000000, 0): fit##N##_only();                           \
-            (0x000000c0 &&& 0x000000c0, 0xffffffff, 0): fit##N##_only();                           \
+            (0x00000000 &&& 0x000000c0, _, I32V &&& I32V): fit##N##_pos();                         \
+            (0x000000c0 &&& 0x000000c0, _, I32V &&& I32V): fit##N##_neg();                         \
+            (0x00000080 &&& 0x00000080, _, I32V &&& I32V): sign##N##_neg();                        \
+            (0x00000000 &&& 0x00000080, _, I32V &&& I32V): sign##N##_pos();                        \
+            (0x00000000 &&& 0x000000c0, 0x00000000, 0 &&& I32V): fit##N##_only();                 \
+            (0x000000c0 &&& 0x000000c0, 0xffffffff, 0 &&& I32V): fit##N##_only();                 \
         }                                                                                         \
         default_action = NoAction();                                                              \
         size = 8;                                                                                 \
     }
+
+/* A record of this pass: its bytes and itself counted into the datagram's (Passes does that on
+ * BMv2; PASS_REC_COUNTED), in the action that decides it */
+#define REC_COUNTED meta.rec = 1; meta.n_rec = meta.n_rec + 1; meta.rec_bytes = meta.rec_bytes + meta.rec_len;
 
 /* The slots' counts and sums, and way 7's last key half: the egress half of the slot table. */
 control Accumulator(inout headers_t hdr, inout metadata_t meta) {
@@ -792,72 +851,76 @@ control Accumulator(inout headers_t hdr, inout metadata_t meta) {
     COUNT_WAY(4, hdr.bridge.rh) SUM_WAY(4, hdr.bridge.rh) COUNT_WAY(5, hdr.bridge.rh) SUM_WAY(5, hdr.bridge.rh)
     COUNT_WAY(6, hdr.bridge.rh) SUM_WAY(6, hdr.bridge.rh) COUNT_WAY(7, meta.rh7) SUM_WAY(7, meta.rh7)
     FIT_TABLE(0, 1) FIT_TABLE(1, 2)
-    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) x0_bytes;
-    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) x1_bytes;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) c_bytes;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) t0_bytes;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) t1_bytes;
 
-    /* A tuple whose key holds no slot (a NULL key, no room, another key with the same first half):
-     * it goes on as a partial row of its own, its count 1 (little-endian) or 0, a value its own or
-     * NULL. The key holds a slot when its way's kh said so: kh<w>'s outcome (bridge.rh) for ways
-     * 0..6, kh7's (meta.rh7) for way 7, each KH_NONE for the other ways. One table of constants (the
-     * null byte OR'ed from the job's bits, s01_out_null both of them), not a test per field. */
-    action bypass_000(bit<64> c) { meta.bypass = 1; meta.rec = 1; meta.r_count = c; meta.r_s0 = meta.v0w; meta.r_s1 = meta.v1w; }
-    action bypass_001(bit<64> c) { meta.bypass = 1; meta.rec = 1; meta.r_count = c; meta.r_s0 = meta.v0w; meta.r_nulls = meta.s1_out_null; }
-    action bypass_010(bit<64> c) { meta.bypass = 1; meta.rec = 1; meta.r_count = c; meta.r_s1 = meta.v1w; meta.r_nulls = meta.s0_out_null; }
-    action bypass_011(bit<64> c) { meta.bypass = 1; meta.rec = 1; meta.r_count = c; meta.r_nulls = meta.s01_out_null; }
-    action bypass_100(bit<64> c) { meta.bypass = 1; meta.rec = 1; meta.r_count = c; meta.r_s0 = meta.v0w; meta.r_s1 = meta.v1w; meta.r_nulls = 1; }
-    action bypass_101(bit<64> c) { meta.bypass = 1; meta.rec = 1; meta.r_count = c; meta.r_s0 = meta.v0w; meta.r_nulls = 1 | meta.s1_out_null; }
-    action bypass_110(bit<64> c) { meta.bypass = 1; meta.rec = 1; meta.r_count = c; meta.r_s1 = meta.v1w; meta.r_nulls = 1 | meta.s0_out_null; }
-    action bypass_111(bit<64> c) { meta.bypass = 1; meta.rec = 1; meta.r_count = c; meta.r_nulls = 1 | meta.s01_out_null; }
-    table bypass {
-        key = { hdr.bridge.rh : ternary; meta.rh7 : ternary; hdr.bridge.cnt_inc : ternary;
-                hdr.bridge.key_null_hit : ternary; hdr.bridge.v0_null_hit : ternary; hdr.bridge.v1_null_hit : ternary; }
-        actions = { bypass_000; bypass_001; bypass_010; bypass_011; bypass_100; bypass_101; bypass_110; bypass_111; NoAction; }
-        const entries = {
-            (KH_SAME, _, _, _, _, _): NoAction(); (KH_FRESH, _, _, _, _, _): NoAction();
-            (_, KH_SAME, _, _, _, _): NoAction(); (_, KH_FRESH, _, _, _, _): NoAction();
-            (_, _, 0, 0, 0, 0): bypass_000(0);
-            (_, _, 0, 0, 0, 1): bypass_001(0);
-            (_, _, 0, 0, 1, 0): bypass_010(0);
-            (_, _, 0, 0, 1, 1): bypass_011(0);
-            (_, _, 0, 1, 0, 0): bypass_100(0);
-            (_, _, 0, 1, 0, 1): bypass_101(0);
-            (_, _, 0, 1, 1, 0): bypass_110(0);
-            (_, _, 0, 1, 1, 1): bypass_111(0);
-            (_, _, 1, 0, 0, 0): bypass_000(0x0100000000000000);
-            (_, _, 1, 0, 0, 1): bypass_001(0x0100000000000000);
-            (_, _, 1, 0, 1, 0): bypass_010(0x0100000000000000);
-            (_, _, 1, 0, 1, 1): bypass_011(0x0100000000000000);
-            (_, _, 1, 1, 0, 0): bypass_100(0x0100000000000000);
-            (_, _, 1, 1, 0, 1): bypass_101(0x0100000000000000);
-            (_, _, 1, 1, 1, 0): bypass_110(0x0100000000000000);
-            (_, _, 1, 1, 1, 1): bypass_111(0x0100000000000000);
-        }
-        default_action = NoAction();
-        size = 32;
-    }
-
-    /* A spill record: what the slot could not take (a count spills at exactly JG_COUNT_SPILL, plus
+    /* The record's decision, one table of constants (first match wins), not a test per field:
+     *
+     * A spill record: what the slot could not take (a count spills at exactly JG_COUNT_SPILL, plus
      * this tuple's: little-endian constants; a value its sum refused), the other sums NULL. Only a
-     * key that holds a slot has a count's or a sum's outcome (rc, rej0, rej1 are 0 otherwise). */
-    action spill_00(bit<64> c) { meta.r_count = c; meta.r_nulls = meta.s01_out_null; meta.spilled = 1; meta.rec = 1; }
-    action spill_10(bit<64> c) { meta.r_count = c; meta.r_s0 = meta.v0w; meta.r_nulls = meta.s1_out_null; meta.spilled = 1; meta.rec = 1; }
-    action spill_01(bit<64> c) { meta.r_count = c; meta.r_s1 = meta.v1w; meta.r_nulls = meta.s0_out_null; meta.spilled = 1; meta.rec = 1; }
-    action spill_11(bit<64> c) { meta.r_count = c; meta.r_s0 = meta.v0w; meta.r_s1 = meta.v1w; meta.spilled = 1; meta.rec = 1; }
-    table spill {
-        key = { meta.rc : ternary; meta.rej0 : ternary; meta.rej1 : ternary; hdr.bridge.cnt_inc : ternary; }
-        actions = { spill_00; spill_10; spill_01; spill_11; NoAction; }
+     * key that holds a slot has a count's or a sum's outcome (rc, rej0, rej1 are 0 otherwise): its
+     * entries come first and need nothing else.
+     *
+     * A tuple whose key holds no slot (a NULL key, no room, another key with the same first half):
+     * it goes on as a partial row of its own, its count 1 (little-endian) or 0, a value its own or
+     * NULL. The key holds a slot when its way's kh said so, KH_SAME or KH_FRESH (bit 0 set): kh<w>'s
+     * outcome (bridge.rh) for ways 0..6, kh7's (meta.rh7) for way 7, each KH_NONE for the other
+     * ways. (The null byte OR'ed from the job's bits, s01_out_null both of them.)
+     *
+     * One table, not a bypass table and a spill table a stage after it (they write the same
+     * fields), so that the output's counters are two stages after the ways' last sums. */
+#define R_S0 meta.r_s0 = meta.v0w;
+#define R_S1 meta.r_s1 = meta.v1w;
+    action bypass_000(bit<64> c) { meta.bypass = 1; REC_COUNTED meta.r_count = c; R_S0 R_S1 }
+    action bypass_001(bit<64> c) { meta.bypass = 1; REC_COUNTED meta.r_count = c; R_S0 meta.r_nulls = meta.s1_out_null; }
+    action bypass_010(bit<64> c) { meta.bypass = 1; REC_COUNTED meta.r_count = c; R_S1 meta.r_nulls = meta.s0_out_null; }
+    action bypass_011(bit<64> c) { meta.bypass = 1; REC_COUNTED meta.r_count = c; meta.r_nulls = meta.s01_out_null; }
+    action bypass_100(bit<64> c) { meta.bypass = 1; REC_COUNTED meta.r_count = c; R_S0 R_S1 meta.r_nulls = 1; }
+    action bypass_101(bit<64> c) { meta.bypass = 1; REC_COUNTED meta.r_count = c; R_S0 meta.r_nulls = 1 | meta.s1_out_null; }
+    action bypass_110(bit<64> c) { meta.bypass = 1; REC_COUNTED meta.r_count = c; R_S1 meta.r_nulls = 1 | meta.s0_out_null; }
+    action bypass_111(bit<64> c) { meta.bypass = 1; REC_COUNTED meta.r_count = c; meta.r_nulls = 1 | meta.s01_out_null; }
+    action spill_00(bit<64> c) { meta.r_count = c; meta.r_nulls = meta.s01_out_null; meta.spilled = 1; REC_COUNTED }
+    action spill_10(bit<64> c) { meta.r_count = c; R_S0 meta.r_nulls = meta.s1_out_null; meta.spilled = 1; REC_COUNTED }
+    action spill_01(bit<64> c) { meta.r_count = c; R_S1 meta.r_nulls = meta.s0_out_null; meta.spilled = 1; REC_COUNTED }
+    action spill_11(bit<64> c) { meta.r_count = c; R_S0 R_S1 meta.spilled = 1; REC_COUNTED }
+    table decision {
+        key = { meta.rc : ternary; meta.rej0 : ternary; meta.rej1 : ternary; hdr.bridge.cnt_inc : ternary;
+                hdr.bridge.rh : ternary; meta.rh7 : ternary;
+                hdr.bridge.key_null_hit : ternary; hdr.bridge.v0_null_hit : ternary; hdr.bridge.v1_null_hit : ternary; }
+        actions = { bypass_000; bypass_001; bypass_010; bypass_011; bypass_100; bypass_101; bypass_110; bypass_111;
+                    spill_00; spill_10; spill_01; spill_11; NoAction; }
         const entries = {
-            (CN_COUNTED, 1, 1, _): spill_11(0); (CN_COUNTED, 1, 0, _): spill_10(0); (CN_COUNTED, 0, 1, _): spill_01(0);
-            (CN_SPILL, 0, 0, 1): spill_00(0x0000008000000000); (CN_SPILL, 0, 0, 0): spill_00(0xffffff7f00000000);
-            (CN_SPILL, 1, 0, 1): spill_10(0x0000008000000000); (CN_SPILL, 1, 0, 0): spill_10(0xffffff7f00000000);
-            (CN_SPILL, 0, 1, 1): spill_01(0x0000008000000000); (CN_SPILL, 0, 1, 0): spill_01(0xffffff7f00000000);
-            (CN_SPILL, 1, 1, 1): spill_11(0x0000008000000000); (CN_SPILL, 1, 1, 0): spill_11(0xffffff7f00000000);
+            (CN_COUNTED, 1, 1, _, _, _, _, _, _): spill_11(0);
+            (CN_COUNTED, 1, 0, _, _, _, _, _, _): spill_10(0);
+            (CN_COUNTED, 0, 1, _, _, _, _, _, _): spill_01(0);
+            (CN_SPILL, 0, 0, 1, _, _, _, _, _): spill_00(0x0000008000000000);
+            (CN_SPILL, 0, 0, 0, _, _, _, _, _): spill_00(0xffffff7f00000000);
+            (CN_SPILL, 1, 0, 1, _, _, _, _, _): spill_10(0x0000008000000000);
+            (CN_SPILL, 1, 0, 0, _, _, _, _, _): spill_10(0xffffff7f00000000);
+            (CN_SPILL, 0, 1, 1, _, _, _, _, _): spill_01(0x0000008000000000);
+            (CN_SPILL, 0, 1, 0, _, _, _, _, _): spill_01(0xffffff7f00000000);
+            (CN_SPILL, 1, 1, 1, _, _, _, _, _): spill_11(0x0000008000000000);
+            (CN_SPILL, 1, 1, 0, _, _, _, _, _): spill_11(0xffffff7f00000000);
+            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 0, 0, 0): bypass_000(0);
+            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 0, 0, 1): bypass_001(0);
+            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 0, 1, 0): bypass_010(0);
+            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 0, 1, 1): bypass_011(0);
+            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 1, 0, 0): bypass_100(0);
+            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 1, 0, 1): bypass_101(0);
+            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 1, 1, 0): bypass_110(0);
+            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 1, 1, 1): bypass_111(0);
+            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 0, 0, 0): bypass_000(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 0, 0, 1): bypass_001(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 0, 1, 0): bypass_010(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 0, 1, 1): bypass_011(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 1, 0, 0): bypass_100(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 1, 0, 1): bypass_101(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 1, 1, 0): bypass_110(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 1, 1, 1): bypass_111(0x0100000000000000);
         }
-        default_action = NoAction();
-        size = 16;
+        default_action = NoAction();  /* a key that holds its slot, and the slot took it all */
+        size = 32;
     }
 
     /* A flushed slot's null byte and its sums' sign words: a sum's output is register - bias, which
@@ -895,18 +958,13 @@ control Accumulator(inout headers_t hdr, inout metadata_t meta) {
         if ((hdr.ntu.flags & JG_F_FLUSH) != 0 || hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) {  /* a FLUSH, or this pass's tuple */
             meta.s01_out_null = meta.s0_out_null | meta.s1_out_null;  /* both sums NULL */
             if ((hdr.ntu.flags & JG_F_FLUSH) == 0) {  /* a tuple's values (their fields share PHV with a FLUSH's, FINISH's) */
-                /* the values as numbers (their first four wire bytes reversed: a slot's sum takes
-                 * values inside (-2^30, 2^30), whose high word is the sign) and the range test's
-                 * operand; one 32-bit hash output per action (the immediate pathway's 32 bits):
-                 * each under its own test, so that they stay two tables */
-                if (hdr.bridge.v0_null_hit == 0) { meta.x0 = x0_bytes.get(BYTES_REVERSED(meta.v0w[63:32])); }
-                if (hdr.bridge.v1_null_hit == 0) { meta.x1 = x1_bytes.get(BYTES_REVERSED(meta.v1w[63:32])); }
+                /* the values as numbers came from ingress (bridge.x0, x1: stage 0's hash outputs
+                 * are the arrays'); the range test's operand: a stateful ALU reads two PHV words at
+                 * most (x and x - 1), the bias of a first value is its constant */
                 fit0.apply();
                 fit1.apply();
-                /* a stateful ALU reads two PHV words at most (x and x - 1); the bias of a first
-                 * value is its constant */
-                meta.x0m1 = meta.x0 - 1;
-                meta.x1m1 = meta.x1 - 1;
+                meta.x0m1 = hdr.bridge.x0 - 1;
+                meta.x1m1 = hdr.bridge.x1 - 1;
             }
             /* the ways' counts and sums, after the values as numbers (Tofino 1 runs a sequence's
              * tables by next-table: a table placed after another of its sequence goes to a later
@@ -918,7 +976,7 @@ control Accumulator(inout headers_t hdr, inout metadata_t meta) {
         }
         if ((hdr.ntu.flags & JG_F_FLUSH) != 0) {
             if (hdr.bridge.key_hi != 0 && (hdr.ntu.flags & JG_F_DISCARD) == 0) {  /* it held a key */
-                meta.rec = 1;
+                REC_COUNTED
                 meta.key[63:32] = hdr.bridge.key_hi ^ hdr.bridge.tag;
                 meta.key[31:0] = hdr.bridge.key_lo;
                 meta.r_count[63:32] = c_bytes.get(BYTES_REVERSED(meta.fl_c));  /* little-endian u64 */
@@ -929,8 +987,7 @@ control Accumulator(inout headers_t hdr, inout metadata_t meta) {
         } else if (hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) {
             meta.key[63:32] = hdr.bridge.key_hi;  /* the record's key, if any */
             meta.key[31:0] = hdr.bridge.key_lo;
-            bypass.apply();  /* a key that holds no slot: the tuple goes on as a partial row */
-            spill.apply();   /* what the slot could not take */
+            decision.apply();  /* a key that holds no slot (a bypass), or what the slot could not take (a spill) */
         }
     }
 }
@@ -975,36 +1032,44 @@ control OutputCounters(inout headers_t hdr, inout metadata_t meta) {
     };
 
     /* One table per counter of the FINISH's read and a record's (or FLUSH's) update, the register's
-     * RegisterActions as its actions: FINISH first (its flag), else what the pass does */
+     * RegisterActions as its actions: FINISH first (its flag), else what the pass does. An output
+     * of records (Passes' OUT_RECORD) is matched on what Passes' out_kinds decides it from, the
+     * flags, the tuples left, this pass's record and the datagram's records with it (counted where
+     * the record is decided: REC_COUNTED), so that these tables sit beside out_kinds, not a stage
+     * after it */
+#define OUT_RECORD_ENTRIES(A)                                                                       \
+            (JG_F_FLUSH &&& JG_F_FLUSH, _, 1, _): A();                                              \
+            (0, 0 &&& 0xfe00, _, 0): NoAction(); (0, 0 &&& 0xfe00, _, _): A();                      \
+            (JG_F_PASS, 0 &&& 0xfe00, _, 0): NoAction(); (JG_F_PASS, 0 &&& 0xfe00, _, _): A();
     action seq_read_a() { meta.seq_n = out_seq_read.execute(meta.job); }
     action seq_next_a() { meta.seq_n = out_seq_next.execute(meta.job); }
-    @stage(10)
+    @stage(OUT_SEQ_STAGE)
     table out_seq_t {
-        key = { hdr.ntu.flags : ternary; meta.out_kind : ternary; }
+        key = { hdr.ntu.flags : ternary; hdr.ntu.count : ternary; meta.rec : ternary; meta.n_rec : ternary; }
         actions = { seq_read_a; seq_next_a; NoAction; }
         const entries = {
-            (JG_F_FINISH &&& JG_F_FINISH, _): seq_read_a();
-            (_, OUT_RECORD): seq_next_a();
+            (JG_F_FINISH &&& JG_F_FINISH, _, _, _): seq_read_a();
+            OUT_RECORD_ENTRIES(seq_next_a)
         }
         default_action = NoAction();
-        size = 4;
+        size = 8;
     }
     action records_read_a() { meta.out_records = records_read.execute(meta.job); }
     action records_add_a() { records_add.execute(meta.job); }
-    @stage(10)
+    @stage(RECORDS_STAGE)
     table records_t {
-        key = { hdr.ntu.flags : ternary; meta.out_kind : ternary; }
+        key = { hdr.ntu.flags : ternary; hdr.ntu.count : ternary; meta.rec : ternary; meta.n_rec : ternary; }
         actions = { records_read_a; records_add_a; NoAction; }
         const entries = {
-            (JG_F_FINISH &&& JG_F_FINISH, _): records_read_a();
-            (_, OUT_RECORD): records_add_a();
+            (JG_F_FINISH &&& JG_F_FINISH, _, _, _): records_read_a();
+            OUT_RECORD_ENTRIES(records_add_a)
         }
         default_action = NoAction();
-        size = 4;
+        size = 8;
     }
     action flushed_check_a() { meta.lost = flushed_check.execute(meta.job); }
     action flushed_inc_a() { flushed_inc.execute(meta.job); }
-    @stage(8)
+    @stage(FLUSHED_STAGE)
     table flushed_t {
         key = { hdr.ntu.flags : ternary; }
         actions = { flushed_check_a; flushed_inc_a; NoAction; }
@@ -1016,10 +1081,10 @@ control OutputCounters(inout headers_t hdr, inout metadata_t meta) {
         size = 4;
     }
     action bypassed_inc_a() { bypassed_inc.execute(meta.job); }
-    @stage(9)
+    @stage(BYPASSED_STAGE)
     table bypassed_t { actions = { bypassed_inc_a; } default_action = bypassed_inc_a(); size = 1; }
     action spilled_inc_a() { spilled_inc.execute(meta.job); }
-    @stage(9)
+    @stage(SPILLED_STAGE)
     table spilled_t { actions = { spilled_inc_a; } default_action = spilled_inc_a(); size = 1; }
     /* FINISH: (out_kind is OUT_END already: the egress parser.) LOSS when FLUSHes went missing (the
      * FINISH's count's high word not 0, or `flushed` not its low word) */
@@ -1070,6 +1135,11 @@ control SwitchEgress(inout headers_t hdr, inout metadata_t meta,
     OutputCounters() counters;
     Emit() emit;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) flushes_number;
+    /* a pass that goes on with a record of its own: its UDP length change (Output's len_d1 in
+     * ingress; not bridged). A table's action: as a statement, p4c would fold the addition into
+     * Emit's, which would then take two stages */
+    action len_d1_a() { meta.len_d1 = meta.len_d0 + meta.rec_len; }
+    table len_d1_t { actions = { len_d1_a; } default_action = len_d1_a(); size = 1; }
 
     apply {
         /* (out_kind: OUT_NONE, or OUT_END for a FINISH, which becomes the output's END: the
@@ -1081,6 +1151,7 @@ control SwitchEgress(inout headers_t hdr, inout metadata_t meta,
              * (OutputCounters; the other four bytes must be 0) */
             meta.fin_f = flushes_number.get(BYTES_REVERSED(hdr.finish.flushes[63:32]));
         }
+        len_d1_t.apply();
         passes.apply(hdr, meta);
         counters.apply(hdr, meta);
         emit.apply(hdr, meta, hdr.ntu.seq, hdr.bridge.out_stream, hdr.end.tuples);
@@ -1118,8 +1189,10 @@ control SwitchEgressDeparser(packet_out pkt, inout headers_t hdr, in metadata_t 
 /* Fields no packet has together (a tuple's values; a FLUSH's count and sums; a FINISH's counters;
  * an END's count): the compiler may give them the same containers (all the 32-bit ones are taken) */
 #define EXCL(G, A, B) @pa_mutually_exclusive(G, A, B)
-EXCL("egress", "meta.x0", "meta.fl_c") EXCL("egress", "meta.x1", "meta.fl_t0") EXCL("egress", "meta.x0m1", "meta.fl_t1")
-EXCL("egress", "meta.x1m1", "meta.fin_f") EXCL("egress", "meta.x0", "meta.out_records")
+EXCL("egress", "meta.x0m1", "meta.fl_c") EXCL("egress", "meta.x1m1", "meta.fl_t0") EXCL("egress", "meta.x0m1", "meta.fl_t1")
+EXCL("egress", "meta.x1m1", "meta.fin_f") EXCL("egress", "meta.x0m1", "meta.out_records")
+EXCL("egress", "meta.x1m1", "meta.fl_c") EXCL("egress", "meta.x0m1", "meta.fl_t0") EXCL("egress", "meta.x1m1", "meta.fl_t1")
+EXCL("egress", "meta.x0m1", "meta.fin_f") EXCL("egress", "meta.x1m1", "meta.out_records")
 EXCL("egress", "meta.fl_c", "meta.fin_f") EXCL("egress", "meta.fl_t0", "meta.out_records")
 EXCL("egress", "meta.fl_t1", "meta.out_records") EXCL("egress", "meta.fl_c", "meta.out_records")
 EXCL("ingress", "meta.got", "meta.klo") EXCL("ingress", "meta.got", "meta.khi")

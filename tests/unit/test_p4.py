@@ -225,6 +225,21 @@ def test_the_egress_pipe_parses_within_tofino_1s_limit():
     assert depth <= TOFINO1_EGRESS_PARSE_BYTES, f"the egress parser would read {depth} bytes"
 
 
+def test_the_tofino_records_are_counted_where_they_are_decided():
+    """The Tofino program counts a record into the datagram's (n_rec, rec_bytes) in the action that
+    decides it (REC_COUNTED: the bypass, the spill, a flushed slot), so that its output counters
+    need not wait for Passes; Passes leaves its own increment out there (PASS_REC_COUNTED) and keeps
+    it in the BMv2 program. Every record the Tofino program makes goes through REC_COUNTED."""
+    tna = _uncommented(PROGRAMS["tna"])
+    assert "#define PASS_REC_COUNTED" in tna and "#define PASS_REC_COUNTED" not in _uncommented(PROGRAMS["v1model"])
+    define = re.search(r"#define REC_COUNTED (.*)", tna).group(1)
+    assert "meta.rec = 1;" in define and "meta.n_rec = meta.n_rec + 1;" in define
+    assert "meta.rec_bytes = meta.rec_bytes + meta.rec_len;" in define
+    assert tna.count("meta.rec = 1") == 1  # only in REC_COUNTED
+    passes = _uncommented(P4 / "include/passes.p4")
+    assert re.search(r"#ifndef PASS_REC_COUNTED\s+if \(meta\.rec == 1\) \{\s+meta\.n_rec = meta\.n_rec \+ 1;", passes)
+
+
 def _compile(cmd: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
 
