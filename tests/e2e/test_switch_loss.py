@@ -23,7 +23,6 @@ from .test_switch import REQUEST
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
-
 @pytest.fixture(scope="module")
 def want(tpcds_root) -> list[tuple]:
     import duckdb
