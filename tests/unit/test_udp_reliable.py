@@ -10,6 +10,8 @@ import json
 import random
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -380,6 +382,22 @@ def _first_64(sock: socket.socket) -> list[tuple[udp.Header, bytes, tuple]]:
     return got + _datagrams(sock, 0.5, 0.5)
 
 
+@contextmanager
+def _scan_towards_a_socket(tmp_path, scan_nca) -> Iterator[tuple[socket.socket, NcaProcess]]:
+    """The JSON scan NCA over 2,000 rows (an int64 key and a decimal), and a UDP socket on loopback
+    standing in for its receiver (the test sends the scan's `dest` line to it); the scan is killed
+    and the socket closed afterwards."""
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps({"k": i, "v": "1.00"}) + "\n" for i in range(2000)))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        sock.bind(("127.0.0.1", 0))
+        scan = NcaProcess(scan_nca)
+        try:
+            yield sock, scan
+        finally:
+            scan.kill()
+
+
 def test_a_sender_keeps_64_datagrams_in_flight_towards_a_receiver_that_answers_with_receipts(tmp_path, scan_nca):
     """Towards a switch (docs/udp-transport.md, "A switch in a version 2 path"): its ring of 64
     sequence numbers per stream holds only while datagram s + 64 leaves after s was acknowledged,
@@ -387,39 +405,32 @@ def test_a_sender_keeps_64_datagrams_in_flight_towards_a_receiver_that_answers_w
     receiver has said anything: with no answer, only datagrams 0 .. 63 come (and their repeats).
     Receipts (SACK), one per datagram, keep it there; the END answer ends the stream, and every
     tuple came."""
-    (tmp_path / "t.jsonl").write_text("".join(json.dumps({"k": i, "v": "1.00"}) + "\n" for i in range(2000)))
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as switch:
-        switch.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        switch.bind(("127.0.0.1", 0))
-        scan = NcaProcess(scan_nca)
-        try:
-            scan.send(f"file {tmp_path / 't.jsonl'}", "param udp.rto_min_ms 50",
-                      f"dest 0 127.0.0.1 {switch.getsockname()[1]} 0 1 udp 0 4 v2 window 64", "execute 0")
-            first = _first_64(switch)
-            assert {h.seq for h, _, _ in first} == set(range(64))  # the whole bound, and no more
-            taken: dict[int, bytes] = {}
-            pending = first
-            end = None
-            while end is None or len(taken) < end.seq:
-                highest_receipted = max(taken, default=-1)
-                for h, data, addr in pending:
-                    if h.flags & udp.F_END:
-                        end = h
-                        continue
-                    # a datagram leaves only once the one 64 before it was acknowledged
-                    assert h.seq < 64 or h.seq - 64 in taken, h.seq
-                    assert h.seq <= highest_receipted + 64
-                    taken[h.seq] = data
-                    switch.sendto(udp.receipt_datagram(h.stream, h.seq, h.stamp), addr)
-                pending = [] if end is not None and len(taken) == end.seq else _datagrams(switch)
-                assert pending or (end is not None and len(taken) == end.seq), "the sender stopped"
-            switch.sendto(udp.ack_datagram(0, end.seq, complete=True), first[0][2])  # the END answer
-            done = scan.event("done", timeout=30)
-            assert done["stats"]["tuples_out"] == 2000
-            got = sorted(k for data in taken.values() for k in _keys(data))
-            assert got == list(range(2000))
-        finally:
-            scan.kill()
+    with _scan_towards_a_socket(tmp_path, scan_nca) as (switch, scan):
+        scan.send(f"file {tmp_path / 't.jsonl'}", "param udp.rto_min_ms 50",
+                  f"dest 0 127.0.0.1 {switch.getsockname()[1]} 0 1 udp 0 4 v2 window 64", "execute 0")
+        first = _first_64(switch)
+        assert {h.seq for h, _, _ in first} == set(range(64))  # the whole bound, and no more
+        taken: dict[int, bytes] = {}
+        pending = first
+        end = None
+        while end is None or len(taken) < end.seq:
+            highest_receipted = max(taken, default=-1)
+            for h, data, addr in pending:
+                if h.flags & udp.F_END:
+                    end = h
+                    continue
+                # a datagram leaves only once the one 64 before it was acknowledged
+                assert h.seq < 64 or h.seq - 64 in taken, h.seq
+                assert h.seq <= highest_receipted + 64
+                taken[h.seq] = data
+                switch.sendto(udp.receipt_datagram(h.stream, h.seq, h.stamp), addr)
+            pending = [] if end is not None and len(taken) == end.seq else _datagrams(switch)
+            assert pending or (end is not None and len(taken) == end.seq), "the sender stopped"
+        switch.sendto(udp.ack_datagram(0, end.seq, complete=True), first[0][2])  # the END answer
+        done = scan.event("done", timeout=30)
+        assert done["stats"]["tuples_out"] == 2000
+        got = sorted(k for data in taken.values() for k in _keys(data))
+        assert got == list(range(2000))
 
 
 def _keys(datagram: bytes) -> list[int]:
@@ -437,39 +448,25 @@ def test_a_receiver_that_announces_no_bound_gets_the_whole_window_from_the_first
     """A receiver that tracks the whole stream (the runtime's, the client's) announces no bound:
     nothing holds the sender to 64 datagrams until it hears from the receiver, so all 500 of the
     stream's data datagrams (36 KB, far within udp.window_bytes) leave before any ACK."""
-    (tmp_path / "t.jsonl").write_text("".join(json.dumps({"k": i, "v": "1.00"}) + "\n" for i in range(2000)))
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as receiver:
-        receiver.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        receiver.bind(("127.0.0.1", 0))
-        scan = NcaProcess(scan_nca)
-        try:
-            scan.send(f"file {tmp_path / 't.jsonl'}", "param udp.rto_min_ms 1000",
-                      f"dest 0 127.0.0.1 {receiver.getsockname()[1]} 0 1 udp 0 4 v2", "execute 0")
-            first = _datagrams(receiver, 10, 0.5)  # no answer: what left before the first timeout
-            data = {h.seq for h, _, _ in first if not h.flags & udp.F_END}
-            assert data == set(range(500))
-            assert not any(h.flags & udp.F_RETX for h, _, _ in first)  # first copies, not the timer's repeats
-        finally:
-            scan.kill()
+    with _scan_towards_a_socket(tmp_path, scan_nca) as (receiver, scan):
+        scan.send(f"file {tmp_path / 't.jsonl'}", "param udp.rto_min_ms 1000",
+                  f"dest 0 127.0.0.1 {receiver.getsockname()[1]} 0 1 udp 0 4 v2", "execute 0")
+        first = _datagrams(receiver, 10, 0.5)  # no answer: what left before the first timeout
+        data = {h.seq for h, _, _ in first if not h.flags & udp.F_END}
+        assert data == set(range(500))
+        assert not any(h.flags & udp.F_RETX for h, _, _ in first)  # first copies, not the timer's repeats
 
 
 def test_a_receipt_from_a_receiver_that_announced_no_bound_fails_the_stream(tmp_path, scan_nca):
     """Receipts come from a ring of sequence numbers (a switch) that deduplicates only while the
     sender keeps its bound; a receiver that sends them without having announced one may already
     have taken a repeat twice, so the stream fails naming the misconfiguration."""
-    (tmp_path / "t.jsonl").write_text("".join(json.dumps({"k": i, "v": "1.00"}) + "\n" for i in range(2000)))
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as switch:
-        switch.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        switch.bind(("127.0.0.1", 0))
-        scan = NcaProcess(scan_nca)
-        try:
-            scan.send(f"file {tmp_path / 't.jsonl'}", "param udp.rto_min_ms 1000",
-                      f"dest 0 127.0.0.1 {switch.getsockname()[1]} 0 1 udp 0 4 v2", "execute 0")
-            h, _, addr = _datagrams(switch, 10, 0.3)[0]
-            switch.sendto(udp.receipt_datagram(h.stream, h.seq, h.stamp), addr)
-            ev = scan.event(timeout=30)
-            assert ev["event"] == "error", ev
-            assert (f"the receiver sent a receipt (SACK) for datagram {h.seq} but announced no bound on datagrams "
-                    "in flight (dest ... v2 window N") in ev["message"], ev
-        finally:
-            scan.kill()
+    with _scan_towards_a_socket(tmp_path, scan_nca) as (switch, scan):
+        scan.send(f"file {tmp_path / 't.jsonl'}", "param udp.rto_min_ms 1000",
+                  f"dest 0 127.0.0.1 {switch.getsockname()[1]} 0 1 udp 0 4 v2", "execute 0")
+        h, _, addr = _datagrams(switch, 10, 0.3)[0]
+        switch.sendto(udp.receipt_datagram(h.stream, h.seq, h.stamp), addr)
+        ev = scan.event(timeout=30)
+        assert ev["event"] == "error", ev
+        assert (f"the receiver sent a receipt (SACK) for datagram {h.seq} but announced no bound on datagrams "
+                "in flight (dest ... v2 window N") in ev["message"], ev
