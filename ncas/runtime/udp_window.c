@@ -117,6 +117,19 @@ static void advance(jg_udp_window *w, uint64_t upto, uint64_t now, int sample) {
   w->head = w->base < w->next ? slot_of(w, w->base)->off : w->tail;
 }
 
+/* The datagrams below `hi` (one past the highest reported as arrived) by at least JG_WIN_REORDER
+ * that have not arrived, into out: at once the first time, a repeat of one only a timeout after its
+ * last copy. */
+static int gaps(jg_udp_window *w, uint64_t hi, uint64_t now, uint64_t *out, int max) {
+  int n = 0;
+  for (uint64_t seq = w->base; seq + JG_WIN_REORDER < hi && n < max; seq++) {
+    const jg_win_slot *s = slot_of(w, seq);
+    if (s->sacked || (s->tries > 1 && now - s->sent_ns < w->rto)) continue;
+    out[n++] = seq;
+  }
+  return n;
+}
+
 int jg_win_ack(jg_udp_window *w, uint64_t cum, int end, const uint8_t *report, uint32_t report_bytes,
                uint64_t rtt_ns, uint64_t now, uint64_t *out, int max) {
   if (w->done) return 0;
@@ -147,25 +160,7 @@ int jg_win_ack(jg_udp_window *w, uint64_t cum, int end, const uint8_t *report, u
   }
   if (hi > w->high) w->high = hi;
   if (stale) return 0; /* what it says missing may have arrived since */
-  int n = 0;
-  for (uint64_t seq = w->base; seq + JG_WIN_REORDER < hi && n < max; seq++) {
-    const jg_win_slot *s = slot_of(w, seq);
-    if (s->sacked || (s->tries > 1 && now - s->sent_ns < w->rto)) continue;
-    out[n++] = seq;
-  }
-  return n;
-}
-
-/* The datagrams below the highest reported one (w->high) by at least JG_WIN_REORDER that have not
- * arrived, into out: at once the first time, a repeat of one only a timeout after its last copy. */
-static int gaps(jg_udp_window *w, uint64_t now, uint64_t *out, int max) {
-  int n = 0;
-  for (uint64_t seq = w->base; seq + JG_WIN_REORDER < w->high && n < max; seq++) {
-    const jg_win_slot *s = slot_of(w, seq);
-    if (s->sacked || (s->tries > 1 && now - s->sent_ns < w->rto)) continue;
-    out[n++] = seq;
-  }
-  return n;
+  return gaps(w, hi, now, out, max);
 }
 
 int jg_win_sack(jg_udp_window *w, uint64_t seq, uint64_t rtt_ns, uint64_t now, uint64_t *out, int max) {
@@ -180,7 +175,7 @@ int jg_win_sack(jg_udp_window *w, uint64_t seq, uint64_t rtt_ns, uint64_t now, u
   uint64_t upto = w->base;
   while (upto < data_sent && slot_of(w, upto)->sacked) upto++;
   advance(w, upto, now, 0); /* no sample here: the echo above measured it */
-  return gaps(w, now, out, max);
+  return gaps(w, w->high, now, out, max);
 }
 
 void jg_win_limit(jg_udp_window *w, uint64_t datagrams) {
