@@ -24,15 +24,17 @@
 
 /* Version 2 (acknowledged) input streams (docs/udp-transport.md, "A switch in a version 2 path"):
  * register `seen`, a ring of JG_SEEN 16-bit cells per (job, stream), at (job * JG_MAX_STREAMS +
- * stream) * JG_SEEN + seq mod JG_SEEN. A data datagram numbered seq marks its cell with bits
- * 6..20 of seq and the top bit (JG_SEEN_MARK; 0 = empty): a cell that holds the mark already means
- * the datagram was taken before, and it is dropped (counted in `repeats` per job). Senders keep at
- * most JG_SEEN datagrams in flight towards the switch (jg_udp.h: JG_UDP_SACK_WINDOW), so a cell is
- * reused only once the datagram before in it was acknowledged. */
+ * stream) * JG_SEEN + seq mod JG_SEEN. Data datagram seq's mark is (seq >> JG_SEEN_BITS) + 1
+ * modulo 2^16, the ring's pass over the stream counted from 1 (0 = empty: older than any pass).
+ * Senders keep at most JG_SEEN datagrams in flight towards the switch (jg_udp.h:
+ * JG_UDP_SACK_WINDOW): seq + JG_SEEN leaves only once every datagram up to seq was acknowledged,
+ * that is taken. So a datagram whose mark is not newer than its cell's, (int16)(cell - mark) >= 0,
+ * was taken before, even when a held-back repeat arrives after a later pass took the cell: it is
+ * dropped (counted in `repeats` per job). Otherwise the cell takes the mark and it is taken. One
+ * subtraction and its sign: what a stateful ALU's condition computes. */
 #define JG_SEEN 64
 #define JG_SEEN_BITS 6               /* log2(JG_SEEN) */
 #define JG_SEEN_CELLS 262144         /* JG_STREAM_COUNTERS * JG_SEEN */
-#define JG_SEEN_MARK 0x8000
 
 /* What the parser reads of a tuple: its null vector and up to 8 fixed 8-byte fields. */
 #define JG_MAX_IN_FIELDS 8

@@ -467,13 +467,14 @@ static void answer(const uint8_t *dg, const struct sockaddr_in *from, uint64_t s
 }
 
 /* A version 2 data datagram's pass through the ring (jumpgate_defs.p4): 1 when it was taken
- * before (the cell holds its mark) and is dropped, else 0 after marking it taken. Either way its
- * sender gets a receipt: a lost receipt costs a repeat, which is dropped here and receipted again. */
+ * before (its mark is not newer than its cell's: a repeat, also one held back past a later pass
+ * over the cell) and is dropped, else 0 after marking it taken. Either way its sender gets a
+ * receipt: a lost receipt costs a repeat, which is dropped here and receipted again. */
 static int seen_before(const ctx_t *c, const jg_udp_header *h, const uint8_t *dg, const struct sockaddr_in *from) {
   uint32_t cell = (c->j * JG_MAX_STREAMS + h->stream) * JG_SEEN + (uint32_t)(h->seq & (JG_SEEN - 1));
-  uint32_t mark = (uint32_t)(h->seq >> JG_SEEN_BITS & 0x7fff) | JG_SEEN_MARK;
+  uint16_t mark = (uint16_t)((h->seq >> JG_SEEN_BITS) + 1);
   answer(dg, from, h->seq, JG_UDP_F_ACK | JG_UDP_F_SACK);
-  if (seen[cell] == mark) {
+  if ((int16_t)(uint16_t)(seen[cell] - mark) >= 0) {
     repeats[c->j]++;
     return 1;
   }

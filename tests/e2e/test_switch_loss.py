@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from jumpgate.client import JobFailed, Jumpgate
+from jumpgate.client import Jumpgate
 from jumpgate.local_server import LocalServer
 
 from .conftest import switch_model_server
@@ -48,14 +48,6 @@ def lossy(request, tpcds_root, tmp_path) -> Iterator[tuple[float, LocalServer]]:
         yield loss, srv
 
 
-# A known flaw, not yet mended (docs/udp-transport.md, "A switch in a version 2 path"): the ring
-# holds as many sequence numbers as the sender's bound, so a repeat of datagram s that the relay
-# holds back (reordering) while the first copy arrives is released after s + 64 took its cell, and
-# is taken a second time; `received` then never equals the END's number, the switch never answers
-# the END, and the job fails loudly (no wrong answer). Seen in one run of about eight. The mend: a
-# ring twice the bound (a late copy must then be delayed by 64 datagrams of sending).
-@pytest.mark.xfail(reason="a held-back repeat past the ring's reach is taken twice (about one run in eight)",
-                   raises=JobFailed, strict=False)
 def test_the_switch_survives_loss_duplication_and_reordering_before_it(lossy, want):
     loss, srv = lossy
     with Jumpgate(srv.url) as jg:

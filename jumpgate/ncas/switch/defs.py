@@ -46,7 +46,6 @@ MAX_SUMS = 2  # registers s0_* and s1_*
 SEEN: int = _D["JG_SEEN"]
 SEEN_BITS: int = _D["JG_SEEN_BITS"]
 SEEN_CELLS: int = _D["JG_SEEN_CELLS"]
-SEEN_MARK: int = _D["JG_SEEN_MARK"]
 
 # Registers, as named in both P4 programs and the model. Per way w, in pipeline order, each of
 # WAY_SLOTS 32-bit cells: kl<w> (the key's first four wire bytes XOR the job's tag; 0 = empty),
@@ -65,8 +64,9 @@ RING_REGISTER, REPEATS_REGISTER = "seen", "repeats"
 
 
 def seen_mark(seq: int) -> int:
-    """The mark datagram `seq` leaves in its cell of the ring: bits 6..20 of seq, the top bit set."""
-    return (seq >> SEEN_BITS) & 0x7FFF | SEEN_MARK
+    """The mark datagram `seq` leaves in its cell of the ring: its pass over the ring counted from 1,
+    modulo 2^16 (0 is an empty cell). jumpgate_defs.p4 says why a mark compares as a serial number."""
+    return ((seq >> SEEN_BITS) + 1) & 0xFFFF
 
 
 def seen_cell(job: int, stream: int, seq: int) -> int:
