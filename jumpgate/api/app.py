@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..contract.errors import JumpgateError, PayloadTooLarge, RequestError
 from ..runtime.jobs import Job, until_done
@@ -77,6 +78,23 @@ def compile_answer(job: Job) -> dict:
     return {"job_id": job.id, "state": job.state.value, **job.pipeline_json()}
 
 
+class CrossSiteGuard:
+    """Refuses what a browser may send across sites (api/guards.py) before any route sees it. A
+    plain ASGI middleware: Starlette's BaseHTTPMiddleware (`@app.middleware`) would run every
+    request through a task group and re-stream every answer, a cost on each of a job's REST calls."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refused = refuse_cross_site(Request(scope))
+            if refused is not None:
+                await _error(*refused)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_app(service: JumpgateService, metrics: bool = True) -> FastAPI:
     """`metrics`: serve GET /metrics here (False when `serve --metrics-port` serves it elsewhere)."""
     @asynccontextmanager
@@ -92,12 +110,7 @@ def create_app(service: JumpgateService, metrics: bool = True) -> FastAPI:
     install_docs(app)
 
 
-    @app.middleware("http")
-    async def _guards(request: Request, call_next):
-        refused = refuse_cross_site(request)
-        if refused is not None:
-            return _error(*refused)
-        return await call_next(request)
+    app.add_middleware(CrossSiteGuard)
 
     @app.exception_handler(JumpgateError)
     async def _jumpgate_error(request: Request, exc: JumpgateError):

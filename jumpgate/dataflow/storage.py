@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -41,14 +42,21 @@ class LocalStorage:
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(os.path.realpath(root))
+        self._root = str(self.root)
+        self._prefix = self._root.rstrip("/") + "/"
 
     def stat(self, relative: str) -> FileFacts:
-        real = Path(os.path.realpath(self.root / relative))
-        inside = real == self.root or real.is_relative_to(self.root)
-        # Nothing is revealed about files outside: their existence is not even looked at.
-        exists = inside and real.exists()
-        is_file = exists and real.is_file()
-        return FileFacts(str(real), inside, exists, is_file, real.stat().st_size if is_file else 0)
+        # os-level calls and one stat: a request's parse asks this of each of its files
+        real = os.path.realpath(os.path.join(self._root, relative))
+        if not (real == self._root or real.startswith(self._prefix)):
+            # Nothing is revealed about files outside: their existence is not even looked at.
+            return FileFacts(real, False, False, False)
+        try:
+            st = os.stat(real)
+        except OSError:
+            return FileFacts(real, True, False, False)
+        is_file = stat.S_ISREG(st.st_mode)
+        return FileFacts(real, True, True, is_file, st.st_size if is_file else 0)
 
     def glob(self, pattern: str) -> list[str]:
         return sorted(glob.glob(pattern, root_dir=self.root, recursive=True))

@@ -207,13 +207,14 @@ class JobRunner:
         self._destroy_all()
         tl.end(teardown)
         self._pool.shutdown(wait=False, cancel_futures=True)
-        # NCA logs matter only while the job runs: failures carry their stderr tail in the error.
-        shutil.rmtree(self.work_dir, ignore_errors=True)
         self.on_finish(job)  # release resources before anyone can see the terminal state
         try:
             self.store.transition(job, state, (JobState.RUNNING,))
         except Exception:  # already ended by DELETE after a timeout: keep that state
             pass
+        # NCA logs matter only while the job runs (failures carry their stderr tail in the error):
+        # removed after the terminal state, which the client waits for, as nothing reads them now
+        shutil.rmtree(self.work_dir, ignore_errors=True)
 
     def _host_of(self, node, hosts: dict[str, Host]) -> Host | None:
         """Where placement put the instance; a pipeline compiled without placement runs what a

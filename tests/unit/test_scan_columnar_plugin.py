@@ -105,6 +105,32 @@ def test_threads_follow_units(root):
     assert OrcScanNca().resources(plan_of(root, "orc"), ("r",)).max_cores == 1
 
 
+def test_footers_are_read_once_per_file_version_and_a_symlink_is_never_served(tmp_path, monkeypatch):
+    """Sizing a scan reads each file's footer once while the file stays as it is (every job over
+    the same files sizes its scans again); a file rewritten in place is read again, and a path
+    that became a symlink gets no cached answer: it counts as one unit of its size, unread."""
+    reads = []
+    real_footer = scan_columnar._parquet_footer
+    monkeypatch.setattr(scan_columnar, "_parquet_footer", lambda f: reads.append(f.name) or real_footer(f))
+    monkeypatch.setattr(scan_columnar, "_FOOTERS", scan_columnar._FooterCache(capacity=2))
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"a": list(range(100)), "b": list(range(100))}), path, row_group_size=50)
+
+    def work(columns):
+        return scan_columnar.columnar_work(scan_columnar.FileFormat.PARQUET, [str(path)], [7], columns,
+                                           limit=(64, 1 << 40))
+
+    first = work({"a"})
+    assert first[0] == 2 and work({"a"}) == first and len(reads) == 1
+    assert work({"a", "b"})[1] > first[1] and len(reads) == 1  # other columns, the same footer
+    pq.write_table(pa.table({"a": list(range(300))}), path, row_group_size=100)  # rewritten
+    assert work({"a"})[0] == 3 and len(reads) == 2
+    target = tmp_path / "elsewhere.parquet"
+    path.rename(target)
+    path.symlink_to(target)
+    assert work({"a"}) == (1, 7) and len(reads) == 2
+
+
 @pytest.fixture(scope="module")
 def wide(tmp_path_factory):
     """A narrow integer column `a` beside a wide column `s` of incompressible text (Parquet), or
