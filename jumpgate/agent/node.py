@@ -111,7 +111,29 @@ def stat_under(root: str, rel: str) -> dict:
     """What the server's path rules need to know of `rel` under the data root `root` (the same
     facts as its LocalStorage): nothing is revealed about a file outside the root."""
     base = os.path.realpath(root)
-    real = os.path.realpath(os.path.join(base, rel))
+    return _facts_under(base, os.path.realpath(os.path.join(base, rel)))
+
+
+def glob_stat_under(root: str, pattern: str) -> list[dict]:
+    """`glob_under` with each match's facts, in one answer (the server asked a round trip per
+    file before); each directory's real path is found once, as LocalStorage.glob_stat does."""
+    base = os.path.realpath(root)
+    dirs: dict[str, str] = {}
+    out = []
+    for match in glob_under(root, pattern):
+        parent, name = os.path.split(os.path.join(base, match))
+        if parent not in dirs:
+            dirs[parent] = os.path.realpath(parent)
+        real = os.path.join(dirs[parent], name)
+        try:
+            plain = name not in ("", ".", "..") and not os.path.islink(real)
+        except OSError:
+            plain = False
+        out.append({"path": match, **_facts_under(base, real if plain else os.path.realpath(real))})
+    return out
+
+
+def _facts_under(base: str, real: str) -> dict:
     inside = real == base or real.startswith(base.rstrip("/") + "/")
     exists = inside and os.path.exists(real)
     is_file = exists and os.path.isfile(real)
@@ -353,6 +375,9 @@ class Session:
 
     def op_glob(self, head: dict, payload: bytes) -> dict:
         return {"paths": glob_under(head["root"], head["pattern"])}
+
+    def op_glob_stat(self, head: dict, payload: bytes) -> dict:
+        return {"matches": glob_stat_under(head["root"], head["pattern"])}
 
     def op_bye(self, head: dict, payload: bytes) -> None:
         self.hang_up()

@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 
 from ..contract.errors import RequestError
 from .jsonshape import at, json_type, show
-from .storage import FileFacts, Storage
+from .storage import FileFacts, Storage, glob_with_facts
 
 GLOB_CHARS = frozenset("*?[")
 
@@ -95,8 +95,7 @@ def _resolve_file(entry: str, storage: Storage, path: str) -> FileFacts:
 
 def _expand_glob(pattern: str, storage: Storage, path: str) -> list[tuple[str, FileFacts]]:
     files: list[tuple[str, FileFacts]] = []
-    for match in storage.glob(pattern):
-        facts = storage.stat(match)
+    for match, facts in glob_with_facts(storage, pattern):
         if not facts.inside:
             # Name the match only if it was listed inside the root: never list an outside directory.
             parent = str(PurePosixPath(match).parent)

@@ -37,6 +37,16 @@ class Storage(Protocol):
         ...
 
 
+def glob_with_facts(storage: Storage, pattern: str) -> list[tuple[str, FileFacts]]:
+    """`storage.glob(pattern)` with each match's facts: in one question where the storage can
+    answer it so (`glob_stat`: a remote data root in one round trip rather than one per file),
+    else a `stat` per match."""
+    ask = getattr(storage, "glob_stat", None)
+    if ask is not None:
+        return ask(pattern)
+    return [(m, storage.stat(m)) for m in storage.glob(pattern)]
+
+
 class LocalStorage:
     """A data root on this machine."""
 
@@ -46,8 +56,29 @@ class LocalStorage:
         self._prefix = self._root.rstrip("/") + "/"
 
     def stat(self, relative: str) -> FileFacts:
-        # os-level calls and one stat: a request's parse asks this of each of its files
-        real = os.path.realpath(os.path.join(self._root, relative))
+        return self._facts(os.path.realpath(os.path.join(self._root, relative)))
+
+    def glob_stat(self, pattern: str) -> list[tuple[str, FileFacts]]:
+        # The matches of a glob mostly share their directories: each directory's real path is
+        # found once, and a match that is not itself a symlink is that plus its name (what
+        # realpath would find with a lstat per component of every match).
+        dirs: dict[str, str] = {}
+        out = []
+        for match in self.glob(pattern):
+            parent, name = os.path.split(os.path.join(self._root, match))
+            if parent not in dirs:
+                dirs[parent] = os.path.realpath(parent)
+            real = os.path.join(dirs[parent], name)
+            try:
+                plain = name not in ("", ".", "..") and not stat.S_ISLNK(os.lstat(real).st_mode)
+            except OSError:
+                plain = False
+            out.append((match, self._facts(real if plain else os.path.realpath(real))))
+        return out
+
+    def _facts(self, real: str) -> FileFacts:
+        """Facts of `real`, absolute and symlink-free. One stat: a request's parse asks this of
+        each of its files."""
         if not (real == self._root or real.startswith(self._prefix)):
             # Nothing is revealed about files outside: their existence is not even looked at.
             return FileFacts(real, False, False, False)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..dataflow.storage import FileFacts, LocalStorage, Storage
+from ..dataflow.storage import FileFacts, LocalStorage, Storage, glob_with_facts
 from ..nca.deployment import ControlChannel, Deployer, Host
 from .affinity import format_cpulist
 from .agent_deployer import AgentNodeDeployer, AgentStorage
@@ -263,7 +263,21 @@ class FleetStorage:
         return out
 
     def stat(self, relative: str) -> FileFacts:
-        answers = self._answers(lambda storage: storage.stat(relative))
+        return self._merge(relative, self._answers(lambda storage: storage.stat(relative)))
+
+    def glob_stat(self, pattern: str) -> list[tuple[str, FileFacts]]:
+        """Each node's matches with their facts, asked of all nodes at once, one question each;
+        a path is then what `stat` would say of it (a node that did not list it does not hold
+        it, which is what its own answer to `stat` would have said)."""
+        listed: dict[str, list[tuple[str, FileFacts]]] = {}
+        for name, matches in self._answers(lambda storage: glob_with_facts(storage, pattern)):
+            for path, facts in matches:
+                listed.setdefault(path, []).append((name, facts))
+        return [(path, self._merge(path, listed[path])) for path in sorted(listed)]
+
+    @staticmethod
+    def _merge(relative: str, answers: list[tuple[str, FileFacts]]) -> FileFacts:
+        """One path's facts from the nodes' answers, in inventory order."""
         if not answers:
             return FileFacts(relative, True, False, False)
         held = [(name, f) for name, f in answers if f.inside and f.is_file]

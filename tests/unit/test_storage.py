@@ -91,3 +91,64 @@ def test_a_fleet_storage_says_which_nodes_hold_each_file(tmp_path):
     assert fleet.glob("*.jsonl") == ["b.jsonl", "s.jsonl"]
     with pytest.raises(RequestError, match="does not exist in the data root"):
         parse_request(request("none.jsonl"), fleet)
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A data root with plain files, a subdirectory, a directory reached through a symlink, and
+    symlinks to a file inside, to a file outside and to nothing."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "t" / "sub").mkdir(parents=True)
+    outside.mkdir()
+    for name in ("t/a.jsonl", "t/b.jsonl", "t/sub/c.jsonl", "u.jsonl"):
+        (root / name).write_text('{"a": 1}\n' * len(name))
+    (outside / "secret.jsonl").write_text("x")
+    (root / "t" / "in.jsonl").symlink_to(root / "u.jsonl")
+    (root / "t" / "out.jsonl").symlink_to(outside / "secret.jsonl")
+    (root / "t" / "dangling.jsonl").symlink_to(root / "gone.jsonl")
+    (root / "t2").symlink_to(root / "t")
+    (root / "away").symlink_to(outside)
+    return root
+
+
+PATTERNS = ["t/*.jsonl", "t2/*.jsonl", "*/*.jsonl", "**/*.jsonl", "t/*", "away/*", "t/sub/*", "none/*"]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_a_glob_with_its_facts_says_what_a_stat_per_match_says(tree, pattern):
+    """LocalStorage.glob_stat finds each directory's real path once instead of resolving every
+    match component by component; the facts must be the same, symlinks included. The node
+    agent's answer (one round trip for the whole glob) is the same again."""
+    from jumpgate.agent.node import glob_stat_under, stat_under
+
+    local = LocalStorage(tree)
+    one_by_one = [(m, local.stat(m)) for m in local.glob(pattern)]
+    assert local.glob_stat(pattern) == one_by_one
+    agent = [(m["path"], FileFacts(m["real"], m["inside"], m["exists"], m["is_file"], m["size"]))
+             for m in glob_stat_under(str(tree), pattern)]
+    assert agent == one_by_one
+    assert [(m, FileFacts(**stat_under(str(tree), m))) for m in local.glob(pattern)] == one_by_one
+
+
+def test_a_glob_is_one_question_to_a_storage_that_answers_it_so(tree):
+    """A storage that answers a glob with the facts (a remote node's agent) is asked once, not
+    once per match; the fleet of several such roots asks each node once too."""
+    from jumpgate.deploy.fleet import FleetStorage
+
+    class OneQuestion(RemoteStorage):
+        def glob_stat(self, pattern):
+            out = [(m, RemoteStorage.stat(self, m)) for m in self.glob(pattern)]  # its own answer,
+            self.asked = [("glob_stat", pattern)]  # in one question
+            return out
+
+    files = {f"t/part-{i}.jsonl": 10 + i for i in range(50)}
+    storage = OneQuestion(files)
+    read = parse_request(request("t/*.jsonl"), storage).op("r")
+    assert len(read.paths) == 50 and storage.asked == [("glob_stat", "t/*.jsonl")]
+    a, b = OneQuestion(files), OneQuestion({"t/part-7.jsonl": 99, "t/extra.jsonl": 1})
+    fleet = FleetStorage({"a": a, "b": b})
+    read = parse_request(request("t/*.jsonl"), fleet).op("r")
+    assert len(read.paths) == 51 and a.asked == b.asked == [("glob_stat", "t/*.jsonl")]
+    # the fleet's merge is what a stat per path would say: the first holder's facts, its holders
+    assert fleet.glob_stat("t/*.jsonl") == [(m, fleet.stat(m)) for m in fleet.glob("t/*.jsonl")]
+    assert dict(zip(read.paths, read.holders))[f"{ROOT}/t/part-7.jsonl"] == ("a", "b")
