@@ -29,8 +29,9 @@ class LocalServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         exe = Path(sys.executable).with_name("jumpgate")
+        # --exit-with-parent: a test run or benchmark killed midway leaves no server behind
         argv = [str(exe) if exe.exists() else "jumpgate", "serve", "--port", str(self.port),
-                "--data-root", str(data_root)]
+                "--data-root", str(data_root), "--exit-with-parent"]
         if cache_dir is not None:
             argv += ["--cache-dir", str(cache_dir)]
         if cores is not None:

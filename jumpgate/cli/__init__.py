@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import os
+import select
 import sys
 import threading
 import time
@@ -114,8 +115,37 @@ def _serve(args: argparse.Namespace) -> int:
                                            ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
                                            **({"log_config": log_config} if log_config else {})))
     threading.Thread(target=_announce, args=(server, args), name="announce", daemon=True).start()
+    if args.exit_with_parent:
+        _exit_with_parent(server)
     server.run()
     return 0
+
+
+def _exit_with_parent(server) -> None:
+    """Have the server stop as on SIGTERM once its parent process exits. A pidfd of the parent
+    becomes readable at its exit, so a thread waits on it without polling; where there is no
+    pidfd (an old kernel), the thread looks at the parent's PID once a second (an orphan is
+    adopted by another process)."""
+    parent = os.getppid()
+    if parent <= 1:
+        return  # started by init or a container's first process: that is no test run
+
+    def watch() -> None:
+        try:
+            fd = os.pidfd_open(parent)
+        except (AttributeError, OSError):
+            fd = None
+        if fd is not None:
+            select.select([fd], [], [])
+            os.close(fd)
+        else:
+            while os.getppid() == parent:
+                time.sleep(1.0)
+        print(f"jumpgate: the process that started this server ({parent}) exited: stopping", file=sys.stderr,
+              flush=True)
+        server.should_exit = True  # uvicorn's own SIGTERM path: the lifespan's end stops every job
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _announce(server, args: argparse.Namespace) -> None:
@@ -326,6 +356,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="keep the newest N ended jobs in the state database; 0 = no limit (default 10000)")
     serve.add_argument("--keep-days", type=float, default=30.0, metavar="DAYS",
                        help="delete ended jobs older than this from the state database; 0 = no limit (default 30)")
+    serve.add_argument("--exit-with-parent", action="store_true",
+                       help="stop (as on SIGTERM: jobs cancelled, NCAs stopped) when the process that started "
+                            "this one exits; for test suites and benchmarks, so that a run killed midway "
+                            "leaves no server behind")
     serve.add_argument("--tls-cert", default=None, metavar="FILE", help="serve HTTPS with this certificate (PEM)")
     serve.add_argument("--tls-key", default=None, metavar="FILE", help="... and this private key (PEM)")
     serve.set_defaults(fn=_serve)
