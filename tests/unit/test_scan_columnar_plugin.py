@@ -112,7 +112,7 @@ def test_footers_are_read_once_per_file_version_and_a_symlink_is_never_served(tm
     reads = []
     real_footer = scan_columnar._parquet_footer
     monkeypatch.setattr(scan_columnar, "_parquet_footer", lambda f: reads.append(f.name) or real_footer(f))
-    monkeypatch.setattr(scan_columnar, "_FOOTERS", scan_columnar._FooterCache(capacity=2))
+    scan_columnar._read_footer.cache_clear()
     path = tmp_path / "t.parquet"
     pq.write_table(pa.table({"a": list(range(100)), "b": list(range(100))}), path, row_group_size=50)
 

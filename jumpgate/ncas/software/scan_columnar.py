@@ -14,10 +14,9 @@ than one so that `GET /v1/ncas` and the mapping decisions say plainly which form
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -106,7 +105,7 @@ def columnar_work(fmt: FileFormat, paths: Sequence[str], sizes: Sequence[int], c
         if units >= limit[0] and total >= limit[1]:
             break
         try:
-            footer = _FOOTERS.get(fmt, p)
+            footer = _footer(fmt, p)
             n, size = footer.units, footer.bytes_of(columns)
         except Exception:  # any unreadable file
             n, size = 1, sizes[i] if i < len(sizes) else 0
@@ -134,39 +133,23 @@ class _Footer:
         return sum(size for path, size in self.chunks if path in columns or path.split(".", 1)[0] in columns)
 
 
-class _FooterCache:
-    """Footers read before, by file identity (device, inode, size, modification time): every job
-    over the same files sizes its scans again, and reading 25 Parquet footers cost some 15 ms of
-    each TPC-H query's submit. A file changed in place gets a new size or time, so it is read
-    again (one rewritten to the same size within the clock's tick would be sized by its old
-    footer: only a thread count, never what is read); the cache is bounded (least recently used
-    goes first)."""
-
-    def __init__(self, capacity: int = 4096) -> None:
-        self.capacity = capacity
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple, _Footer] = OrderedDict()
-
-    def get(self, fmt: FileFormat, path: str) -> _Footer:
-        # lstat: no file is read on a hit, and a path whose last part became a symlink misses
-        # and goes through open_real_path, which refuses it
-        st = os.stat(path, follow_symlinks=False)
-        key = (fmt, path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None:
-                self._entries.move_to_end(key)
-                return hit
-        with open_real_path(path) as f:
-            footer = _orc_footer(f) if fmt is FileFormat.ORC else _parquet_footer(f)
-        with self._lock:
-            self._entries[key] = footer
-            while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
-        return footer
+def _footer(fmt: FileFormat, path: str) -> _Footer:
+    """`path`'s footer, read once per file identity (device, inode, size, modification time):
+    every job over the same files sizes its scans again, and reading 25 Parquet footers cost some
+    15 ms of each TPC-H query's submit. A file changed in place gets a new size or time, so it is
+    read again (one rewritten to the same size within the clock's tick would be sized by its old
+    footer: only a thread count, never what is read)."""
+    # lstat: no file is read on a hit, and a path whose last part became a symlink misses and
+    # goes through open_real_path, which refuses it
+    st = os.stat(path, follow_symlinks=False)
+    return _read_footer(fmt, path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-_FOOTERS = _FooterCache()
+@functools.lru_cache(maxsize=4096)
+def _read_footer(fmt: FileFormat, path: str, dev: int, ino: int, size: int, mtime_ns: int) -> _Footer:
+    """The footer of that version of `path` (the identity is the cache key only)."""
+    with open_real_path(path) as f:
+        return _orc_footer(f) if fmt is FileFormat.ORC else _parquet_footer(f)
 
 
 def _parquet_footer(f: BinaryIO) -> _Footer:
