@@ -366,6 +366,8 @@ class JobRunner:
         span = tl.begin(f"stage:{stage}", nca=nid)
         stats = None
         try:
+            if self._destroyed:  # cancelled or failed while queued for the pool: start nothing now
+                raise NcaError("cancelled")
             stats = self.instances[nid].execute(phase)
         finally:
             tl.end(span)

@@ -101,6 +101,15 @@ class MisbehavingInstance(NcaInstance):
         tup = b"\xff" * layout.null_bytes + b"\x00" * (layout.fixed_size - layout.null_bytes)
         frame = struct.pack("<I", len(tup)) + tup
         t0 = time.monotonic_ns()
+        try:
+            return self._send(frame, t0)
+        finally:
+            # A cancel may land between a connect and destroy()'s pass over the sockets, so the
+            # data path closes what it opened however it ends, like a real NCA's process exiting.
+            for s in self.sockets:
+                s.close()
+
+    def _send(self, frame: bytes, t0: int) -> PhaseStats:
         for dest in self.destinations[0]:
             s = socket.create_connection((dest.endpoint.host, dest.endpoint.port), timeout=10)
             self.sockets.append(s)
@@ -113,8 +122,6 @@ class MisbehavingInstance(NcaInstance):
             if self.destroyed.is_set():
                 raise NcaError("cancelled")
             if self.behaviour == "fail_midstream" and i == self.tuples // 2:
-                for s in self.sockets:
-                    s.close()
                 raise NcaError("lost my accelerator (on purpose)", file=self.spec.operations()[0].paths[0],
                                record=i + 1)
             if self.behaviour == "slow":
@@ -125,7 +132,6 @@ class MisbehavingInstance(NcaInstance):
             self.sent = sent
         for s in self.sockets:
             s.sendall(struct.pack("<IQ", 0, sent))
-            s.close()
         return PhaseStats(wall_ns=time.monotonic_ns() - t0, tuples_out=sent, bytes_out=sent * len(frame))
 
     def destroy(self) -> None:
