@@ -9,6 +9,7 @@ server is a heavy thing for the main suite. JUMPGATE_TRINO_TESTS=1 takes them in
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -111,6 +112,51 @@ def trino(plugin_dir, jg_server, victim_server, data_root, doomed_url, tmp_path_
     print(f"Trino {trino_server.VERSION} ready in {srv.start_seconds:.1f} s at {srv.url}")
     yield srv
     srv.stop()
+
+
+# Trino's types as the contract's, for the tables of its `tpch` connector (docs/contract.md, Types).
+TRINO_TYPES = {"bigint": "int64", "integer": "int32", "double": "float64", "date": "date", "varchar": "string"}
+
+
+@pytest.fixture(scope="session")
+def trino_tpch_copy(trino, data_root) -> str:
+    """Trino's own `tpch` tables at SF, copied through Trino into the data root as Parquet, in the
+    layout `jumpgate datagen` writes; returns the connector's name for them (`tpch_trino_parquet`).
+    They hold exactly the rows and types of the connector's tables (its free text and its double
+    prices too), which dbgen's files do not: the two generators draw comments and addresses apart."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from trino import dbapi
+
+    from jumpgate.client.ntf import arrow_type
+    from jumpgate.contract.types import parse_type
+
+    out = DATA / "tpch_trino" / "parquet"
+    done = out / ".complete"
+    if not (done.exists() and done.read_text() == str(SF)):
+        conn = dbapi.connect(host="127.0.0.1", port=trino.port, user="jumpgate-tests", catalog="tpch",
+                             schema=trino_tpch_schema(), request_timeout=600)
+        try:
+            for table in TABLES:
+                cur = conn.cursor()
+                cur.execute(f"SELECT * FROM {table}")
+                rows = cur.fetchall()
+                schema = [{"name": d[0], "type": TRINO_TYPES[d[1].split("(")[0]]} for d in cur.description]
+                cur.close()
+                columns = {c["name"]: pa.array([r[i] for r in rows], arrow_type(parse_type(c["type"])))
+                           for i, c in enumerate(schema)}
+                (out / table).mkdir(parents=True, exist_ok=True)
+                pq.write_table(pa.table(columns), out / table / "part-0.parquet", compression="snappy")
+                (out / f"{table}.schema.json").write_text(json.dumps(schema))
+        finally:
+            conn.close()
+        done.write_text(str(SF))
+    return "tpch_trino_parquet"
+
+
+def trino_tpch_schema() -> str:
+    """The `tpch` connector's schema for SF: `sf0.1`, `sf1`, `tiny` for 0.01."""
+    return "tiny" if SF == 0.01 else f"sf{SF:g}"
 
 
 @pytest.fixture(scope="session")

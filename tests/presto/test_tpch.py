@@ -1,12 +1,11 @@
 """The 22 TPC-H queries (DuckDB's text of them) at SF 0.1 over the `jumpgate` catalog, in JSON Lines,
-Parquet and ORC, each equal to DuckDB's answer over the same data; and, over Parquet, equal to
-Trino's own `tpch` connector.
+Parquet and ORC, each equal to DuckDB's answer over the same data; and each equal to Trino's own
+`tpch` connector over a copy of that connector's tables.
 
-The exact oracle is DuckDB's dbgen at the same scale factor, the generator that wrote the files.
-Trino's `tpch` connector generates the same keys, numbers, dates and names, but other free text
-(addresses, comments) and types prices as double: against it, address and comment output columns
-are left out, doubles compared to 1e-6, and Q13 (which counts orders by a LIKE over o_comment) is a
-strict expected failure."""
+The exact oracle for the first is DuckDB's dbgen at the same scale factor, the generator that wrote
+the files. Trino's `tpch` connector generates the same keys, numbers, dates and names but other free
+text (addresses, comments, which Q13 filters on) and types prices as double, so it is compared over
+a copy of its own tables (conftest.trino_tpch_copy), every column and every query."""
 from __future__ import annotations
 
 import datetime
@@ -14,7 +13,7 @@ import decimal
 
 import pytest
 
-from .conftest import FORMATS, query
+from .conftest import FORMATS, query, trino_tpch_schema
 
 QUERIES = range(1, 23)
 PUSHED: dict[str, dict[int, bool]] = {fmt: {} for fmt in FORMATS}
@@ -62,12 +61,12 @@ def same(a, b) -> bool:
     return a == b
 
 
-def assert_same(got, want, ordered: bool, what: str):
-    assert len(got) == len(want), f"{what}: {len(got)} rows, DuckDB has {len(want)}"
+def assert_same(got, want, ordered: bool, what: str, oracle: str = "DuckDB"):
+    assert len(got) == len(want), f"{what}: {len(got)} rows, {oracle} has {len(want)}"
     if not ordered:
         got, want = sorted(got, key=exact_key), sorted(want, key=exact_key)
     for i, (g, w) in enumerate(zip(got, want)):
-        assert len(g) == len(w) and all(same(x, y) for x, y in zip(g, w)), f"{what}: row {i}: {g} != DuckDB's {w}"
+        assert len(g) == len(w) and all(same(x, y) for x, y in zip(g, w)), f"{what}: row {i}: {g} != {oracle}'s {w}"
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -101,40 +100,20 @@ def test_tpch_queries_were_pushed_down(fmt):
           f"{len(joined)} pushed a join: {joined}")
 
 
-# Where the two generators differ: free text (addresses, comments) is drawn differently, so output
-# columns of those are left out of the comparison, and a query that filters on such text differs.
-TPCH_CONNECTOR_DIFFERS = {
-    13: "o_comment texts differ between the generators (NOT LIKE '%special%requests%' counts other orders)",
-}
-FREE_TEXT = ("address", "comment")
-
-
 @pytest.mark.parametrize("n", QUERIES, ids=[f"q{n:02d}" for n in QUERIES])
-def test_tpch_equals_trino_tpch_connector(trino, tpch_queries, request, n):
-    """The jumpgate catalog (Parquet) against Trino's own `tpch` connector at SF 0.1 (schema
-    `sf0.1`, standard column names): same keys, numbers, dates and names, so the same answers, up
-    to the connector's doubles where dbgen has decimals, and but for free-text columns."""
-    if n in TPCH_CONNECTOR_DIFFERS:
-        request.applymarker(pytest.mark.xfail(reason=TPCH_CONNECTOR_DIFFERS[n], strict=True))
+def test_tpch_equals_trino_tpch_connector(trino, trino_tpch_copy, tpch_queries, n):
+    """The jumpgate catalog over a copy of Trino's own `tpch` tables (conftest.trino_tpch_copy:
+    Parquet in the data root) against the `tpch` connector itself at SF 0.1: the same rows, every
+    column compared, free text included; doubles (the connector's prices) to a relative 1e-9, as
+    the two sides add them up in different orders."""
     from trino import dbapi
     sql = trino_sql(n, tpch_queries[n])
     answers = []
-    for catalog, schema in (("jumpgate", "tpch_parquet"), ("tpch", "sf0.1")):
+    for catalog, schema in (("jumpgate", trino_tpch_copy), ("tpch", trino_tpch_schema())):
         conn = dbapi.connect(host="127.0.0.1", port=trino.port, user="jumpgate-tests", catalog=catalog, schema=schema,
                              request_timeout=600)
-        cur = conn.cursor()
         try:
-            cur.execute(sql)
-            rows = cur.fetchall()
-            keep = [i for i, d in enumerate(cur.description) if not d[0].endswith(FREE_TEXT)]
-            answers.append([tuple(r[i] for i in keep) for r in rows])
+            answers.append(query(conn, sql))
         finally:
-            cur.close()
             conn.close()
-    got, want = answers
-    assert len(got) == len(want), f"q{n:02d}: {len(got)} rows, the tpch connector has {len(want)}"
-    got, want = sorted(got, key=exact_key), sorted(want, key=exact_key)
-    for i, (g, w) in enumerate(zip(got, want)):
-        ok = all(same(x, y) or (isinstance(y, float) and abs(float(x) - y) <= 1e-6 * max(abs(y), 1.0))
-                 for x, y in zip(g, w))
-        assert ok, f"q{n:02d}: row {i}: {g} != the tpch connector's {w}"
+    assert_same(*answers, False, f"q{n:02d}", oracle="the tpch connector")
