@@ -137,7 +137,10 @@ def create_app(service: JumpgateService, metrics: bool = True) -> FastAPI:
               openapi_extra=REQUEST_BODY,
               responses={201: {"model": CompileAnswer, "description": "Compiled."},
                          **errors(400, 401, 403, 413, 415, 422, 500)})
-    async def submit(request: Request, who: Who):
+    async def submit(request: Request, who: Who, execute: bool = False):
+        """`execute=true` also runs the job (as `POST /v1/jobs/{id}/execute` would), for a client
+        that already listens at every `send` address; the answer is the compile answer with the
+        state the execute left (`running`)."""
         raw = await _body(request, MAX_BODY_BYTES)
         try:
             body = json.loads(raw)
@@ -146,7 +149,7 @@ def create_app(service: JumpgateService, metrics: bool = True) -> FastAPI:
         except RecursionError:  # [[[[... nested deeper than the JSON decoder's stack
             raise RequestError("request body is nested too deeply to be a request") from None
         source = request.client.host if request.client else None
-        job = await run_in_threadpool(service.submit, body, who, source)
+        job = await run_in_threadpool(service.submit_and_execute if execute else service.submit, body, who, source)
         return JSONResponse(compile_answer(job), status_code=201)
 
     @app.post("/v1/jobs/{job_id}/execute", status_code=202, summary="Run a compiled job",

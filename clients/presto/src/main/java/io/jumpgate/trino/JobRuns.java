@@ -30,9 +30,10 @@ import java.util.logging.Logger;
 /**
  * The Jumpgate jobs of this JVM's running scans. The first page source of a scan starts its job
  * (it alone knows which columns the query reads): open one listening destination per split in
- * the receiver service, POST the request, POST execute, and watch the job on a thread of its own
- * until it ends. Each page source reads its destination and releases it on close; a reaper drops
- * what a query left (splits never read after a LIMIT was satisfied, a cancelled query).
+ * the receiver service, POST the request with {@code execute=true} (compile and run in one call),
+ * and watch the job on a thread of its own until it ends. Each page source reads its destination
+ * and releases it on close; a reaper drops what a query left (splits never read after a LIMIT was
+ * satisfied, a cancelled query).
  */
 public final class JobRuns implements AutoCloseable {
     private static final Logger LOG = Logger.getLogger(JobRuns.class.getName());
@@ -210,7 +211,9 @@ public final class JobRuns implements AutoCloseable {
             Request request = RequestBuilder.build("trino-" + run.key, handle, dataRoot, split.groups(), split.dynamicFilters(), columns,
                     advertisedHost, ports);
             LOG.fine(() -> "Jumpgate request for " + run.table + ": " + request.toJson());
-            CompiledJob job = JumpgateClient.retryOn503(config.jobTimeoutMs(), () -> client.submit(request));
+            // One call compiles and starts the job: the destinations listen already, and their
+            // readers hold a stream until `expect` below gives its layout (Destination).
+            CompiledJob job = JumpgateClient.retryOn503(config.jobTimeoutMs(), () -> client.submitAndExecute(request));
             run.jobId = job.jobId();
             service.attachJob(run.key, job.jobId());
             List<NtfLayout> layouts = new ArrayList<>();
@@ -226,10 +229,12 @@ public final class JobRuns implements AutoCloseable {
             }
             run.layouts = layouts;
             service.expect(run.key, expected, fixed);
-            JumpgateClient.retryOn503(config.jobTimeoutMs(), () -> {
-                client.execute(job.jobId());
-                return null;
-            });
+            if (!job.started()) { // a server that compiles only
+                JumpgateClient.retryOn503(config.jobTimeoutMs(), () -> {
+                    client.execute(job.jobId());
+                    return null;
+                });
+            }
             Thread w = new Thread(() -> watch(run), "jumpgate-trino-job-" + job.jobId());
             w.setDaemon(true);
             w.start();

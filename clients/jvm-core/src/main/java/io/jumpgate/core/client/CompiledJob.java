@@ -10,4 +10,9 @@ public record CompiledJob(String jobId, Map<String, OutputInfo> outputs, JsonNod
   public Optional<OutputInfo> output(String sendName) {
     return Optional.ofNullable(outputs.get(sendName));
   }
+
+  /** Whether the job was started by the call that compiled it (POST /v1/jobs?execute=true). */
+  public boolean started() {
+    return !"compiled".equals(answer.path("state").asText("compiled"));
+  }
 }

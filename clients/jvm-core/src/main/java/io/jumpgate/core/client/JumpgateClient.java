@@ -122,7 +122,20 @@ public final class JumpgateClient {
   }
 
   public CompiledJob submit(String requestJson) throws IOException {
-    JsonNode a = call("POST", "/v1/jobs", requestJson);
+    return compiled(call("POST", "/v1/jobs", requestJson));
+  }
+
+  /**
+   * POST /v1/jobs?execute=true: compile and run in one call, a round trip sooner than {@link
+   * #execute}; the client must already listen at every send address, and accept streams before it
+   * has read the answer's layouts. A server without this addition leaves the job compiled ({@link
+   * CompiledJob#started()} false): the caller then executes it as usual.
+   */
+  public CompiledJob submitAndExecute(Request request) throws IOException {
+    return compiled(call("POST", "/v1/jobs?execute=true", request.toJson()));
+  }
+
+  private static CompiledJob compiled(JsonNode a) throws IOException {
     Map<String, OutputInfo> outs = new LinkedHashMap<>();
     JsonNode o = a.path("outputs");
     for (var it = o.fields(); it.hasNext(); ) {
