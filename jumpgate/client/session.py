@@ -242,15 +242,19 @@ class Jumpgate:
         return data
 
     def submit(self, request: dict | Send | Sequence[Send], *, name: str | None = None,
-               deadline: float | None = None) -> Job:
-        """Compile a request (a request dict, or send nodes): POST /v1/jobs. Nothing runs yet.
+               deadline: float | None = None, execute: bool = False) -> Job:
+        """Compile a request (a request dict, or send nodes): POST /v1/jobs. Nothing runs yet,
+        unless `execute`: then the same call starts the job (`POST /v1/jobs?execute=true`), for a
+        caller that already listens at every send address and accepts streams before it reads the
+        layouts; `job.state` says whether it started (a server without that answers `compiled`).
         A 503 is retried for `retry_for` seconds (and not past `deadline`, a time.monotonic() value)."""
         if isinstance(request, Send) or (isinstance(request, (list, tuple)) and request
                                          and all(isinstance(s, Send) for s in request)):
             request = build_request([request] if isinstance(request, Send) else request, name)
         if not isinstance(request, dict):
             raise BuilderError(f"submit takes a request dict or send nodes, got {type(request).__name__}")
-        answer = self._call("POST", "/v1/jobs", request, retry=True, deadline=deadline)
+        path = "/v1/jobs?execute=true" if execute else "/v1/jobs"
+        answer = self._call("POST", path, request, retry=True, deadline=deadline)
         try:
             return Job(self, answer)
         except (ClientError, StreamError):  # an answer we cannot use (e.g. a layout we cannot read)
@@ -365,7 +369,10 @@ class Jumpgate:
                        reporter: Reporter) -> dict[str, pa.Table]:
         deadline = None if timeout is None else time.monotonic() + timeout
         reporter.step("compiling")
-        job = self.submit(request, deadline=deadline)
+        # TCP listeners hold early connections in their backlog until `start`, so one call can
+        # compile and run; a UDP socket would drop what overflows its buffer meanwhile.
+        at_once = all(isinstance(r, Receiver) for r in receivers.values())
+        job = self.submit(request, deadline=deadline, execute=at_once)
         self.last_job = job
         try:
             for key, r in receivers.items():
@@ -374,7 +381,8 @@ class Jumpgate:
                     raise ClientError(f"the server's answer has no outputs[{key!r}]", job_id=job.job_id)
                 r.start(out.expected_streams, out.layout)
             reporter.step("starting", job_id=job.job_id)
-            job.execute(deadline=deadline)
+            if job.state == "compiled":
+                job.execute(deadline=deadline)
             self._wait(job, receivers, deadline, reporter)
             for r in receivers.values():
                 r.senders_done()  # every END has been sent: a UDP receiver can tell a lost one

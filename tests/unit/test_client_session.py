@@ -35,8 +35,11 @@ class FakeServer:
     """Answers the REST calls and, on execute, sends each destination's table as `streams`
     streams. `mode`: ok | fail | hang | bad_stream (never finishes) | missing_stream."""
 
-    def __init__(self, tables: dict[str, pa.Table], streams: int = 3, mode: str = "ok") -> None:
-        self.tables, self.streams, self.mode = tables, streams, mode
+    def __init__(self, tables: dict[str, pa.Table], streams: int = 3, mode: str = "ok",
+                 one_call: bool = False) -> None:
+        """`one_call`: honour `POST /v1/jobs?execute=true` (otherwise ignore it, as a server
+        without it would, and answer `compiled`)."""
+        self.tables, self.streams, self.mode, self.one_call = tables, streams, mode, one_call
         self.calls: list[tuple[str, str]] = []
         self.request: dict | None = None
         self.state = "none"
@@ -48,8 +51,8 @@ class FakeServer:
         return Jumpgate("http://fake", http=http, poll_interval=0.01)
 
     def handle(self, req: httpx.Request) -> httpx.Response:
-        self.calls.append((req.method, req.url.path))
         path = req.url.path
+        self.calls.append((req.method, path + (f"?{req.url.query.decode()}" if req.url.query else "")))
         if req.method == "POST" and path == "/v1/jobs":
             self.request = json.loads(req.content)
             sends = [op for op in self.request["operations"] if op["kind"] == "send"]
@@ -58,8 +61,12 @@ class FakeServer:
                 return httpx.Response(400, json={"error": {"message": f"unknown send {unknown}",
                                                            "path": "operations[0].input"}})
             self.state = "compiled"
+            if self.one_call and req.url.params.get("execute") == "true":
+                self.state = "running"
+                for op in sends:  # the streams connect before the client has read the answer
+                    self._start_senders(op)
             return httpx.Response(201, json={
-                "job_id": "j1", "state": "compiled", "ncas": [], "stages": [],
+                "job_id": "j1", "state": self.state, "ncas": [], "stages": [],
                 "outputs": {s["name"]: {"layout": LAYOUT.to_json(), "expected_streams": self.streams}
                             for s in sends}})
         if req.method == "POST" and path == "/v1/jobs/j1/execute":
@@ -130,12 +137,23 @@ def test_collect_many_receives_every_destination():
         q = query(jg)
         out = jg.collect_many({"a": q, "b": q.project("state", "total", "n")}, timeout=30)
     assert out["a"].combine_chunks().equals(a) and out["b"].combine_chunks().equals(b)
-    assert calls_of(server) == ["POST /v1/jobs", "POST /v1/jobs/j1/execute"]
+    # A server that ignores `execute=true` (this one) leaves the job compiled: the client executes.
+    assert calls_of(server) == ["POST /v1/jobs?execute=true", "POST /v1/jobs/j1/execute"]
     sends = [op for op in server.request["operations"] if op["kind"] == "send"]
     assert [(s["name"], s["host"], s["transport"]) for s in sends] == [("a", "127.0.0.1", "tcp"),
                                                                          ("b", "127.0.0.1", "tcp")]
     assert all(0 < s["port"] < 65536 for s in sends) and sends[0]["port"] != sends[1]["port"]
     assert jg.last_job.job_id == "j1" and jg.last_job.state == "succeeded"
+
+
+def test_one_call_compiles_and_runs_when_the_server_can():
+    a = make_table(3000, 5)
+    server = FakeServer({"a": a}, one_call=True)
+    with server.client() as jg:
+        out = jg.collect_many({"a": query(jg)}, timeout=30)
+    assert out["a"].combine_chunks().equals(a)
+    assert calls_of(server) == ["POST /v1/jobs?execute=true"]
+    assert jg.last_job.state == "succeeded"
 
 
 def test_node_collect_and_empty_results():
