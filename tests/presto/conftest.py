@@ -120,38 +120,49 @@ TRINO_TYPES = {"bigint": "int64", "integer": "int32", "double": "float64", "date
 
 @pytest.fixture(scope="session")
 def trino_tpch_copy(trino, data_root) -> str:
-    """Trino's own `tpch` tables at SF, copied through Trino into the data root as Parquet, in the
-    layout `jumpgate datagen` writes; returns the connector's name for them (`tpch_trino_parquet`).
-    They hold exactly the rows and types of the connector's tables (its free text and its double
-    prices too), which dbgen's files do not: the two generators draw comments and addresses apart."""
+    """Trino's own `tpch` tables at SF, copied through Trino into the data root as JSON Lines,
+    Parquet and ORC, in the layout `jumpgate datagen` writes; returns the prefix of the connector's
+    schemas for them (`tpch_trino`: `tpch_trino_json`, ...). They hold exactly the rows and types of
+    the `tpch` connector's tables (its free text and its double prices too), which dbgen's files do
+    not: the two generators draw comments and addresses apart."""
+    import duckdb
     import pyarrow as pa
+    import pyarrow.orc as orc
     import pyarrow.parquet as pq
     from trino import dbapi
 
     from jumpgate.client.ntf import arrow_type
     from jumpgate.contract.types import parse_type
 
-    out = DATA / "tpch_trino" / "parquet"
+    out = DATA / "tpch_trino"
     done = out / ".complete"
-    if not (done.exists() and done.read_text() == str(SF)):
-        conn = dbapi.connect(host="127.0.0.1", port=trino.port, user="jumpgate-tests", catalog="tpch",
-                             schema=trino_tpch_schema(), request_timeout=600)
-        try:
-            for table in TABLES:
-                cur = conn.cursor()
-                cur.execute(f"SELECT * FROM {table}")
-                rows = cur.fetchall()
-                schema = [{"name": d[0], "type": TRINO_TYPES[d[1].split("(")[0]]} for d in cur.description]
-                cur.close()
-                columns = {c["name"]: pa.array([r[i] for r in rows], arrow_type(parse_type(c["type"])))
-                           for i, c in enumerate(schema)}
-                (out / table).mkdir(parents=True, exist_ok=True)
-                pq.write_table(pa.table(columns), out / table / "part-0.parquet", compression="snappy")
-                (out / f"{table}.schema.json").write_text(json.dumps(schema))
-        finally:
-            conn.close()
-        done.write_text(str(SF))
-    return "tpch_trino_parquet"
+    if done.exists() and done.read_text() == str(SF):
+        return "tpch_trino"
+    conn = dbapi.connect(host="127.0.0.1", port=trino.port, user="jumpgate-tests", catalog="tpch",
+                         schema=trino_tpch_schema(), request_timeout=600)
+    duck = duckdb.connect()
+    try:
+        for table in TABLES:
+            cur = conn.cursor()
+            cur.execute(f"SELECT * FROM {table}")
+            rows = cur.fetchall()
+            schema = [{"name": d[0], "type": TRINO_TYPES[d[1].split("(")[0]]} for d in cur.description]
+            cur.close()
+            data = pa.table({c["name"]: pa.array([r[i] for r in rows], arrow_type(parse_type(c["type"])))
+                             for i, c in enumerate(schema)})
+            for fmt in FORMATS:
+                (out / fmt / table).mkdir(parents=True, exist_ok=True)
+                (out / fmt / f"{table}.schema.json").write_text(json.dumps(schema))
+            pq.write_table(data, out / "parquet" / table / "part-0.parquet", compression="snappy")
+            orc.write_table(data, out / "orc" / table / "part-0.orc", compression="snappy")
+            duck.register("data", data)  # DuckDB writes JSON Lines: dates as text, doubles round-trip
+            duck.execute(f"COPY data TO '{out / 'json' / table / 'part-0.jsonl'}' (FORMAT JSON)")
+            duck.unregister("data")
+    finally:
+        duck.close()
+        conn.close()
+    done.write_text(str(SF))
+    return "tpch_trino"
 
 
 def trino_tpch_schema() -> str:
