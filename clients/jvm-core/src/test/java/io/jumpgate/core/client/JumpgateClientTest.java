@@ -71,6 +71,21 @@ class JumpgateClientTest {
   }
 
   @Test
+  void submitAndExecuteSaysWhetherTheServerStartedTheJob() throws IOException {
+    JumpgateClient c = new JumpgateClient(url, 5000, null);
+    io.jumpgate.core.request.Request r = new io.jumpgate.core.request.Request("t", List.of());
+    // A server without the one-call addition ignores the parameter: the job stays compiled.
+    answers.put("POST /v1/jobs?execute=true", answers.get("POST /v1/jobs"));
+    assertFalse(c.submitAndExecute(r).started());
+    answers.put("POST /v1/jobs?execute=true", new String[] {"201", answers.get("POST /v1/jobs")[1]
+        .replace("\"compiled\"", "\"running\"")});
+    CompiledJob job = c.submitAndExecute(r);
+    assertTrue(job.started());
+    assertEquals(3, job.output("out").orElseThrow().expectedStreams());
+    assertTrue(seen.get(1).startsWith("POST /v1/jobs?execute=true "), seen.get(1));
+  }
+
+  @Test
   void errorsCarryStatusMessageAndOperation() {
     answers.put("POST /v1/jobs", new String[] {"422", "{\"error\": {\"message\": \"bad condition\", "
         + "\"path\": \"operations[1].condition\", \"operation\": \"f_g0\"}}"});

@@ -79,6 +79,23 @@ class ReceiverServiceTest {
   }
 
   @Test
+  void streamsThatComeBeforeExpectWaitForIt() throws Exception {
+    // A job started in the call that compiled it (POST /v1/jobs?execute=true) may send before the
+    // client has read the answer's layouts: the streams are held, not failed, until expect().
+    ReceiverService svc = ReceiverService.create();
+    List<Integer> ports = svc.open("k0", 1, "127.0.0.1", 1 << 30);
+    send(ports.get(0), NtfWriter.stream(0, tuple(1), tuple(2)));
+    send(ports.get(0), NtfWriter.stream(1, tuple(3)));
+    assertFalse(svc.await("k0", 200));
+    svc.expect("k0", List.of(2), List.of(16));
+    assertTrue(svc.await("k0", 10_000));
+    assertTrue(svc.failure("k0").isEmpty());
+    List<StreamData> data = svc.destination("k0", 0).orElseThrow().data();
+    assertEquals(3, data.stream().mapToLong(StreamData::tuples).sum());
+    svc.release("k0");
+  }
+
+  @Test
   void aTruncatedStreamFailsTheDestinationWithTheJobId() throws Exception {
     ReceiverService svc = ReceiverService.create();
     List<Integer> ports = svc.open("k2", 1, "127.0.0.1", 1 << 30);
