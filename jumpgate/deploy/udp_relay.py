@@ -122,6 +122,7 @@ class Relay:
         family = socket.AF_INET6 if ":" in listen[0] else socket.AF_INET
         self.sock = self._socket(family)
         self.sock.bind(listen)
+        self.listen_host = listen[0]
         self.port: int = self.sock.getsockname()[1]
         self.sel = selectors.DefaultSelector()
         self.sel.register(self.sock, selectors.EVENT_READ, None)
@@ -157,6 +158,11 @@ class Relay:
         s = self.up.get(sender)
         if s is None:
             s = self._socket(socket.AF_INET6 if ":" in self.target[0] else socket.AF_INET)
+            if self.listen_host not in ("", "0.0.0.0", "::"):
+                # from the address it listens on: the target's answers go to where datagrams come
+                # from, and a route to the target over a link without an address of its own (a
+                # switch port) would otherwise give them a source the target cannot answer
+                s.bind((self.listen_host, 0))
             s.connect(self.target)
             self.up[sender] = s
             self.sel.register(s, selectors.EVENT_READ, sender)

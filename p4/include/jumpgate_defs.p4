@@ -35,6 +35,11 @@
 #define JG_SEEN 64
 #define JG_SEEN_BITS 6               /* log2(JG_SEEN) */
 #define JG_SEEN_CELLS 262144         /* JG_STREAM_COUNTERS * JG_SEEN */
+/* Receipts and END answers (the switch's answers to version 2 senders) leave through clone
+ * session JG_RECEIPT_SESSION_BASE + p towards the sender on port p: the operator maps each port
+ * the switch's senders are on to such a session (the BMv2 backend writes them for the ports of
+ * its `forward` table; docs/switch.md). */
+#define JG_RECEIPT_SESSION_BASE 512
 
 /* What the parser reads of a tuple: its null vector and up to 8 fixed 8-byte fields. */
 #define JG_MAX_IN_FIELDS 8

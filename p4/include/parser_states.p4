@@ -1,12 +1,14 @@
 /* Parser states shared by both programs, included inside each one's parser after its own start
  * state (TNA first skips its intrinsic metadata). A datagram is NTF over UDP when its payload
- * starts with "NTU1". A data datagram carries 1 .. JG_TUPLES_PER_DATAGRAM tuples; a pass of the
- * pipeline takes the first one not yet taken, read whole (its length prefix selects how many of
- * the eight 8-byte fields follow the null vector), and leaves the rest unparsed, as payload. A
- * datagram recirculated for its next pass (flags JG_F_PASS) carries before it the records its
- * earlier tuples left: parse_pass reads them into the record stack of their kind (docs/switch.md,
- * "Several tuples per datagram"). The record states are written out for 1 .. JG_TUPLES_PER_DATAGRAM
- * - 1 records (tests/unit/test_p4.py checks that they match the define). */
+ * starts with "NTU1" (or "NTU2", version 2, in a program that defines JG_TAKES_UDP_V2: it has
+ * the ring of sequence numbers and answers its senders). A data datagram carries 1 ..
+ * JG_TUPLES_PER_DATAGRAM tuples (a version 2 repeat is flagged RETX); a pass of the pipeline
+ * takes the first one not yet taken, read whole (its length prefix selects how many of the eight
+ * 8-byte fields follow the null vector), and leaves the rest unparsed, as payload. A datagram
+ * recirculated for its next pass (flags JG_F_PASS) carries before it the records its earlier
+ * tuples left: parse_pass reads them into the record stack of their kind (docs/switch.md,
+ * "Several tuples per datagram"). The record states are written out for 1 ..
+ * JG_TUPLES_PER_DATAGRAM - 1 records (tests/unit/test_p4.py checks that they match the define). */
 
     state parse_ethernet {
         pkt.extract(hdr.ethernet);
@@ -28,6 +30,9 @@
         pkt.extract(hdr.udp);
         transition select(pkt.lookahead<bit<32>>()) {
             JG_UDP_MAGIC_BE: parse_ntu;
+#ifdef JG_TAKES_UDP_V2
+            JG_UDP_MAGIC2_BE: parse_ntu;  /* version 2: the program has the ring and answers */
+#endif
             default: accept;
         }
     }
@@ -36,6 +41,7 @@
         pkt.extract(hdr.ntu);
         transition select(hdr.ntu.flags) {
             0: parse_tuple;
+            JG_F_RETX: parse_tuple;  /* version 2: a sender's repeat (the ring decides) */
             JG_F_PASS: parse_pass;
             JG_F_END &&& JG_F_END: parse_end;
             JG_F_FINISH &&& JG_F_FINISH: parse_finish;

@@ -4,7 +4,10 @@
  * headers and metadata, parser states, the table-owning controls JobConfig, Output and Emit, and
  * Admit and Passes (a datagram of several tuples, a pass per tuple). Here: the registers and
  * their updates (controls Aggregator and StreamCounters), recirculation (a datagram's next pass:
- * egress recirculates it), forwarding, the IPv4 checksum and the v1model package.
+ * egress recirculates it), forwarding, the IPv4 checksum and the v1model package; and version 2
+ * (acknowledged) input streams (docs/udp-transport.md, "A switch in a version 2 path"): the ring
+ * of sequence numbers (control SeenRing) and the answers to their senders (control Answer, made
+ * in egress from an ingress clone of the datagram).
  * p4/model/switch_model.c runs the same steps.
  *
  *   p4c --target bmv2 --arch v1model --p4runtime-files build/jumpgate_agg.p4info.txtpb \
@@ -13,13 +16,15 @@
 #include <core.p4>
 #include <v1model.p4>
 
+#define JG_TAKES_UDP_V2  /* the shared parser also takes "NTU2" datagrams */
 #include "../include/jumpgate_defs.p4"
 #include "../include/headers.p4"
 #include "../include/job_config.p4"
 #include "../include/output.p4"
 #include "../include/passes.p4"
 
-#define PKT_INSTANCE_TYPE_RECIRC 4  /* BMv2's standard_metadata.instance_type of a recirculated packet */
+#define PKT_INSTANCE_TYPE_INGRESS_CLONE 1  /* BMv2's standard_metadata.instance_type of an ingress clone */
+#define PKT_INSTANCE_TYPE_RECIRC 4  /* and of a recirculated packet */
 
 parser SwitchParser(packet_in pkt, out headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
     state start {
@@ -288,6 +293,67 @@ control StreamCounters(inout headers_t hdr, inout metadata_t meta, out bit<64> s
     }
 }
 
+/* The ring of version 2 input streams (jumpgate_defs.p4, JG_SEEN): a cell per sequence number
+ * modulo JG_SEEN per (job, stream), holding the mark of the datagram last taken in it, its pass
+ * over the ring counted from 1. A data datagram's first pass: when its mark is not newer than its
+ * cell's, (int16)(cell - mark) >= 0, it was taken before (also a repeat held back past a later
+ * pass over the cell, which the senders' window of JG_SEEN datagrams allows): `repeat`, dropped
+ * and counted in `repeats`; otherwise the cell takes its mark and the datagram is taken. */
+control SeenRing(inout headers_t hdr, inout metadata_t meta, out bit<1> repeat) {
+    register<bit<16>>(JG_SEEN_CELLS) seen;
+    register<bit<32>>(JG_MAX_JOBS) repeats;
+
+    apply {
+        bit<64> seq = SWAP64(hdr.ntu.seq);
+        bit<32> stream = SWAP32(hdr.ntu.stream);  /* below JG_MAX_STREAMS: Admit */
+        bit<32> cell = (((bit<32>)meta.job * JG_MAX_STREAMS + stream) << JG_SEEN_BITS)
+                     | (bit<32>)seq[JG_SEEN_BITS - 1:0];
+        bit<16> mark = seq[JG_SEEN_BITS + 15:JG_SEEN_BITS] + 1;
+        bit<16> c;
+        bit<32> r;
+        seen.read(c, cell);
+        bit<16> newer = c - mark;
+        if (newer[15:15] == 0) {
+            repeat = 1;
+            repeats.read(r, (bit<32>)meta.job);
+            repeats.write((bit<32>)meta.job, r + 1);
+        } else {
+            repeat = 0;
+            seen.write(cell, mark);
+        }
+    }
+}
+
+/* A version 2 sender's answer, made in egress from the ingress clone of its datagram (the
+ * datagram as it arrived, parsed again), which left by the clone session of the port it came in
+ * on: back to where it came from, header only (the rest cut off), its timestamp (the header's last
+ * field) echoed as it came. A data datagram's is a receipt, ACK with SACK: "datagram `seq` has
+ * arrived", taken now or before; an END's is the END answer, ACK with END at the END's number:
+ * ingress clones an END only once the switch has taken every datagram before it. */
+control Answer(inout headers_t hdr) {
+    apply {
+        bit<48> mac = hdr.ethernet.dst_addr;
+        hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
+        hdr.ethernet.src_addr = mac;
+        bit<32> ip = hdr.ipv4.dst_addr;
+        hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
+        hdr.ipv4.src_addr = ip;
+        bit<16> port = hdr.udp.dst_port;
+        hdr.udp.dst_port = hdr.udp.src_port;
+        hdr.udp.src_port = port;
+        hdr.ntu.flags = (hdr.ntu.flags & JG_F_END) != 0 ? 16w0 | JG_F_ACK | JG_F_END : 16w0 | JG_F_ACK | JG_F_SACK;
+        hdr.ntu.count = 0;
+        hdr.tlen.setInvalid(); hdr.nulls.setInvalid();
+        hdr.w0.setInvalid(); hdr.w1.setInvalid(); hdr.w2.setInvalid(); hdr.w3.setInvalid();
+        hdr.w4.setInvalid(); hdr.w5.setInvalid(); hdr.w6.setInvalid(); hdr.w7.setInvalid();
+        hdr.end.setInvalid();
+        hdr.udp.len = 8 + JG_UDP_HEADER_BYTES;
+        hdr.udp.checksum = 0;
+        hdr.ipv4.total_len = 20 + 8 + JG_UDP_HEADER_BYTES;
+        truncate(14 + 20 + 8 + JG_UDP_HEADER_BYTES);  /* the tuples the parser left as payload */
+    }
+}
+
 control SwitchIngress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
     JobConfig() job_config;
     ValueSelect() value_select;
@@ -297,6 +363,7 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta, inout standard
     Passes() passes;
     StreamCounters() counters;
     Emit() emit;
+    SeenRing() seen_ring;
 
     /* out of `port` to the host at `dst_mac`, from the MAC the frame was sent to (the switch's): a
      * host's kernel drops a frame not addressed to its own MAC, and no switch here answers ARP */
@@ -318,10 +385,25 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta, inout standard
         bool hit = false;
         bool ok = true;
         bit<64> seq = 0;
+        bit<1> v2 = 0;        /* a version 2 sender's datagram */
+        bit<1> ring = 0;      /* its first pass, through the ring */
+        bit<1> repeat = 0;    /* taken before: dropped */
         meta.out_kind = OUT_NONE;
         meta.recirculated = sm.instance_type == PKT_INSTANCE_TYPE_RECIRC ? 1w1 : 1w0;
         if (hdr.ntu.isValid()) {
             job_config.apply(hdr, meta, hit);
+        }
+        if (hit && hdr.ntu.magic == JG_UDP_MAGIC2_BE) {
+            v2 = 1;
+            if (hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_RETX) {
+                /* a data datagram: after the ring it is a version 1 datagram to the rest of the
+                 * pipeline, and the records its tuples leave go out as the switch's own (version 1)
+                 * output stream */
+                ring = 1;
+                hdr.ntu.magic = JG_UDP_MAGIC_BE;
+                hdr.ntu.flags = 0;
+                hdr.ntu.zero = 0;
+            }
         }
         if (hit && hdr.w0.isValid()) {  /* a data tuple: its values, native, int32 ones sign-extended */
             value_select.apply(hdr, meta);
@@ -337,9 +419,21 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta, inout standard
                 hdr.ntu.flags = hdr.ntu.flags | JG_F_ERROR;  /* not tuples of the job's layout: tell the controller */
                 meta.out_kind = OUT_NOTICE;
             } else {
-                aggregator.apply(hdr, meta);
-                passes.apply(hdr, meta);
-                counters.apply(hdr, meta, seq);
+                if (ring == 1) {
+                    seen_ring.apply(hdr, meta, repeat);
+                    /* its receipt, taken now or before (a lost receipt costs a repeat) */
+                    clone(CloneType.I2E, JG_RECEIPT_SESSION_BASE + (bit<32>)sm.ingress_port);
+                }
+                if (repeat == 0) {
+                    aggregator.apply(hdr, meta);
+                    passes.apply(hdr, meta);
+                    counters.apply(hdr, meta, seq);
+                }
+                if (v2 == 1 && (hdr.ntu.flags & JG_F_END) != 0 && hdr.end.received == hdr.ntu.seq) {
+                    /* every datagram before the END was taken: the END answer ends the sender's
+                     * stream (else it repeats the END while it repeats what is missing) */
+                    clone(CloneType.I2E, JG_RECEIPT_SESSION_BASE + (bit<32>)sm.ingress_port);
+                }
             }
             emit.apply(hdr, meta, SWAP64(seq), SWAP32(meta.out_stream), SWAP64((bit<64>)meta.out_records));
             /* what the switch sends leaves from the address and port it was sent to (the switch's
@@ -363,8 +457,12 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta, inout standard
 }
 
 control SwitchEgress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t sm) {
+    Answer() answer;
+
     apply {
-        if (meta.out_kind == OUT_PASS) {
+        if (sm.instance_type == PKT_INSTANCE_TYPE_INGRESS_CLONE) {
+            answer.apply(hdr);
+        } else if (meta.out_kind == OUT_PASS) {
             /* the datagram's next pass: back into the ingress parser as deparsed (NTU with
              * JG_F_PASS, its records, the tuples still to come); of the metadata only the job's
              * index rides along (field list 0), and the next pass looks the job up again anyway */

@@ -270,13 +270,15 @@ def switch(hosts, program, tmp_path_factory) -> Iterator[Bmv2Switch]:
         sw.close()
 
 
-@pytest.fixture(scope="module")
-def server(hosts, switch, store_sales, tmp_path_factory) -> Iterator[LocalServer]:
-    work = tmp_path_factory.mktemp("bmv2-server")
+def bmv2_server(hosts: NetnsHosts, switch: Bmv2Switch, work: Path, env: dict[str, str] | None = None
+                ) -> Iterator[LocalServer]:
+    """A server whose switch plugin drives `switch` (and whatever `env` adds); afterwards no NCA
+    process may be left in the namespaces."""
     (work / "root").mkdir()
     nodes = hosts.inventory_yaml(work / "nodes.yaml", cores=1,
                                  overrides={h.name: {"cache_dir": str(h.home / "cache")} for h in hosts.hosts})
-    env = {"JUMPGATE_SWITCH": switch.url(push=False), "JUMPGATE_SWITCH_SLOTS": str(SLOTS), "JUMPGATE_SWITCH_MODEL": "0"}
+    env = {"JUMPGATE_SWITCH": switch.url(push=False), "JUMPGATE_SWITCH_SLOTS": str(SLOTS), "JUMPGATE_SWITCH_MODEL": "0",
+           **(env or {})}
     srv = LocalServer(work / "root", None, work / "server.log", env=env,
                       extra_args=["--nodes", str(nodes), "--send-allow", str(hosts.subnet)])
     try:
@@ -287,12 +289,37 @@ def server(hosts, switch, store_sales, tmp_path_factory) -> Iterator[LocalServer
         assert not left, f"NCA processes left in the namespaces: {left}"
 
 
+# One server per test (function scope): a server keeps warm spare NCAs in the namespaces, which
+# another server's check that none of its NCAs is left would count.
+@pytest.fixture
+def server(hosts, switch, store_sales, tmp_path_factory) -> Iterator[LocalServer]:
+    yield from bmv2_server(hosts, switch, tmp_path_factory.mktemp("bmv2-server"))
+
+
+@pytest.fixture
+def lossy_server(hosts, switch, store_sales, tmp_path_factory) -> Iterator[LocalServer]:
+    """A server whose senders reach BMv2 through a lossy relay (JUMPGATE_SWITCH_RELAY, on the
+    controller's address in the root namespace: senders -> bridge -> relay -> port 3 -> BMv2, and
+    BMv2's receipts and END answers back the same way): 5% loss, 1% duplication and reordering,
+    both ways."""
+    faults = {"loss": 0.05, "dup": 0.01, "reorder": 0.01, "depth": 3, "seed": 53}
+    yield from bmv2_server(hosts, switch, tmp_path_factory.mktemp("bmv2-lossy-server"),
+                           {"JUMPGATE_SWITCH_RELAY": json.dumps(faults)})
+
+
+def store_sales_answer(store_sales: Path) -> list[tuple]:
+    import duckdb
+
+    return [tuple(r) for r in duckdb.connect().execute(f"""
+        SELECT ss_item_sk, count(*) AS items, sum(ss_sales_price) AS sales
+        FROM read_json('{store_sales}', columns={{ss_item_sk: 'BIGINT', ss_sales_price: 'DECIMAL(7,2)'}})
+        GROUP BY ss_item_sk ORDER BY ss_item_sk""").fetchall()]
+
+
 # ---------------------------------------------------------------------------- the job
 
 
 def test_store_sales_through_bmv2_matches_duckdb(hosts, switch, server, store_sales):
-    import duckdb
-
     request = json.loads(json.dumps(REQUEST))
     request["name"] = "switch store_sales on BMv2"
     request["operations"][-1]["host"] = hosts.client_address
@@ -306,12 +333,9 @@ def test_store_sales_through_bmv2_matches_duckdb(hosts, switch, server, store_sa
     ncas = {n["implementation"]: n for n in status["ncas"]}
     assert ncas["software.scan_json"]["host"] == "sender" and ncas["software.aggregate"]["host"] == "final"
 
-    want = duckdb.connect().execute(f"""
-        SELECT ss_item_sk, count(*) AS items, sum(ss_sales_price) AS sales
-        FROM read_json('{store_sales}', columns={{ss_item_sk: 'BIGINT', ss_sales_price: 'DECIMAL(7,2)'}})
-        GROUP BY ss_item_sk ORDER BY ss_item_sk""").fetchall()
+    want = store_sales_answer(store_sales)
     got = sorted(zip(*(table.column(c).to_pylist() for c in ("ss_item_sk", "items", "sales")), strict=True))
-    assert got == [tuple(r) for r in want]
+    assert got == want
 
     # the switch aggregated: BMv2's registers (read by the plugin through Thrift) counted every row
     # through its table, and it sent fewer records than it took tuples
@@ -319,6 +343,13 @@ def test_store_sales_through_bmv2_matches_duckdb(hosts, switch, server, store_sa
     [phase] = status["timeline"]["ncas"][switch_id]["stages"]
     tuples_in, tuples_out = phase["tuples_in"], phase["tuples_out"]
     assert tuples_in == ROWS and 0 < tuples_out < tuples_in
+    # the scan sent version 2 (acknowledged) datagrams, which BMv2 took each once through its ring
+    # and answered (a stream that heard no receipts would not have ended)
+    scan = status["timeline"]["ncas"][ncas["software.scan_json"]["id"]]["stages"][0]
+    assert 1 <= scan["udp_sent"] - scan["udp_retransmitted"] - phase["switch_taken"] <= 64  # its ENDs
+    # nothing is lost on the way: what BMv2 dropped as taken before can only be repeats the scan's
+    # timers sent early (each original arrives too)
+    assert phase["switch_repeats"] <= scan["udp_retransmitted"]
     flushed = tuples_out - phase["switch_bypassed"] - phase["switch_spilled"]
     assert 0 < flushed <= len(want)  # the slots that held an item, one record each
     # and its output crossed the veth from BMv2 to the final aggregation's host
@@ -326,3 +357,29 @@ def test_store_sales_through_bmv2_matches_duckdb(hosts, switch, server, store_sa
     print(f"\nBMv2 (simple_switch_grpc) data reduction on {ROWS} rows of TPC-DS store_sales: {tuples_in} tuples in, "
           f"{tuples_out} out ({tuples_in / tuples_out:.1f}x; bypassed {phase['switch_bypassed']}, "
           f"spilled {phase['switch_spilled']})")
+
+
+def test_store_sales_through_bmv2_survives_loss_before_it(hosts, switch, lossy_server, store_sales):
+    """The same job with 5% of the datagrams between the scan and BMv2 lost (and 1% duplicated and
+    reordered), both ways: the scan repeats what is lost, BMv2's ring drops what it took before
+    (also the relay's duplicates) and answers every datagram with a receipt, and the END once every
+    datagram was taken. The answer must still be DuckDB's."""
+    request = json.loads(json.dumps(REQUEST))
+    request["name"] = "switch store_sales on BMv2, lossy"
+    request["operations"][-1]["host"] = hosts.client_address
+    with Jumpgate(lossy_server.url) as jg:
+        table = jg.run(request, timeout=300)["out"]
+        status = jg.last_job.status()
+    got = sorted(zip(*(table.column(c).to_pylist() for c in ("ss_item_sk", "items", "sales")), strict=True))
+    assert got == store_sales_answer(store_sales)
+
+    ncas = {n["implementation"]: n["id"] for n in status["ncas"]}
+    stages = {nid: n["stages"][0] for nid, n in status["timeline"]["ncas"].items()}
+    scan, phase = stages[ncas["software.scan_json"]], stages[ncas["switch.aggregate"]]
+    assert scan["udp_retransmitted"] > 0 and phase["switch_repeats"] > 0
+    assert phase["tuples_in"] == ROWS  # every tuple added once
+    # each of the scan's data datagrams taken exactly once (what it sent less its repeats and ENDs)
+    assert 1 <= scan["udp_sent"] - scan["udp_retransmitted"] - phase["switch_taken"] <= 64
+    print(f"\nBMv2 behind 5% loss: the scan sent {scan['udp_sent']} datagrams, {scan['udp_retransmitted']} of them "
+          f"repeats ({scan['udp_retransmitted_share']:.1%}); BMv2 took {phase['switch_taken']} and dropped "
+          f"{phase['switch_repeats']} as taken before")

@@ -19,7 +19,7 @@ import pytest
 from jumpgate.nca.interface import NcaError
 from jumpgate.ncas.switch import defs, golden
 from jumpgate.ncas.switch.backends import P4RuntimeBackend, p4runtime_modules
-from jumpgate.ncas.switch.controller import CONTROLS, JobConfig, Output, TableEntry, p4_path
+from jumpgate.ncas.switch.controller import CONTROLS, JobConfig, Output, SeenRing, TableEntry, p4_path
 
 P4 = defs.p4_dir()
 PROGRAMS = {"v1model": P4 / "v1model" / "jumpgate_agg.p4", "tna": P4 / "tna" / "jumpgate_agg.p4"}
@@ -61,6 +61,32 @@ def test_each_control_declares_what_its_controller_class_writes(arch):
             body = control_body(text, control)
             assert re.search(rf"\btable {name}\s*\{{|register<[^;]*\)\s*{name}\s*;|Register<[^;]*\)\s*{name}\s*;",
                              body), f"{arch}: {name} is not in control {control} ({'.'.join(path)})"
+
+
+def test_the_programs_with_the_ring_declare_it_and_answer_version_2_senders():
+    """The ring's registers are where the controller's SeenRing says, in the programs it names,
+    and only those programs' parsers take "NTU2" datagrams (a program without the ring could not
+    deduplicate them, and its senders would wait for receipts that never come)."""
+    for arch in PROGRAMS:
+        text = source(arch)
+        takes_v2 = "#define JG_TAKES_UDP_V2" in PROGRAMS[arch].read_text()
+        assert takes_v2 == (arch in SeenRing.programs), arch
+        if not takes_v2:
+            continue
+        ingress = control_body(text, "SwitchIngress")
+        control = re.search(rf"(\w+)\(\) {SeenRing.p4_instance};", ingress).group(1)
+        body = control_body(text, control)
+        for name in SeenRing.registers:
+            assert re.search(rf"register<[^;]*\)\s*{name}\s*;", body), f"{arch}: {name} is not in control {control}"
+        # the ring's serial compare (jumpgate_defs.p4: a mark not newer than its cell's was taken)
+        assert "bit<16> newer = c - mark;" in body and "newer[15:15] == 0" in body
+        # every first pass of a version 2 data datagram and every END taken whole is cloned to the
+        # session of its port, and egress turns the clone into the answer
+        assert ingress.count("clone(CloneType.I2E, JG_RECEIPT_SESSION_BASE + (bit<32>)sm.ingress_port)") == 2
+        answer = control_body(text, "Answer")
+        assert "JG_F_ACK | JG_F_END" in answer and "JG_F_ACK | JG_F_SACK" in answer
+        assert "truncate(14 + 20 + 8 + JG_UDP_HEADER_BYTES)" in answer
+        assert "answer.apply(hdr)" in control_body(text, "SwitchEgress")
 
 
 @pytest.mark.parametrize("arch", sorted(PROGRAMS))
@@ -192,7 +218,7 @@ def test_flags_as_the_p4_programs_read_them():
     def swapped(v: int) -> int:
         return (v & 0xFF) << 8 | v >> 8
 
-    for name in ("END", "LOSS", "FLUSH", "FINISH", "DISCARD", "ERROR"):
+    for name in ("END", "LOSS", "FLUSH", "FINISH", "DISCARD", "ERROR", "RETX", "ACK", "SACK"):
         assert d[f"JG_F_{name}"] == swapped(wire[name]), name
     assert d["JG_F_PASS"] not in {swapped(v) for v in wire.values()}
     assert bin(d["JG_F_PASS"]).count("1") == 1

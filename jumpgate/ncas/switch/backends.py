@@ -41,7 +41,7 @@ class SwitchBackend(ABC):
 
     fresh_registers = False  # whether connecting starts a switch whose slot registers are all zero
     # The highest UDP transport version its ingress takes (docs/udp-transport.md): 2 where the data
-    # plane has the ring of sequence numbers and answers with receipts (the model), else 1.
+    # plane has the ring of sequence numbers and answers with receipts (the model, BMv2), else 1.
     udp_version = 1
     # FLUSH datagrams the plugin may send ahead of the switch's `flushed` counter; None: all at
     # once (a switch at line rate, the model with its large receive buffer)
@@ -106,6 +106,11 @@ class SwitchBackend(ABC):
         """Runs of equal cells; cell by cell unless the backend can do better."""
         self.write_registers([RegisterWrite(f.register, i, f.value) for f in fills
                               for i in range(f.index, f.index + f.count)])
+
+    def prepare_answers(self) -> None:
+        """Make sure the data plane can answer every version 2 sender (called at each job's
+        configure when udp_version is 2): nothing to do unless the switch needs setting up for it."""
+        return None
 
     def describe(self) -> str:
         return self.kind
@@ -300,6 +305,11 @@ class BmRuntime:
     def register_write(self, name: str, index: int, value: int) -> None:
         self.call("bm_register_write", [(1, "i32", 0), (2, "string", name), (3, "i32", index), (4, "i64", value)])
 
+    def register_write_range(self, name: str, start: int, end: int, value: int) -> None:
+        """Cells start .. end - 1 of register `name` set to `value`, in one call."""
+        self.call("bm_register_write_range",
+                  [(1, "i32", 0), (2, "string", name), (3, "i32", start), (4, "i32", end), (5, "i64", value)])
+
     def call(self, method: str, args: list[tuple[int, str, int | str]], service: str = "standard") -> object:
         """Call `method` of `service` with `args` (field id, type "i32", "i64" or "string", value;
         the `standard` calls take the context, 0, first); returns the result's field 0 (an integer,
@@ -383,10 +393,15 @@ class P4RuntimeBackend(_RemoteSwitch):
     thousands of FLUSH datagrams sent at once would be lost)."""
 
     kind = "bmv2"
+    # p4/v1model/jumpgate_agg.p4 has the ring `seen` and answers version 2 senders (control
+    # Answer): receipts and END answers leave by clone session JG_RECEIPT_SESSION_BASE + the port
+    # the datagram came in on, which prepare_answers makes for every port of the `forward` table
+    udp_version = 2
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
         self.flush_window = int(self.options.get("flush_window", 256))
+        self._answer_ports: set[int] = set()  # ports whose clone session this backend made
 
     def _connect(self, cache_dir: Path) -> None:
         # first: it chooses protobuf's implementation, which must happen before protobuf is imported
@@ -432,6 +447,54 @@ class P4RuntimeBackend(_RemoteSwitch):
         self._closing = True
         self.channel.close()
         self.bm.close()
+        self._answer_ports = set()
+
+    def forward_ports(self) -> set[int]:
+        """The ports the operator's `forward` table sends hosts to: where senders can be."""
+        pb = self._pb
+        table = self._id("tables", "forward")
+        send = self._id("actions", "send")
+        port_id = next(p.id for p in send.params if p.name == "port")
+        req = pb.ReadRequest(device_id=self.device_id)
+        req.entities.add(table_entry=pb.TableEntry(table_id=table.preamble.id))
+        ports = set()
+        for resp in self.stub.Read(req):
+            for entity in resp.entities:
+                action = entity.table_entry.action.action
+                if action.action_id == send.preamble.id:
+                    ports |= {int.from_bytes(p.value, "big") for p in action.params if p.param_id == port_id}
+        return ports
+
+    def prepare_answers(self) -> None:
+        """A clone session JG_RECEIPT_SESSION_BASE + p to port p for every port p a sender can be
+        on: the program clones a version 2 datagram to the session of the port it came in on, and
+        its egress turns the clone into the sender's receipt or END answer (docs/switch.md). Ports
+        are those of the `forward` table, or the URL's `answer_ports` (comma-separated)."""
+        listed = self.options.get("answer_ports")
+        ports = {int(p) for p in listed.split(",")} if listed else self.forward_ports()
+        new = sorted(ports - self._answer_ports)
+        if not new:
+            return
+        pb = self._pb
+        base = defs.RECEIPT_SESSION_BASE
+        for kind in (pb.Update.INSERT, pb.Update.MODIFY):  # MODIFY: a session an earlier run left
+            failed = []
+            for port in new:
+                session = pb.CloneSessionEntry(session_id=base + port)
+                session.replicas.add(egress_port=port, instance=1)
+                entity = pb.Entity()
+                entity.packet_replication_engine_entry.clone_session_entry.CopyFrom(session)
+                try:
+                    self._write([pb.Update(type=kind, entity=entity)])
+                except Exception as e:  # grpc.RpcError: ALREADY_EXISTS on INSERT
+                    failed.append((port, e))
+            if not failed:
+                break
+            new = [port for port, _ in failed]
+        else:
+            raise NcaError(f"BMv2: cannot make the clone sessions that answer version 2 senders on ports "
+                           f"{[p for p, _ in failed]}: {failed[0][1]}")
+        self._answer_ports |= ports
 
     def _id(self, kind: str, name: str):
         for obj in getattr(self.p4info, kind):
@@ -481,6 +544,10 @@ class P4RuntimeBackend(_RemoteSwitch):
     def write_registers(self, cells: list[RegisterWrite]) -> None:
         for c in cells:
             self.bm.register_write(self._register_name(c.register), c.index, c.value)
+
+    def fill_registers(self, fills: list[RegisterFill]) -> None:
+        for f in fills:  # one call per run: a job's ring is 4096 cells
+            self.bm.register_write_range(self._register_name(f.register), f.index, f.index + f.count, f.value)
 
     def read_register(self, name: str, index: int, count: int = 1) -> list[int]:
         full = self._register_name(name)

@@ -152,9 +152,12 @@ class SeenRing:
     """The ring of version 2 input streams (docs/udp-transport.md, "A switch in a version 2 path"):
     `seen`, defs.SEEN cells per (job, stream), and `repeats`, the datagrams per job it dropped.
     Reset when a job is configured: a mark another job left would drop this job's datagram of the
-    same number. Not in CONTROLS: only the switch model has these registers so far (the P4 programs
-    take version 1 streams)."""
+    same number. Not in CONTROLS: the model and the BMv2 program (control SeenRing of
+    p4/v1model/jumpgate_agg.p4) have these registers, the Tofino program not yet (it takes version
+    1 streams)."""
 
+    p4_instance = "seen_ring"  # the instance name in SwitchIngress (p4/v1model/jumpgate_agg.p4)
+    programs = ("v1model",)  # the P4 programs that have it
     registers = (defs.RING_REGISTER, defs.REPEATS_REGISTER)
 
     @staticmethod

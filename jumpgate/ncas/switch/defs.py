@@ -46,6 +46,7 @@ MAX_SUMS = 2  # registers s0_* and s1_*
 SEEN: int = _D["JG_SEEN"]
 SEEN_BITS: int = _D["JG_SEEN_BITS"]
 SEEN_CELLS: int = _D["JG_SEEN_CELLS"]
+RECEIPT_SESSION_BASE: int = _D["JG_RECEIPT_SESSION_BASE"]  # clone session of port p: this + p
 
 # Registers, as named in both P4 programs and the model. Per way w, in pipeline order, each of
 # WAY_SLOTS 32-bit cells: kl<w> (the key's first four wire bytes XOR the job's tag; 0 = empty),

@@ -291,14 +291,17 @@ class SwitchInstance(NcaInstance):
         faults = _relay_faults()
         if faults is not None:
             try:
-                self.relay = RelayProcess((host, port), faults, listen_host=host)
+                # on the controller's address: the senders reach it, and it reaches the switch's
+                # data address (the same host for the model; a port of the switch for BMv2)
+                self.relay = RelayProcess((host, port), faults, listen_host=self.backend.controller_host)
             except (OSError, RuntimeError) as e:
                 raise NcaError(f"{RELAY_ENV}: cannot start a relay in front of the switch: {e}") from None
-            port = self.relay.port  # the senders' datagrams cross it; FLUSH and FINISH do not
+            # the senders' datagrams cross it; FLUSH and FINISH do not
+            host, port = self.backend.controller_host, self.relay.port
         # the sender packs up to TUPLES_PER_DATAGRAM tuples per datagram: what the parser and the
         # record stack of a recirculating datagram allow (docs/switch.md); it sends version 2
-        # (acknowledged) where the data plane deduplicates and answers with receipts (the model),
-        # keeping at most defs.SEEN datagrams in flight per stream: what its ring can deduplicate
+        # (acknowledged) where the data plane deduplicates and answers with receipts (the model,
+        # BMv2), keeping at most defs.SEEN datagrams in flight per stream: what its ring can deduplicate
         v2 = self.backend.udp_version >= 2
         return [Endpoint(host, port, "udp", max_tuples=defs.TUPLES_PER_DATAGRAM,
                          udp_version=self.backend.udp_version, udp_window_datagrams=defs.SEEN if v2 else None)]
@@ -318,6 +321,7 @@ class SwitchInstance(NcaInstance):
         self.backend.write_registers(StreamCounters.reset(self.slots.job))
         if self.backend.udp_version >= 2:
             self.backend.fill_registers(SeenRing.reset(self.slots.job))  # marks an earlier job left
+            self.backend.prepare_answers()
         self.backend.write_entries(self.entries)
         blocks = self._blocks()
         if not blocks <= self.backend.clean_blocks:
