@@ -22,9 +22,12 @@ import io.jumpgate.core.request.Request;
  *
  * <ol>
  *   <li>open one listening socket per destination;</li>
- *   <li>POST /v1/jobs with the request for those ports (a 503 is retried); hand the output layouts
- *       to the engine's {@code check} (type checks, decoder generation);</li>
- *   <li>tell the destinations how many streams to expect, POST execute;</li>
+ *   <li>POST /v1/jobs?execute=true with the request for those ports (a 503 is retried): the job
+ *       compiles and starts in one call (the destinations listen already, and hold a stream that
+ *       comes before its layout until {@code expect}); hand the output layouts to the engine's
+ *       {@code check} (type checks, decoder generation);</li>
+ *   <li>tell the destinations how many streams to expect; POST execute only when the server did
+ *       not start the job (one that ignores {@code execute=true} answers "compiled");</li>
  *   <li>long-poll the job until it ends, watching the destinations for broken streams; wait for the
  *       streams to end.</li>
  * </ol>
@@ -65,7 +68,7 @@ public final class JobRunner {
       List<Address> addresses = new ArrayList<>();
       for (int p : ports) addresses.add(new Address(s.host(), p));
       Request req = request.apply(addresses);
-      CompiledJob compiled = JumpgateClient.retryOn503(s.jobTimeoutMs(), () -> client.submit(req));
+      CompiledJob compiled = JumpgateClient.retryOn503(s.jobTimeoutMs(), () -> client.submitAndExecute(req));
       job = compiled;
       service.attachJob(key, compiled.jobId());
       List<OutputInfo> outputs = new ArrayList<>();
@@ -89,10 +92,12 @@ public final class JobRunner {
       }
       check.accept(layouts);
       service.expect(key, expected, fixed);
-      JumpgateClient.retryOn503(s.jobTimeoutMs(), () -> {
-        client.execute(compiled.jobId());
-        return null;
-      });
+      if (!compiled.started()) {
+        JumpgateClient.retryOn503(s.jobTimeoutMs(), () -> {
+          client.execute(compiled.jobId());
+          return null;
+        });
+      }
       awaitJob(client, compiled.jobId(), service, key, s);
       if (!service.await(key, s.streamGraceMs()))
         throw new JobFailedException(service.failure(key).orElse("job " + compiled.jobId()

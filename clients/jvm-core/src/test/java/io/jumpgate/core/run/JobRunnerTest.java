@@ -40,6 +40,8 @@ class JobRunnerTest {
   private final AtomicReference<byte[]> streamBytes = new AtomicReference<>();
   private final List<String> calls = new CopyOnWriteArrayList<>();
   private volatile List<Integer> ports = List.of();
+  /** Whether the stub honours POST /v1/jobs?execute=true (else it ignores it, as an older server). */
+  private volatile boolean oneCall = false;
 
   @BeforeEach
   void start() throws IOException {
@@ -55,16 +57,13 @@ class JobRunnerTest {
         List<Integer> ps = new ArrayList<>();
         for (JsonNode op : req.get("operations")) if (op.get("kind").asText().equals("send")) ps.add(op.get("port").asInt());
         ports = ps;
-        answer = "{\"job_id\": \"j7\", \"state\": \"compiled\", \"outputs\": {\"out_g0\": {\"layout\": " + LAYOUT
-            + ", \"expected_streams\": 1}}}";
+        boolean start = oneCall && "execute=true".equals(ex.getRequestURI().getQuery());
+        if (start) sendStreams(); // before the answer: the client has not read the layouts yet
+        answer = "{\"job_id\": \"j7\", \"state\": \"" + (start ? "running" : "compiled") + "\", \"outputs\": "
+            + "{\"out_g0\": {\"layout\": " + LAYOUT + ", \"expected_streams\": 1}}}";
         status = 201;
       } else if (call.equals("POST /v1/jobs/j7/execute")) {
-        for (int p : ports) {
-          try (Socket s = new Socket("127.0.0.1", p)) {
-            OutputStream out = s.getOutputStream();
-            out.write(streamBytes.get());
-          }
-        }
+        sendStreams();
         answer = "{\"job_id\": \"j7\", \"state\": \"running\"}";
         status = 202;
       } else if (call.equals("GET /v1/jobs/j7")) {
@@ -81,6 +80,15 @@ class JobRunnerTest {
     });
     server.start();
     url = "http://127.0.0.1:" + server.getAddress().getPort();
+  }
+
+  private void sendStreams() throws IOException {
+    for (int p : ports) {
+      try (Socket s = new Socket("127.0.0.1", p)) {
+        OutputStream out = s.getOutputStream();
+        out.write(streamBytes.get());
+      }
+    }
   }
 
   @AfterEach
@@ -108,6 +116,26 @@ class JobRunnerTest {
     List<StreamData> data = svc.destination("r1", 0).orElseThrow().data();
     assertEquals(2, data.get(0).tuples());
     svc.release("r1");
+  }
+
+  @Test
+  void aServerThatStartsTheJobOnSubmitIsCalledOnce() throws IOException {
+    oneCall = true;
+    streamBytes.set(NtfWriter.stream(0, tuple(1), tuple(2), tuple(3)));
+    ReceiverService svc = ReceiverService.create();
+    run(svc, "r4");
+    assertEquals(3, svc.destination("r4", 0).orElseThrow().data().get(0).tuples());
+    assertTrue(calls.contains("POST /v1/jobs") && !calls.contains("POST /v1/jobs/j7/execute"), calls.toString());
+    svc.release("r4");
+  }
+
+  @Test
+  void aServerThatOnlyCompilesIsAskedToExecute() throws IOException {
+    streamBytes.set(NtfWriter.stream(0, tuple(1)));
+    ReceiverService svc = ReceiverService.create();
+    run(svc, "r5");
+    assertTrue(calls.contains("POST /v1/jobs/j7/execute"), calls.toString());
+    svc.release("r5");
   }
 
   @Test
