@@ -8,7 +8,8 @@ and agg_table.c):
 - `q_entry`: the hash, the group keys (strings point into the table's arena) and one accumulator
   per aggregate: counts in int64 (in final mode, where counts are added up, int128); sums of
   integers and decimals in int128, checked against the result type only when emitted, so an
-  overflow is a data error and never a wrong answer; sums of float64 in double; min/max values
+  overflow is a data error and never a wrong answer (sums of wide decimals, whose values may have
+  38 digits, also check each addition against 128 bits: `_Acc.checked_sum`); sums of float64 in double; min/max values
   (strings copied into the arena); avg as sum and count;
 - `query_rows` (and `query_row`, one row): the filters before the aggregate, the group keys and
   aggregate arguments as expressions over each input row and the key hash (jg_hash v1,
