@@ -98,7 +98,7 @@ def check_layout(layout: NtfLayout) -> None:
         if f.name in names:
             raise StreamError(f"NTF layout: duplicate field {f.name!r}")
         names.add(f.name)
-        want = _EXPECTED_SIZE.get(f.type.kind)
+        want = f.type.ntf_size if f.type.kind is Kind.DECIMAL else _EXPECTED_SIZE.get(f.type.kind)
         if f.size != want:
             raise StreamError(f"NTF layout: field {f.name!r} of type {f.type} has size {f.size}, expected {want}")
         if f.offset < nb or f.offset + f.size > fs:
@@ -320,6 +320,8 @@ def _decode_field(f: NtfField, fixed: np.ndarray, buf: np.ndarray, starts: np.nd
         return pa.Array.from_buffers(pa.bool_(), n, [validity, values], null_count=nulls)
     if kind is Kind.STRING:
         return _decode_string(f, fixed, buf, starts, tuple_len, fs, valid, validity, nulls)
+    if f.type.is_wide_decimal:
+        return _decode_wide_decimal(f, fixed, valid, validity, nulls)
     col = _column(fixed, f.offset, _NUMPY[kind])
     if kind is Kind.DECIMAL:
         limit = 10 ** f.type.precision
@@ -332,6 +334,27 @@ def _decode_field(f: NtfField, fixed: np.ndarray, buf: np.ndarray, starts: np.nd
         wide[:, 1] = col >> 63
         col = wide
     return pa.Array.from_buffers(arrow_type(f.type), n, [validity, pa.py_buffer(col)], null_count=nulls)
+
+
+def _decode_wide_decimal(f: NtfField, fixed: np.ndarray, valid: np.ndarray, validity, nulls: int) -> pa.Array:
+    """A 16-byte decimal (p > 18): little-endian two's-complement 128 bits, which is Arrow's
+    decimal128 buffer as is; values must fit the field's precision (|v| < 10^p)."""
+    n = len(fixed)
+    lo = _column(fixed, f.offset, np.dtype("<u8"))
+    hi = _column(fixed, f.offset + 8, np.dtype("<i8"))
+    limit = 10 ** f.type.precision  # compare (hi, lo) with 10^p and -10^p word by word
+    hi_p, lo_p = limit >> 64, limit & (2**64 - 1)
+    hi_m, lo_m = (-limit) >> 64, (-limit) & (2**64 - 1)
+    over = valid & ((hi > hi_p) | ((hi == hi_p) & (lo >= np.uint64(lo_p)))
+                    | (hi < hi_m) | ((hi == hi_m) & (lo <= np.uint64(lo_m))))
+    if over.any():
+        i = int(np.argmax(over))
+        v = (int(hi[i]) << 64) | int(lo[i])
+        raise StreamError(f"tuple {i}: field {f.name!r} value {v} does not fit {f.type}")
+    wide = np.empty((n, 2), dtype=np.int64)
+    wide[:, 0] = lo.view(np.int64)
+    wide[:, 1] = hi
+    return pa.Array.from_buffers(arrow_type(f.type), n, [validity, pa.py_buffer(wide)], null_count=nulls)
 
 
 def _decode_string(f: NtfField, fixed: np.ndarray, buf: np.ndarray, starts: np.ndarray,

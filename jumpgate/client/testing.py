@@ -30,7 +30,7 @@ EPOCH = dt.date(1970, 1, 1)
 def _unscaled(value, scale: int) -> int:
     if isinstance(value, int):
         return value * 10**scale
-    q = decimal.Decimal(value).scaleb(scale)
+    q = decimal.Decimal(value).scaleb(scale, decimal.Context(prec=80))  # 38 digits exceed the default 28
     if q != q.to_integral_value():
         raise ValueError(f"{value} has more than {scale} decimal places")
     return int(q)
@@ -58,6 +58,8 @@ def encode_tuple(values: Sequence, layout: NtfLayout | dict) -> bytes:
             struct.pack_into("<q", fixed, o, v)
         elif k is Kind.FLOAT64:
             struct.pack_into("<d", fixed, o, v)
+        elif k is Kind.DECIMAL and f.type.is_wide_decimal:  # 16 bytes, little-endian two's complement
+            fixed[o:o + 16] = _unscaled(v, f.type.scale).to_bytes(16, "little", signed=True)
         elif k is Kind.DECIMAL:
             struct.pack_into("<q", fixed, o, _unscaled(v, f.type.scale))
         elif k is Kind.STRING:
@@ -82,7 +84,7 @@ def encode_stream(rows: Iterable[Sequence], layout: NtfLayout | dict, stream_id:
 
 
 # --------------------------------------------------------------------------- vectorized writer
-def _fixed_values(col: pa.Array, kind: Kind, scale: int) -> np.ndarray:
+def _fixed_values(col: pa.Array, kind: Kind, scale: int, wide: bool = False) -> np.ndarray:
     """The little-endian bytes-to-be of a fixed column as a numpy array (zeros where NULL)."""
     if kind is Kind.BOOLEAN:
         return pc.fill_null(col, False).to_numpy(zero_copy_only=False).astype(np.uint8)
@@ -96,7 +98,10 @@ def _fixed_values(col: pa.Array, kind: Kind, scale: int) -> np.ndarray:
         if pa.types.is_decimal(col.type):
             col = col.cast(pa.decimal128(38, scale))
             words = np.frombuffer(col.buffers()[1], dtype="<i8")[col.offset * 2:(col.offset + len(col)) * 2]
-            vals = words[0::2].copy()
+            vals = words.reshape(-1, 2).copy() if wide else words[0::2].copy()
+        elif wide:
+            vals = col.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False).astype("<i8")
+            vals = np.stack([vals, vals >> 63], axis=1)
         else:  # integers are taken as unscaled values
             vals = col.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False).astype("<i8")
         if col.null_count:
@@ -127,7 +132,7 @@ def encode_table(table: pa.Table, layout: NtfLayout | dict, stream_id: int = 0) 
             strings.append((f, var_len.copy(), lens, valid, offs[:-1], data))
             var_len += lens
         else:
-            vals = _fixed_values(col, f.type.kind, f.type.scale)
+            vals = _fixed_values(col, f.type.kind, f.type.scale, f.type.is_wide_decimal)
             fixed[:, f.offset:f.offset + f.size] = vals.view(np.uint8).reshape(n, f.size)
     tlen = fs + var_len
     frame_start = np.zeros(n, dtype=np.int64)

@@ -16,7 +16,9 @@ an object `{send name: SQL}`. Optional fields:
 - `got_sql`: SQL applied to the received rows (as table `got`) before comparing, e.g. to merge a
   partial aggregation's states, which may repeat a group;
 - `ordered`: compare rows in order (no v1 operation orders rows, so no request sets it today);
-- `float_rtol`, `float_atol`: tolerance for float64 columns (default 1e-9 relative).
+- `float_rtol`, `float_atol`: tolerance for float64 columns (default 1e-9 relative);
+- `expected_error`: instead of `expected_sql`, the job must fail with a data error whose message
+  contains this text (a result that does not fit its type: never a wrong answer).
 
 `exercises` lists the operations (and join types, aggregate functions and modes, contract types)
 the request uses. It is recomputed from the request when loading and must agree.
@@ -34,7 +36,7 @@ FORMAT_EXTENSIONS = {"json": "jsonl", "orc": "orc", "parquet": "parquet"}
 DEFAULT_RTOL = 1e-9
 DEFAULT_ATOL = 1e-9
 _FILE_KEYS = {"source", "description", "exercises", "request", "expected_sql", "union_of",
-              "partition_keys", "got_sql", "ordered", "float_rtol", "float_atol"}
+              "partition_keys", "got_sql", "ordered", "float_rtol", "float_atol", "expected_error"}
 
 
 class CaseError(ValueError):
@@ -64,6 +66,7 @@ class Case:
     float_rtol: float = DEFAULT_RTOL
     float_atol: float = DEFAULT_ATOL
     tables: tuple[str, ...] = field(default=())  # "tpch/lineitem", ... read by the request
+    expected_error: str | None = None  # the job must fail with a data error containing this
 
     @property
     def operations(self) -> list[dict]:
@@ -152,15 +155,20 @@ def load_case(path: Path) -> Case:
     unknown = set(raw) - _FILE_KEYS
     if unknown:
         raise CaseError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
-    for key in ("source", "request", "expected_sql"):
+    for key in ("source", "request"):
         if key not in raw:
             raise CaseError(f"{where}: missing {key!r}")
+    error = raw.get("expected_error")
+    if ("expected_sql" in raw) == (error is not None):
+        raise CaseError(f"{where}: give exactly one of 'expected_sql' and 'expected_error'")
+    if error is not None and (not isinstance(error, str) or not error):
+        raise CaseError(f"{where}: 'expected_error' must be a non-empty string")
     request = raw["request"]
     sends = [op["name"] for op in request["operations"] if op["kind"] == "send"]
     for op in request["operations"]:
         if op["kind"] == "send" and ("host" in op or "port" in op):
             raise CaseError(f"{where}: send {op['name']!r} must not give host or port; the runner does")
-    checks = _checks(raw, sends, where)
+    checks = _checks(raw, sends, where) if error is None else ()
     computed = exercises(request)
     if raw.get("exercises") is not None and list(raw["exercises"]) != computed:
         raise CaseError(f"{where}: 'exercises' is {raw['exercises']} but the request exercises {computed}")
@@ -169,7 +177,7 @@ def load_case(path: Path) -> Case:
                 ordered=bool(raw.get("ordered", False)),
                 float_rtol=float(raw.get("float_rtol", DEFAULT_RTOL)),
                 float_atol=float(raw.get("float_atol", DEFAULT_ATOL)),
-                tables=tuple(tables_read(request)))
+                tables=tuple(tables_read(request)), expected_error=error)
 
 
 def _checks(raw: dict, sends: list[str], where: str) -> tuple[Check, ...]:

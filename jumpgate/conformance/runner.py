@@ -87,6 +87,8 @@ class Runner:
                 out.message = f"the server refused the request: {e.message}{_reasons(e.error)}"
         except JobFailed as e:
             out.message = str(e)
+            if case.expected_error is not None and case.expected_error.lower() in str(e).lower():
+                out.status, out.message = PASSED, f"failed as expected: {e}"
         except ClientError as e:
             out.message = f"{type(e).__name__}: {e.message}"
         except Exception as e:  # e.g. DuckDB cannot compare what arrived: report it, run the next one
@@ -103,6 +105,9 @@ class Runner:
             self.client.last_job = None
             if job is not None and job.job_id:
                 out.decisions = _decisions(job)
+        if case.expected_error is not None:
+            out.message = f"expected a data error containing {case.expected_error!r}, the job succeeded"
+            return
         problems = [p for check in case.checks for p in [self._check(case, check, got)] if p]
         lost, declined = self._not_taken(case, out.decisions)
         if problems or lost:

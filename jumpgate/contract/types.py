@@ -20,7 +20,12 @@ class Kind(StrEnum):
     DATE = "date"
 
 
-MAX_DECIMAL_PRECISION = 18
+MAX_DECIMAL_PRECISION = 38
+# Decimals of at most 18 digits are the contract's v1 decimals: an 8-byte unscaled int64 in NTF.
+# Wider ones (19..38 digits, an addition) take 16 bytes: a little-endian two's-complement 128-bit
+# unscaled value. v1 requests never name p > 18, so every v1 layout stays byte-identical.
+MAX_NARROW_PRECISION = 18
+WIDE_DECIMAL_NTF_SIZE = 16
 
 # Bytes a field of each kind takes in the fixed part of an NTF tuple (contract §2).
 _NTF_SIZE = {
@@ -56,7 +61,12 @@ class DataType:
 
     @property
     def ntf_size(self) -> int:
-        return _NTF_SIZE[self.kind]
+        return WIDE_DECIMAL_NTF_SIZE if self.is_wide_decimal else _NTF_SIZE[self.kind]
+
+    @property
+    def is_wide_decimal(self) -> bool:
+        """A decimal of more than 18 digits: 128-bit unscaled value, 16 bytes in NTF."""
+        return self.kind is Kind.DECIMAL and self.precision > MAX_NARROW_PRECISION
 
     @property
     def is_integer(self) -> bool:

@@ -1,13 +1,13 @@
 """The `aggregate` operation: modes, partial states and result types (contract §1).
 
 Result types (complete and final mode): `sum` of an integer is int64, of decimal(p,s) is
-decimal(18,s), of float64 is float64; `count` and `count_star` are int64; `min`/`max` keep the
+decimal(18,s) (decimal(38,s) when p > 18: a wide decimal), of float64 is float64; `count` and `count_star` are int64; `min`/`max` keep the
 input type (every type is orderable: false < true, strings by bytes, dates by day); `avg` is
 float64 for every numeric input, decimals included (as in DuckDB; an exact decimal average would
 need a division rule the contract does not have).
 
 Partial mode emits the state: `sum`/`min`/`max` under the aggregate's name with its result type,
-`count`/`count_star` as int64, `avg` as `NAME__sum` (float64, or decimal(18,s) for a decimal input)
+`count`/`count_star` as int64, `avg` as `NAME__sum` (float64, or the decimal sum type above for a decimal input)
 and `NAME__count` (int64).
 
 Final mode merges partial rows. Aggregates are matched to their state columns purely by name
@@ -46,8 +46,10 @@ NUMERIC_ONLY = (AggFn.SUM, AggFn.AVG)  # the aggregates that take numeric expres
 
 
 def sum_type(t: DataType) -> DataType:
+    """decimal(18,s) for a narrow decimal (v1, unchanged), decimal(38,s) for a wide one."""
     if t.kind is Kind.DECIMAL:
-        return T.decimal(T.MAX_DECIMAL_PRECISION, t.scale)
+        p = T.MAX_DECIMAL_PRECISION if t.is_wide_decimal else T.MAX_NARROW_PRECISION
+        return T.decimal(p, t.scale)
     return T.FLOAT64 if t == T.FLOAT64 else T.INT64
 
 

@@ -53,7 +53,7 @@ def number_literal(text: str, negative: bool = False) -> Literal:
     if m and (m.group(1) or m.group(2)):
         whole, frac = m.group(1), m.group(2)
         precision = max(len((whole + frac).lstrip("0")), len(frac), 1)
-        if precision > T.MAX_DECIMAL_PRECISION:
+        if precision > T.MAX_NARROW_PRECISION:  # a literal stays a v1 decimal; longer ones are float64
             return Literal(sign * _finite(text), T.FLOAT64)
         return Literal(sign * int(whole + frac or "0"), T.decimal(precision, len(frac)))
     if _FLOAT.fullmatch(text):

@@ -193,7 +193,8 @@ Expression = Annotated[str, Field(description="An SQL expression (contract §1, 
                        _value(lambda v: expression_text(v, None))]
 ColumnName = Annotated[str, Field(min_length=1, description="Any text but the empty string; no NUL."),
                        _value(lambda v: check_column_name(v, None))]
-TypeName = Annotated[str, Field(description="boolean, int32, int64, float64, decimal(p,s) with 1 <= p <= 18, "
+TypeName = Annotated[str, Field(description="boolean, int32, int64, float64, decimal(p,s) with 1 <= p <= 18 "
+                                            "(or up to 38: a wide decimal, an addition of this implementation), "
                                             "string or date.", examples=["int64", "decimal(12,2)"]),
                      _value(_type_name)]
 # A named expression's `expr` has always been told its type the Python way (jsonshape.expression_text).

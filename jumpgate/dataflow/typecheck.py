@@ -8,13 +8,16 @@
   *literal* as decimal(digits,0), so `price * 2` stays narrow.
 - Decimal results: `+ -` scale max(s1,s2), precision max(p1-s1,p2-s2)+scale+1; `*` scale s1+s2,
   precision p1+p2+1 (float64 if the scale would exceed 18); `%` scale max(s1,s2), precision
-  min(p1-s1,p2-s2)+scale. Precision is capped at 18; values that do not fit are data errors.
+  min(p1-s1,p2-s2)+scale. Precision is capped at 18 when both operands have at most 18 digits
+  (the v1 rule, unchanged), at 38 when one is a wide decimal (p > 18, an addition); values that
+  do not fit are data errors.
 - Unary minus of an integer is int64, like all integer arithmetic. `abs` keeps its argument's type.
 - Comparisons (and IN, which is a chain of `=`) bring integers to int64 when they differ, integers
   to decimal when meeting a decimal (two decimals keep their own precision and scale), anything to
   float64 when meeting a float64. A string literal meeting a date is a date literal.
 - CASE branches, coalesce arguments and join keys get one exact common type (`common_type`);
-  two decimals unite as decimal(max integer digits + max scale, max scale), capped at 18.
+  two decimals unite as decimal(max integer digits + max scale, max scale), capped at 18 (38 when
+  one of them is wide).
 - NULL takes the type of its context; with no context (`NULL IS NULL`, all-NULL CASE) it is boolean.
 - substr's start and length are cast to int64; length/year/month/day return int64.
 - Literal conversions that are exact (int to a wider number, decimal to float64, string to date)
@@ -23,7 +26,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from decimal import Decimal
+from decimal import Context, Decimal
 
 from ..contract import types as T
 from ..contract.errors import RequestError
@@ -57,7 +60,12 @@ Fields = Schema | Sequence[Field]
 _FRAMES_PER_LEVEL = 6  # the binder's (and to_sql's, for its messages) frames per tree level, with room
 _INT32_MAX = 2**31 - 1
 _INT64_MAX = 2**63 - 1
-_MAXP = T.MAX_DECIMAL_PRECISION
+_MAXP = T.MAX_NARROW_PRECISION
+
+
+def _cap(*types: DataType) -> int:
+    """The precision cap of a decimal result: 18 between narrow decimals (v1), 38 with a wide one."""
+    return T.MAX_DECIMAL_PRECISION if any(t.is_wide_decimal for t in types) else T.MAX_NARROW_PRECISION
 
 
 # --- public helpers ----------------------------------------------------------------------------
@@ -93,7 +101,7 @@ def common_type(a: DataType, b: DataType) -> DataType | None:
     da, db = _as_decimal(a), _as_decimal(b)
     scale = max(da.scale, db.scale)
     digits = max(da.precision - da.scale, db.precision - db.scale)
-    return T.decimal(min(digits + scale, _MAXP), scale)
+    return T.decimal(min(digits + scale, _cap(da, db)), scale)
 
 
 def cast_to(e: Expr, to: DataType) -> Expr:
@@ -236,16 +244,17 @@ class _Binder:
         left, right = _to_decimal(left), _to_decimal(right)
         lt, rt = left.type, right.type
         p1, s1, p2, s2 = lt.precision, lt.scale, rt.precision, rt.scale  # type: ignore[union-attr]
+        cap = _cap(lt, rt)  # type: ignore[arg-type]
         if op == "*":
-            if s1 + s2 > _MAXP:
+            if s1 + s2 > cap:
                 return Binary(op, cast_to(left, T.FLOAT64), cast_to(right, T.FLOAT64), T.FLOAT64)
-            result = T.decimal(min(p1 + p2 + 1, _MAXP), s1 + s2)
+            result = T.decimal(min(p1 + p2 + 1, cap), s1 + s2)
         elif op == "%":
             scale = max(s1, s2)
-            result = T.decimal(max(min(min(p1 - s1, p2 - s2) + scale, _MAXP), 1), scale)
+            result = T.decimal(max(min(min(p1 - s1, p2 - s2) + scale, cap), 1), scale)
         else:
             scale = max(s1, s2)
-            result = T.decimal(min(max(p1 - s1, p2 - s2) + scale + 1, _MAXP), scale)
+            result = T.decimal(min(max(p1 - s1, p2 - s2) + scale + 1, cap), scale)
         return Binary(op, left, right, result)
 
     def _isnull(self, e: IsNull) -> Expr:
@@ -425,7 +434,7 @@ def _convert_literal(lit: Literal, to: DataType) -> Literal | None:
         unscaled = v * 10**to.scale  # type: ignore[operator]
         return Literal(unscaled, to) if _fits_decimal(unscaled, to) else None
     if src.kind is Kind.DECIMAL and to == T.FLOAT64:
-        return Literal(float(Decimal(v).scaleb(-src.scale)), to)  # type: ignore[arg-type]
+        return Literal(float(Decimal(v).scaleb(-src.scale, Context(prec=80))), to)  # type: ignore[arg-type]
     if src.kind is Kind.DECIMAL and to.kind is Kind.DECIMAL and to.scale >= src.scale:
         unscaled = v * 10 ** (to.scale - src.scale)  # type: ignore[operator]
         return Literal(unscaled, to) if _fits_decimal(unscaled, to) else None

@@ -507,8 +507,15 @@ static int digit_at(const number_text *t, size_t k) {
   return k < t->in ? t->ip[k] - '0' : t->fp[k - t->in] - '0';
 }
 
+/* round(value * 10^scale) half away from zero, when it has at most `max_keep` digits (<= 38). */
+static int number_scaled_upto(const number_text *t, int scale, int64_t max_keep, __int128 *out);
+
 /* round(value * 10^scale) half away from zero, when it has at most 20 digits. */
 static int number_scaled(const number_text *t, int scale, __int128 *out) {
+  return number_scaled_upto(t, scale, 20, out);
+}
+
+static int number_scaled_upto(const number_text *t, int scale, int64_t max_keep, __int128 *out) {
   size_t total = t->in + t->fn, first = 0;
   while (first < total && digit_at(t, first) == 0) first++;
   int64_t nd = (int64_t)(total - first);
@@ -517,7 +524,7 @@ static int number_scaled(const number_text *t, int scale, __int128 *out) {
   if (nd == 0 || keep < 0) {
     v = 0;
   } else {
-    if (keep > 20) return 1;
+    if (keep > max_keep) return 1;
     int64_t take = keep < nd ? keep : nd;
     for (int64_t k = 0; k < take; k++) v = v * 10 + digit_at(t, first + (size_t)k);
     for (int64_t k = take; k < keep; k++) v *= 10;
@@ -759,4 +766,106 @@ void jg_fail_text(jg_ctx *ctx, const char *msg, jg_str value) {
   buf[k++] = '\'';
   buf[k] = 0;
   jg_fail(ctx, buf);
+}
+
+/* ------------------------------------------------------------------ wide decimals (19..38 digits) */
+
+/* 10^k for 0 <= k <= 38 (10^38 < 2^127). */
+static __int128 p10w(int k) {
+  static __int128 tab[39];
+  static int ready;
+  if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
+    __int128 p = 1;
+    for (int i = 0; i < 39; i++, p *= 10) tab[i] = p;
+    __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+  }
+  return tab[k];
+}
+
+static int fits128(__int128 v, int precision) {
+  __int128 lim = p10w(precision);
+  return v < lim && v > -lim;
+}
+
+int jg_dec128_rescale(__int128 v, int from, int to, int precision, __int128 *out) {
+  if (from < 0 || from > 38 || to < 0 || to > 38 || precision < 1 || precision > 38) return 1;
+  if (to >= from) {
+    if (__builtin_mul_overflow(v, p10w(to - from), &v)) return 1;
+  } else {
+    __int128 p = p10w(from - to);
+    __int128 q = v / p, r = v % p;
+    if (r < 0) r = -r;
+    if (r >= p - r) q += v < 0 ? -1 : 1; /* half away from zero; 2*r could overflow */
+    v = q;
+  }
+  if (!fits128(v, precision)) return 1;
+  *out = v;
+  return 0;
+}
+
+int jg_dec128_cmp(__int128 a, int sa, __int128 b, int sb) {
+  /* bring both to the larger scale; a value that leaves 128 bits doing so is beyond any
+   * 38-digit value at that scale, so its sign decides */
+  if (sa < sb) {
+    __int128 x;
+    if (__builtin_mul_overflow(a, p10w(sb - sa), &x)) return a < 0 ? -1 : 1;
+    a = x;
+  } else if (sb < sa) {
+    __int128 y;
+    if (__builtin_mul_overflow(b, p10w(sa - sb), &y)) return b < 0 ? 1 : -1;
+    b = y;
+  }
+  return (a > b) - (a < b);
+}
+
+int jg_parse_decimal128(const char *p, size_t n, int precision, int scale, __int128 *out) {
+  number_text t;
+  __int128 v;
+  if (precision < 1 || precision > 38) return 1;
+  if (split_number(p, n, &t) || number_scaled_upto(&t, scale, 38, &v)) return 1;
+  if (!fits128(v, precision)) return 1;
+  *out = v;
+  return 0;
+}
+
+int jg_float_to_dec128(double v, int precision, int scale, __int128 *out) {
+  /* as jg_float_to_dec: v * 10^scale in double, rounded half away from zero */
+  if (precision < 1 || precision > 38 || scale < 0 || scale > precision) return 1;
+  double x = v * (double)p10w(scale);
+  if (!(x > -1.7e38 && x < 1.7e38)) return 1;
+  __int128 i = (__int128)x; /* toward zero */
+  double frac = x - (double)i;
+  if (frac >= 0.5) i++;
+  else if (frac <= -0.5) i--;
+  if (!fits128(i, precision)) return 1;
+  *out = i;
+  return 0;
+}
+
+double jg_dec128_to_double(__int128 v, int scale) {
+  /* integer part plus fraction, each converted once (as DuckDB converts a HUGEINT decimal): the
+   * integer part keeps its own rounding instead of that of a 38-digit unscaled value */
+  __int128 p = p10w(scale);
+  return (double)(v / p) + (double)(v % p) / (double)p;
+}
+
+jg_str jg_format_decimal128(jg_ctx *ctx, __int128 v, int scale) {
+  char tmp[48];
+  int k = 0;
+  unsigned __int128 u = v < 0 ? (unsigned __int128)0 - (unsigned __int128)v : (unsigned __int128)v;
+  for (int i = 0; i < scale; i++) {
+    tmp[k++] = (char)('0' + (int)(u % 10));
+    u /= 10;
+  }
+  if (scale > 0) tmp[k++] = '.';
+  do {
+    tmp[k++] = (char)('0' + (int)(u % 10));
+    u /= 10;
+  } while (u);
+  if (v < 0) tmp[k++] = '-';
+  char *out = jg_scratch(ctx, (size_t)k);
+  if (!out) return EMPTY;
+  for (int i = 0; i < k; i++) out[i] = tmp[k - 1 - i];
+  jg_str r = {out, (uint32_t)k};
+  return r;
 }

@@ -32,8 +32,12 @@ enum jg_type {
   JG_FLOAT64 = 3,
   JG_DECIMAL = 4, /* unscaled int64 at the column's scale */
   JG_STRING = 5,  /* UTF-8 bytes, not NUL-terminated */
-  JG_DATE = 6     /* days since 1970-01-01 */
+  JG_DATE = 6,    /* days since 1970-01-01 */
+  JG_DECIMAL128 = 7 /* decimal of 19..38 digits: unscaled __int128 at the column's scale (v.w) */
 };
+
+/* A 128-bit value stored at 8-byte alignment, so that jg_val keeps its v1 size (24 bytes). */
+typedef __int128 jg_i128 __attribute__((aligned(8)));
 
 typedef struct {
   const char *p;
@@ -46,9 +50,15 @@ typedef struct {
     int64_t i; /* boolean (0/1), int32, int64, decimal (unscaled), date (days) */
     double f;  /* float64 */
     jg_str s;  /* string */
+    jg_i128 w; /* wide decimal (unscaled) */
   } v;
   uint8_t null; /* 1 when SQL NULL */
 } jg_val;
+#ifdef __cplusplus
+static_assert(sizeof(jg_val) == 24, "jg_val keeps its size");
+#else
+_Static_assert(sizeof(jg_val) == 24, "jg_val keeps its size");
+#endif
 
 /* A column the input parser must produce. For JSON, `name` is the key (raw bytes). */
 typedef struct {
@@ -185,6 +195,20 @@ int jg_float_to_dec(double v, int precision, int scale, int64_t *out);
 /* Rescale a 128-bit unscaled value between scales (rounding half away from zero when reducing)
  * and check it fits `precision` digits; non-zero when it does not. */
 int jg_dec_rescale(__int128 v, int from, int to, int precision, int64_t *out);
+
+/* Wide decimals (19..38 digits, unscaled __int128; dec128.c). Each returns non-zero when the
+ * result does not fit `precision` digits (or 128 bits on the way); nothing is written then. */
+/* Rescale between scales (0..38), rounding half away from zero when the scale shrinks. */
+int jg_dec128_rescale(__int128 v, int from, int to, int precision, __int128 *out);
+/* Three-way compare of a (scale sa) and b (scale sb), exact for every pair of scales. */
+int jg_dec128_cmp(__int128 a, int sa, __int128 b, int sb);
+/* As jg_parse_decimal, to 128 bits. */
+int jg_parse_decimal128(const char *p, size_t n, int precision, int scale, __int128 *out);
+/* As jg_float_to_dec, to 128 bits. */
+int jg_float_to_dec128(double v, int precision, int scale, __int128 *out);
+/* v / 10^scale as a double: the integer part plus the fraction (as DuckDB converts). */
+double jg_dec128_to_double(__int128 v, int scale);
+jg_str jg_format_decimal128(jg_ctx *ctx, __int128 v, int scale);
 
 #ifdef __cplusplus
 }

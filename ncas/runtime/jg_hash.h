@@ -36,6 +36,13 @@ static inline uint64_t jg_fmix64(uint64_t k) {
 
 static inline uint64_t jg_hash_int(int64_t x) { return jg_fmix64((uint64_t)x); }
 
+/* A wide decimal (p > 18, 128-bit unscaled): as jg_hash_int when the value fits int64, so that
+ * it hashes as the same value of a narrow decimal of its scale; else both halves combined. */
+static inline uint64_t jg_hash_i128(__int128 x) {
+  if (x >= INT64_MIN && x <= INT64_MAX) return jg_hash_int((int64_t)x);
+  return jg_fmix64(jg_fmix64((uint64_t)(x >> 64)) ^ (uint64_t)x);
+}
+
 static inline uint64_t jg_hash_float(double x) {
   uint64_t bits;
   if (x == 0.0) x = 0.0; /* -0.0 == 0.0 */

@@ -367,6 +367,12 @@ static inline int jgr_ntf_decode_field(const jgr_ntf_field *f, const uint8_t *t,
       v->v.s.n = h[1];
       break;
     }
+    case JG_DECIMAL128: {
+      __int128 w; /* 16 bytes, little-endian two's complement (x86-64's own order) */
+      memcpy(&w, p, 16);
+      v->v.w = w;
+      break;
+    }
     default: memcpy(&v->v.i, p, 8); break; /* int64, decimal, float64 (the same 8 bytes) */
   }
   return 0;
@@ -395,6 +401,8 @@ static inline int jgr_ntf_decode_fields(const jgr_ntf_layout *l, const uint32_t 
 /* [+-]digits[.digits][(e|E)[+-]digits] (at least one digit), exact, rounded half away from zero
  * to `scale`; -1 = not a number, -2 = does not fit `precision` digits. */
 int jgr_parse_decimal(const char *p, size_t n, int precision, int scale, int64_t *out);
+/* The same for wide decimals (19..38 digits). */
+int jgr_parse_decimal128(const char *p, size_t n, int precision, int scale, __int128 *out);
 /* YYYY-MM-DD with a valid month and day; days since 1970-01-01. */
 int jgr_parse_date(const char *p, size_t n, int64_t *days);
 int64_t jgr_days_from_civil(int64_t y, unsigned m, unsigned d);

@@ -10,6 +10,7 @@ static uint32_t field_size(uint8_t type) {
     case JG_BOOLEAN: return 1;
     case JG_INT32:
     case JG_DATE: return 4;
+    case JG_DECIMAL128: return 16; /* wide decimal: 128-bit unscaled value */
     default: return 8; /* int64, float64, decimal, string (u32 offset + u32 length) */
   }
 }

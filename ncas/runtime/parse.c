@@ -27,9 +27,26 @@ static const int64_t pow10_tab[19] = {1,
                                       100000000000000000,
                                       1000000000000000000};
 
-#define KEEP_DIGITS 20 /* enough: a result has at most 18 digits, plus the rounding digit */
+#define KEEP_DIGITS 40 /* enough: a result has at most 38 digits, plus the rounding digit */
+
+/* The digits-to-value core of both decimal parsers, in 128 bits; `max_precision` is 18 for
+ * the v1 (int64) decimals, 38 for the wide ones. */
+static int parse_decimal_core(const char *p, size_t n, int precision, int scale, int max_precision,
+                              __int128 *out);
 
 int jgr_parse_decimal(const char *p, size_t n, int precision, int scale, int64_t *out) {
+  __int128 v;
+  int r = parse_decimal_core(p, n, precision, scale, 18, &v);
+  if (r == 0) *out = (int64_t)v; /* |v| < 10^precision <= 10^18 */
+  return r;
+}
+
+int jgr_parse_decimal128(const char *p, size_t n, int precision, int scale, __int128 *out) {
+  return parse_decimal_core(p, n, precision, scale, 38, out);
+}
+
+static int parse_decimal_core(const char *p, size_t n, int precision, int scale, int max_precision,
+                              __int128 *out) {
   size_t i = 0;
   int neg = 0;
   if (i < n && (p[i] == '+' || p[i] == '-')) neg = p[i++] == '-';
@@ -52,7 +69,7 @@ int jgr_parse_decimal(const char *p, size_t n, int precision, int scale, int64_t
     }
   }
   if (!mant_digits) return -1;
-  if (precision < 1 || precision > 18 || scale < 0 || scale > precision) return -2;
+  if (precision < 1 || precision > max_precision || scale < 0 || scale > precision) return -2;
   int64_t exp = 0;
   if (i < n && (p[i] == 'e' || p[i] == 'E')) {
     i++;
@@ -74,14 +91,16 @@ int jgr_parse_decimal(const char *p, size_t n, int precision, int scale, int64_t
   int64_t shift = exp - frac + scale;
   int64_t keep = k + shift; /* digits of the unscaled result before rounding */
   if (keep > precision) return -2;
-  int64_t v = 0;
+  __int128 v = 0;
   if (keep > 0) {
     int64_t from_sig = keep < k ? keep : k;
     for (int64_t j = 0; j < from_sig; j++) v = v * 10 + sig[j];
-    if (keep > k) v *= pow10_tab[keep - k]; /* keep <= precision <= 18 */
+    for (int64_t j = k; j < keep; j++) v *= 10; /* keep <= precision <= 38 */
   }
   if (keep >= 0 && keep < k && sig[keep] >= 5) v++; /* half away from zero: first dropped digit */
-  if (v >= pow10_tab[precision]) return -2; /* rounding carried into one more digit */
+  __int128 limit = pow10_tab[precision < 18 ? precision : 18];
+  for (int j = 18; j < precision; j++) limit *= 10;
+  if (v >= limit) return -2; /* rounding carried into one more digit */
   *out = neg ? -v : v;
   return 0;
 }

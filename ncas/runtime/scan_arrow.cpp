@@ -170,7 +170,7 @@ arrow::Result<std::unique_ptr<ColumnarFile>> open_file(const Format *fmt, const 
 
 const char *jg_type_name(const jg_column &c, char *buf, size_t n) {
   static const char *names[] = {"boolean", "int32", "int64", "float64", "decimal", "string", "date"};
-  if (c.type == JG_DECIMAL) {
+  if (c.type == JG_DECIMAL || c.type == JG_DECIMAL128) {
     snprintf(buf, n, "decimal(%u,%u)", c.precision, c.scale);
     return buf;
   }
@@ -241,6 +241,7 @@ std::string plan_column(const arrow::DataType &t, const jg_column &c, ColumnPlan
       if (t.id() == T::FLOAT) return p->conv = Conv::kF32, "";
       break;
     case JG_DECIMAL:
+    case JG_DECIMAL128:  // wide columns (19..38 digits) take the same files, into jg_val.v.w
       if (t.id() == T::DECIMAL32 || t.id() == T::DECIMAL64 || t.id() == T::DECIMAL128) {
         const auto &d = static_cast<const arrow::DecimalType &>(t);
         p->conv = t.id() == T::DECIMAL32 ? Conv::kDec32 : t.id() == T::DECIMAL64 ? Conv::kDec64 : Conv::kDec128;
@@ -302,8 +303,9 @@ std::string dec_text(__int128 v, int scale) {
   return s;
 }
 
-// v at scale `from` to the column's scale, exactly; false when it does not fit.
-inline bool dec_convert(__int128 v, int from, const jg_column &c, int64_t *out) {
+// v at scale `from` to the column's scale, exactly; false when it does not fit (precision <= 38,
+// so the result fits 128 bits; narrow columns take it as int64).
+inline bool dec_convert(__int128 v, int from, const jg_column &c, __int128 *out) {
   const __int128 *p10 = pow10_128();
   int to = c.scale;
   if (to >= from) {
@@ -317,7 +319,7 @@ inline bool dec_convert(__int128 v, int from, const jg_column &c, int64_t *out) 
     v /= d;
     if (v >= p10[c.precision] || v <= -p10[c.precision]) return false;
   }
-  *out = (int64_t)v;
+  *out = v;
   return true;
 }
 
@@ -611,18 +613,25 @@ inline void with_index_type(const arrow::ArrayData &a, F &&f) {
 template <typename R, typename F>
 inline int fill_dec(const arrow::ArrayData &a, const ColumnPlan &pl, const jg_column &c, R rows, int n,
                     jg_val *out, size_t stride, F &&get) {
+  const bool wide = c.type == JG_DECIMAL128;  // 19..38 digits: the 128-bit member
   if (!pl.dec_check) {
-    fill(a, rows, n, out, stride, [&get](jg_val &o, int64_t i) { o.v.i = (int64_t)get(i); });
+    if (wide)
+      fill(a, rows, n, out, stride, [&get](jg_val &o, int64_t i) { o.v.w = get(i); });
+    else
+      fill(a, rows, n, out, stride, [&get](jg_val &o, int64_t i) { o.v.i = (int64_t)get(i); });
     return -1;
   }
   int bad = -1, k = 0;
   fill(a, rows, n, out, stride, [&](jg_val &o, int64_t i) {
-    if (!dec_convert(get(i), pl.dec_scale, c, &o.v.i) && bad < 0) bad = k;
+    __int128 v = 0;
+    if (!dec_convert(get(i), pl.dec_scale, c, &v) && bad < 0) bad = k;
+    if (wide) o.v.w = v;
+    else o.v.i = (int64_t)v;
     k++;  // counts only non-NULL rows: recomputed below when it matters
   });
   if (bad >= 0) {  // the tile row of the first value that does not fit
     for (int j = 0; j < n; j++) {
-      int64_t v;
+      __int128 v;
       if (!out[(size_t)j * stride].null && !dec_convert(get(rows[j]), pl.dec_scale, c, &v)) return j;
     }
   }
@@ -1360,7 +1369,8 @@ int scan_prepare(jgr_proc *p, int phase, jgr_error *err) {
   st->fmt = g_format;
   for (uint32_t i = 0; i < JG_QUERY.ncolumns; i++) {
     const jg_column &c = JG_QUERY.columns[i];
-    if (c.type > JG_DATE || (c.type == JG_DECIMAL && (c.precision < 1 || c.precision > 18 || c.scale > c.precision))) {
+    if (c.type > JG_DECIMAL128 || (c.type == JG_DECIMAL && (c.precision < 1 || c.precision > 18 || c.scale > c.precision)) ||
+        (c.type == JG_DECIMAL128 && (c.precision < 19 || c.precision > 38 || c.scale > c.precision))) {
       jgr_error_set(err, "column %u has an unsupported type", i);
       return -1;
     }

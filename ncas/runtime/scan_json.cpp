@@ -237,7 +237,7 @@ struct ScanState {
 
 const char *type_name(const jg_column &c, char *buf, size_t n) {
   static const char *names[] = {"boolean", "int32", "int64", "float64", "decimal", "string", "date"};
-  if (c.type == JG_DECIMAL) {
+  if (c.type == JG_DECIMAL || c.type == JG_DECIMAL128) {
     snprintf(buf, n, "decimal(%u,%u)", c.precision, c.scale);
     return buf;
   }
@@ -608,7 +608,8 @@ int Worker::convert(ondemand::value v, const jg_column &col, jg_val &out) {
       }
       break;
     }
-    case JG_DECIMAL: {
+    case JG_DECIMAL:
+    case JG_DECIMAL128: {
       std::string_view text;
       if (t == ondemand::json_type::number) {
         text = trim(v.raw_json_token());  // the token runs up to the next structural character
@@ -617,7 +618,14 @@ int Worker::convert(ondemand::value v, const jg_column &col, jg_val &out) {
       } else {
         return mismatch(col, t);
       }
-      int r = jgr_parse_decimal(text.data(), text.size(), col.precision, col.scale, &out.v.i);
+      int r;
+      if (col.type == JG_DECIMAL128) {  // 19..38 digits: a 128-bit unscaled value
+        __int128 w = 0;
+        r = jgr_parse_decimal128(text.data(), text.size(), col.precision, col.scale, &w);
+        if (r == 0) out.v.w = w;
+      } else {
+        r = jgr_parse_decimal(text.data(), text.size(), col.precision, col.scale, &out.v.i);
+      }
       if (r != 0) {
         if (r == -1)
           snprintf(msg, sizeof msg, "expected %s, got %s that is not a decimal number", type_name(col, tb, sizeof tb),
@@ -692,7 +700,8 @@ int scan_prepare(jgr_proc *p, int phase, jgr_error *err) {
   p->driver_state = st;
   for (uint32_t i = 0; i < JG_QUERY.ncolumns; i++) {
     const jg_column &c = JG_QUERY.columns[i];
-    if (c.type > JG_DATE || (c.type == JG_DECIMAL && (c.precision < 1 || c.precision > 18 || c.scale > c.precision))) {
+    if (c.type > JG_DECIMAL128 || (c.type == JG_DECIMAL && (c.precision < 1 || c.precision > 18 || c.scale > c.precision)) ||
+        (c.type == JG_DECIMAL128 && (c.precision < 19 || c.precision > 38 || c.scale > c.precision))) {
       jgr_error_set(err, "column %u has an unsupported type", i);
       return -1;
     }

@@ -46,6 +46,9 @@ def test_every_operation_join_type_aggregate_function_and_mode_is_covered():
 def test_union_checks_name_real_sends():
     for case in CASES:
         sends = {op["name"] for op in case.operations if op["kind"] == "send"}
+        if case.expected_error is not None:  # the job must fail: nothing to compare
+            assert not case.checks, case.name
+            continue
         assert {s for check in case.checks for s in check.sends} == sends, case.name
 
 

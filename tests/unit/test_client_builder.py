@@ -133,7 +133,7 @@ def test_schema_forms(jg):
     (None, "needs a schema"),
     ({}, "must not be empty"),
     ({"a": "int"}, "unknown type 'int'"),
-    ({"a": "decimal(19,2)"}, "precision"),
+    ({"a": "decimal(39,2)"}, "precision"),
     ([("a", "int32"), ("a", "int64")], "duplicate"),
     ([("a",)], "cannot read a schema column"),
     ({"": "int32"}, "non-empty string"),

@@ -118,6 +118,9 @@ def decode(t: bytes, layout: NtfLayout) -> tuple:
             row.append(struct.unpack("<i", raw)[0])
         elif k is Kind.INT64:
             row.append(struct.unpack("<q", raw)[0])
+        elif k is Kind.DECIMAL and f.type.is_wide_decimal:  # 16 bytes, two's complement
+            row.append(decimal.Decimal(int.from_bytes(raw, "little", signed=True)).scaleb(
+                -f.type.scale, decimal.Context(prec=40)))  # the default 28 digits would round
         elif k is Kind.DECIMAL:
             row.append(decimal.Decimal(struct.unpack("<q", raw)[0]).scaleb(-f.type.scale))
         elif k is Kind.FLOAT64:

@@ -267,7 +267,7 @@ BAD = [
      "duplicate column name 'l_partkey'"),
     ("schema-type", lambda r: op(r, "li")["schema"][3].update(type="money"), "operations[0].schema[3].type",
      "unknown type 'money'"),
-    ("schema-decimal", lambda r: op(r, "li")["schema"][2].update(type="decimal(19,2)"),
+    ("schema-decimal", lambda r: op(r, "li")["schema"][2].update(type="decimal(39,2)"),
      "operations[0].schema[2].type", "precision"),
     ("schema-extra", lambda r: op(r, "li")["schema"][1].update(nullable=True), "operations[0].schema[1].nullable",
      "unknown field 'nullable'"),

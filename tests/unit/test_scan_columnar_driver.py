@@ -625,3 +625,36 @@ def test_parquet_randomly_damaged_files_end_cleanly(version, tmp_path, cache):
             assert ev["file"] == str(bad), (seed, ev)
         ends[ev["event"]] = ends.get(ev["event"], 0) + 1
     assert ends.get("error", 0) >= 12, ends  # most damage is caught
+
+
+# ------------------------------------------------------------------ wide decimals (19..38 digits)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_wide_decimal_columns(fmt, tmp_path, cache):
+    """decimal(38,2) and decimal(25,0) files into wide columns (the Decimal128 values as they are,
+    or rescaled exactly), a narrow file column into a wide schema column, NULLs, negatives and the
+    largest values; a file value that does not fit its wide column fails naming the row."""
+    big = D("9" * 36 + ".99")
+    w = [big, D("-" + "9" * 36 + ".99"), D("12345678901234567890123.45"), None, D("-0.01"), D("0")]
+    v = [D(10**24 - 1), D(-(10**24) + 1), None, D(7), D(-1234567890123456789), D(0)]
+    n = [D("12.34"), None, D("-99999999.99"), D("0.05"), D("1"), D("-2")]
+    table = pa.table({"w": pa.array(w, pa.decimal128(38, 2)), "v": pa.array(v, pa.decimal128(25, 0)),
+                      "n": pa.array(n, pa.decimal128(10, 2))})
+    write(table, tmp_path / f"t.{fmt}")
+    schema = [("w", "decimal(38,2)"), ("v", "decimal(30,3)"), ("n", "decimal(20,2)")]
+    nca = scan_nca(tmp_path, fmt, schema, cache, path=f"t.{fmt}")
+    ev, got, _ = nca.run([tmp_path / f"t.{fmt}"])
+    assert ev["event"] == "done", ev
+
+    def unscaled(x, s):
+        return None if x is None else int(x.scaleb(s, decimal.Context(prec=60)))
+
+    want = [{"w": unscaled(a, 2), "v": unscaled(b, 3), "n": unscaled(c, 2)} for a, b, c in zip(w, v, n)]
+    assert sorted(map(key, got)) == sorted(map(key, want))
+    over = pa.table({"w": pa.array([D(1), D(10**36)], pa.decimal128(38, 0)), "v": pa.array([D(1)] * 2, pa.decimal128(25, 0)),
+                     "n": pa.array([D(1)] * 2, pa.decimal128(10, 2))})
+    write(over, tmp_path / f"over.{fmt}")
+    nca = scan_nca(tmp_path, fmt, schema, cache, path=f"over.{fmt}")
+    ev, _, _ = nca.run([tmp_path / f"over.{fmt}"])
+    assert ev["event"] == "error" and ev["record"] == 2 and "does not fit" in ev["message"], ev

@@ -42,11 +42,22 @@ def filter_project_chain(plan: LogicalPlan, anchor: str) -> tuple[str, ...]:
     return fusable_chain(plan, anchor, ("filter", "project"))
 
 
+def wide_shuffle_key(op: Shuffle) -> str | None:
+    """Why the software NCAs cannot shuffle by `op`'s keys, or None: jg_hash v1 (docs/hashing.md)
+    defines no hash for a wide decimal (more than 18 digits, 128 bits) yet, and receivers
+    partition by that hash, so such a key is refused rather than hashed some other way."""
+    for i, k in enumerate(op.keys):
+        if k.type is not None and k.type.is_wide_decimal:
+            return (f"shuffle '{op.name}': keys[{i}] is {k.type}, a wide decimal (more than 18 digits), "
+                    "which the shuffle hash (jg_hash v1) does not take yet")
+    return None
+
+
 def fuse_trailing_shuffle(plan: LogicalPlan, chain: tuple[str, ...]) -> tuple[str, ...]:
     """`chain` plus the shuffle that is the single consumer of its last operation, if any (the
-    fusion rule: the last operation has exactly one consumer edge)."""
+    fusion rule: the last operation has exactly one consumer edge), unless it has a wide key."""
     consumers = plan.consumers(chain[-1])
-    if len(consumers) == 1 and isinstance(consumers[0][0], Shuffle):
+    if len(consumers) == 1 and isinstance(consumers[0][0], Shuffle) and wide_shuffle_key(consumers[0][0]) is None:
         return (*chain, consumers[0][0].name)
     return chain
 

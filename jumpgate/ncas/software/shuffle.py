@@ -23,7 +23,7 @@ from ...nca.interface import (
     Verdict,
 )
 from ...nca.support import Support
-from .common import RelayInstance, ntf_input_verdict, relay_resources, tcp_outputs
+from .common import RelayInstance, ntf_input_verdict, relay_resources, tcp_outputs, wide_shuffle_key
 from .support import codegen_support
 
 
@@ -44,6 +44,9 @@ class ShuffleNca(NcaImplementation):
         op = plan.op(anchor)
         if not isinstance(op, Shuffle):
             return Verdict.no(f"takes only 'shuffle' operations, not '{op.kind}'")
+        why = wide_shuffle_key(op)
+        if why:
+            return Verdict.no(why)
         return Verdict.yes((anchor,))
 
     def match_input(self, plan, ops, inputs) -> Verdict[None]:

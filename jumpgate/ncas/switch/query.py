@@ -67,7 +67,7 @@ def operation_reason(plan: LogicalPlan, op: Aggregate) -> str | None:
     key = op.group_by[0].expr
     if not isinstance(key, Column):
         return "groups by an input column only, not by a computed expression"
-    if key.type.kind not in KEY_KINDS:
+    if key.type.kind not in KEY_KINDS or key.type.is_wide_decimal:
         return f"group keys are integers, dates, booleans or decimals (64 bits, exact), not {key.type}"
     sums = counts = 0
     for a in op.aggregates:
@@ -75,7 +75,7 @@ def operation_reason(plan: LogicalPlan, op: Aggregate) -> str | None:
             sums += 1
             if not isinstance(a.expr, Column):
                 return f"sums input columns only, not an expression ('{a.name}')"
-            if a.expr.type.kind not in SUM_KINDS:
+            if a.expr.type.kind not in SUM_KINDS or a.expr.type.is_wide_decimal:
                 return f"sums 64-bit integers and decimals only, not {a.expr.type} ('{a.name}')"
         elif a.fn in (AggFn.COUNT, AggFn.COUNT_STAR):
             counts += 1

@@ -8,7 +8,8 @@ and agg_table.c):
 - `q_entry`: the hash, the group keys (strings point into the table's arena) and one accumulator
   per aggregate: counts in int64 (in final mode, where counts are added up, int128); sums of
   integers and decimals in int128, checked against the result type only when emitted, so an
-  overflow is a data error and never a wrong answer; sums of float64 in double; min/max values
+  overflow is a data error and never a wrong answer (sums of wide decimals, whose values may have
+  38 digits, also check each addition against 128 bits: `_Acc.checked_sum`); sums of float64 in double; min/max values
   (strings copied into the arena); avg as sum and count;
 - `query_rows` (and `query_row`, one row): the filters before the aggregate, the group keys and
   aggregate arguments as expressions over each input row and the key hash (jg_hash v1,
@@ -41,6 +42,7 @@ from .csyntax import (
     FunctionBody,
     LiteralPool,
     c_int,
+    c_int128,
     c_type,
     same_representation,
 )
@@ -53,6 +55,8 @@ _MODE = {AggMode.COMPLETE: "JG_AGG_COMPLETE", AggMode.PARTIAL: "JG_AGG_PARTIAL",
 
 def _member_type(t: DataType) -> str:
     """C type of a stored key or min/max value of type `t`."""
+    if t.is_wide_decimal:
+        return "__int128"
     if t.kind is Kind.FLOAT64:
         return "double"
     if t.kind is Kind.STRING:
@@ -173,6 +177,20 @@ class _Acc:
         return "double" if t is not None and t.kind is Kind.FLOAT64 else "__int128"
 
     @property
+    def checked_sum(self) -> bool:
+        """Sums of wide decimals can leave 128 bits after a few rows (each value may have 38
+        digits): their additions are overflow-checked into a sticky flag `o{j}` that q_emit
+        reports as a data error (as DuckDB fails on a HUGEINT overflow). Narrow sums need no
+        check: 2^127 is beyond any count of 18-digit values."""
+        t = self.value_type
+        return t is not None and t.is_wide_decimal and self.call.fn in (AggFn.SUM, AggFn.AVG)
+
+    def _add(self, dst: str, v: str) -> str:
+        if self.checked_sum:
+            return f"e->o{self.j} |= (uint8_t)__builtin_add_overflow({dst}, {v}, &{dst});"
+        return f"{dst} += {v};"
+
+    @property
     def count_c(self) -> str:
         return "__int128" if self.final else "int64_t"
 
@@ -180,10 +198,11 @@ class _Acc:
         j, fn = self.j, self.call.fn
         if fn in (AggFn.COUNT, AggFn.COUNT_STAR):
             return [(self.count_c, f"c{j}")]
+        flag = [("uint8_t", f"o{j}")] if self.checked_sum else []
         if fn is AggFn.SUM:
-            return [(self.sum_c, f"s{j}"), ("uint8_t", f"h{j}")]
+            return [(self.sum_c, f"s{j}"), ("uint8_t", f"h{j}"), *flag]
         if fn is AggFn.AVG:
-            return [(self.sum_c, f"s{j}"), (self.count_c, f"c{j}")]
+            return [(self.sum_c, f"s{j}"), (self.count_c, f"c{j}"), *flag]
         out = [(_member_type(self.value_type), f"m{j}"), ("uint8_t", f"h{j}")]  # type: ignore[arg-type]
         if self.value_type.kind is Kind.STRING:  # type: ignore[union-attr]
             out.append(("uint32_t", f"cap{j}"))
@@ -204,14 +223,15 @@ class _Acc:
             if self.final:
                 return [f"{guard}e->c{j} += {v.value};"]
             return [f"e->c{j} += 1;" if v.never_null else f"e->c{j} += !{v.null};"]
+        add = self._add(f"e->s{j}", v.value)
         if fn is AggFn.SUM:
-            return [f"{guard}{{ e->s{j} += {v.value}; e->h{j} = 1; }}"]
+            return [f"{guard}{{ {add} e->h{j} = 1; }}"]
         if fn is AggFn.AVG:
             if not self.final:
-                return [f"{guard}{{ e->s{j} += {v.value}; e->c{j} += 1; }}"]
+                return [f"{guard}{{ {add} e->c{j} += 1; }}"]
             assert count is not None
             cguard = "" if count.never_null else f"if (!{count.null}) "
-            return [f"{guard}e->s{j} += {v.value};", f"{cguard}e->c{j} += {count.value};"]
+            return [f"{guard}{add}" if guard else add, f"{cguard}e->c{j} += {count.value};"]
         cur = CValue(f"e->m{j}", "0", v.type)
         cond = f"{'' if v.never_null else f'!{v.null} && '}(!e->h{j} || {self.better(v, cur)})"
         if v.type.kind is Kind.STRING:
@@ -225,10 +245,14 @@ class _Acc:
         j, fn = self.j, self.call.fn
         if fn in (AggFn.COUNT, AggFn.COUNT_STAR):
             return [f"d->c{j} += s->c{j};"]
+        if self.checked_sum:
+            add = (f"d->o{j} |= (uint8_t)(s->o{j} | __builtin_add_overflow(d->s{j}, s->s{j}, &d->s{j}));")
+        else:
+            add = f"d->s{j} += s->s{j};"
         if fn is AggFn.SUM:
-            return [f"if (s->h{j}) {{ d->s{j} += s->s{j}; d->h{j} = 1; }}"]
+            return [f"if (s->h{j}) {{ {add} d->h{j} = 1; }}"]
         if fn is AggFn.AVG:
-            return [f"d->s{j} += s->s{j};", f"d->c{j} += s->c{j};"]
+            return [add, f"d->c{j} += s->c{j};"]
         t = self.value_type
         cond = self.better(CValue(f"s->m{j}", "0", t), CValue(f"d->m{j}", "0", t))  # type: ignore[arg-type]
         if t.kind is Kind.STRING:  # type: ignore[union-attr]
@@ -281,6 +305,8 @@ def _key_hash(v: CValue) -> str:
         h = f"jg_hash_bytes({v.value}.p, {v.value}.n)"
     elif kind is Kind.FLOAT64:
         h = f"jg_hash_float({v.value})"
+    elif v.type.is_wide_decimal:
+        h = f"jg_hash_i128({v.value})"
     else:
         h = f"jg_hash_int({v.value})"
     return h if v.never_null else f"({v.null} ? JG_HASH_NULL : {h})"
@@ -346,8 +372,11 @@ class _Emitter:
         self.plan = plan
 
     def fits(self, acc: str, t: DataType, message: str, guard: str) -> None:
-        """Fail unless int128 `acc` fits result type `t` (int64, or decimal(18,s))."""
-        if t.kind is Kind.DECIMAL:
+        """Fail unless int128 `acc` fits result type `t` (int64, or decimal(p,s))."""
+        if t.is_wide_decimal:
+            lim = c_int128(10 ** t.precision)
+            cond = f"{acc} <= -{lim} || {acc} >= {lim}"
+        elif t.kind is Kind.DECIMAL:
             lim = c_int(10 ** t.precision)
             cond = f"{acc} <= -(__int128){lim} || {acc} >= (__int128){lim}"
         else:
@@ -356,7 +385,8 @@ class _Emitter:
 
     def result(self, t: DataType, value: str, null: str) -> CValue:
         k = self.body.fresh()
-        ct = {Kind.FLOAT64: "double", Kind.STRING: "jg_str", Kind.BOOLEAN: "int"}.get(t.kind, "int64_t")
+        ct = c_type(t) if t.is_wide_decimal else {Kind.FLOAT64: "double", Kind.STRING: "jg_str",
+                                                    Kind.BOOLEAN: "int"}.get(t.kind, "int64_t")
         self.body.line(f"const {ct} t{k} = {value};")
         if null in ("0", "1"):
             return CValue(f"t{k}", null, t)
@@ -364,9 +394,15 @@ class _Emitter:
         return CValue(f"t{k}", f"n{k}", t)
 
     def exact(self, acc: str, has: str, t: DataType, message: str) -> CValue:
-        """An int128 sum as int64 or decimal(18,s), NULL when `has` is 0, checked to fit."""
+        """An int128 sum as int64 or decimal(p,s), NULL when `has` is 0, checked to fit."""
         self.fits(acc, t, message, f"{has} && ")
-        return self.result(t, f"{has} ? (int64_t){acc} : 0", f"!{has}")
+        held = acc if t.is_wide_decimal else f"(int64_t){acc}"
+        return self.result(t, f"{has} ? {held} : 0", f"!{has}")
+
+    def no_overflow(self, acc: _Acc, message: str) -> None:
+        """Fail when a checked sum left 128 bits on the way (its flag `o{j}`)."""
+        if acc.checked_sum:
+            self.body.fail(message, f"e->o{acc.j}")
 
     def values(self, acc: _Acc, out_fields: list[Field]) -> list[CValue]:
         j, c = acc.j, acc.call
@@ -379,10 +415,12 @@ class _Emitter:
             return [self.result(out_fields[0].type, f"e->m{j}", f"!e->h{j}")]
         if fn is AggFn.SUM:
             t = out_fields[0].type
+            self.no_overflow(acc, f"{_overflow(t)}: sum '{name}' does not fit {t}")
             if t.kind is Kind.FLOAT64:
                 return [self.result(t, f"e->s{j}", f"!e->h{j}")]
             return [self.exact(f"e->s{j}", f"e->h{j}", t, f"{_overflow(t)}: sum '{name}' does not fit {t}")]
         # avg
+        self.no_overflow(acc, f"decimal overflow: the sum of avg '{name}' has more than 38 digits")
         count = f"e->c{j}"
         if self.plan.mode is AggMode.PARTIAL:
             st, ct = out_fields[0].type, out_fields[1].type

@@ -3,7 +3,9 @@
 int64 results are overflow-checked (`__builtin_*_overflow`); decimals are scaled int64: `+ - %`
 rescale both operands to the result scale (checked), `*` multiplies the unscaled values in
 __int128 (result scale = sum of scales), and every decimal result is checked against its
-precision (|v| < 10^p). `/` is float64 only (the binder casts). Division or remainder by zero is
+precision (|v| < 10^p). When an operand or the result is a wide decimal (p > 18), the same steps
+run in __int128 (`_wide_decimal`), with 128-bit overflow checks and the result checked against
+10^p before it is narrowed to int64 when its type is narrow. `/` is float64 only (the binder casts). Division or remainder by zero is
 a data error, for float64 too; otherwise float64 is IEEE.
 """
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from ....contract.types import DataType, Kind
 from ....dataflow.expr import Binary
-from .csyntax import CodegenError, CValue, c_int, or_nulls
+from .csyntax import CodegenError, CValue, c_int, c_int128, or_nulls
 
 if TYPE_CHECKING:
     from .expr import ExprCompiler
@@ -90,8 +92,55 @@ def _upscaled(c: ExprCompiler, v: CValue, to: int, t: DataType) -> str:
     return name
 
 
+def _wide_decimal(c: ExprCompiler, op: str, a: CValue, b: CValue, t: DataType, null: str) -> CValue:
+    """Decimal arithmetic in __int128: operands rescaled to the result scale (checked), the
+    operation overflow-checked, the result checked against t's precision (then narrowed to
+    int64 when t has at most 18 digits)."""
+    overflow = f"decimal overflow: result does not fit {t}"
+    wide_t = t if t.is_wide_decimal else DataType(Kind.DECIMAL, 38, t.scale)
+    w = c.body.temp(wide_t, None, null)
+    with c.unless_null(null):
+        if op == "*":
+            product_scale = _scale(a) + _scale(b)
+            p = f"p{c.body.fresh()}"
+            c.body.line(f"__int128 {p};")
+            c.fail(overflow, f"__builtin_mul_overflow((__int128){a.value}, (__int128){b.value}, &{p})")
+            if product_scale == t.scale:
+                c.body.line(f"{w.value} = {p};")
+            else:
+                c.fail(overflow, f"jg_dec128_rescale({p}, {product_scale}, {t.scale}, 38, &{w.value})")
+        elif op in ("+", "-", "%"):
+            x, y = (_wide_upscaled(c, v, t.scale, overflow) for v in (a, b))
+            if op == "%":
+                c.fail("division by zero", f"{y} == 0")
+                c.body.line(f"{w.value} = {y} == -1 ? 0 : {x} % {y};")
+            else:
+                c.fail(overflow, f"{_OVERFLOW_BUILTIN[op]}({x}, {y}, &{w.value})")
+        else:
+            raise CodegenError(f"decimal {op!r} (the binder makes / float64)")
+        lim = c_int128(10 ** t.precision)
+        c.fail(overflow, f"{w.value} <= -{lim} || {w.value} >= {lim}")
+    if t.is_wide_decimal:
+        return w
+    return c.body.temp(t, f"(int64_t){w.value}", w.null, const=True)  # checked above: it fits
+
+
+def _wide_upscaled(c: ExprCompiler, v: CValue, to: int, overflow: str) -> str:
+    """`v` as __int128 at scale `to` (>= its own), overflow-checked; inside a non-NULL guard."""
+    k = to - _scale(v)
+    if k < 0:
+        raise CodegenError(f"decimal result scale {to} is below an operand's scale {_scale(v)}")
+    name = f"u{c.body.fresh()}"
+    c.body.line(f"__int128 {name} = (__int128){v.value};")
+    if k:
+        c.fail(overflow, f"__builtin_mul_overflow({name}, {c_int128(10 ** k)}, &{name})")
+    return name
+
+
 def _decimal(c: ExprCompiler, op: str, a: CValue, b: CValue, t: DataType, null: str) -> CValue:
     _require(a, b, lambda x: x.kind is Kind.DECIMAL or x.is_integer, f"decimal {op!r}")
+    if any(x.is_wide_decimal for x in (a.type, b.type, t)):
+        return _wide_decimal(c, op, a, b, t, null)
     out = c.body.temp(t, None, null)
     with c.unless_null(null):
         if op == "*":

@@ -11,6 +11,10 @@ Semantics (checked against DuckDB in tests/unit/test_codegen_semantics.py):
 - number/date/boolean -> string: the jg_format_* helpers (float64 as DuckDB prints it: shortest
   round-trip, `1.5`, `0.1`, `1e+20`); boolean -> 'true'/'false';
 - int/decimal/float64 -> boolean: non-zero is TRUE.
+Wide decimals (p > 18, held as __int128) take the same rules through the jg_dec128_* helpers
+(jg.h); a cast between a wide and a narrow decimal goes through 128 bits and is checked against
+the target's precision before it is narrowed.
+
 A cast the table below does not name is a CodegenError (the binder should have rejected it).
 """
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from ....contract.types import BOOLEAN, INT64, DataType, Kind
 from ....dataflow.expr import Cast
-from .csyntax import CodegenError, CValue, c_double, c_int, c_zero
+from .csyntax import CodegenError, CValue, c_double, c_int, c_int128, c_zero
 from .expr import handles
 
 if TYPE_CHECKING:
@@ -94,6 +98,12 @@ def _int_to_float(c, a, to):
 @casts([(k, Kind.DECIMAL) for k in (*INTS, Kind.BOOLEAN)])
 def _int_to_decimal(c, a, to):
     out = c.body.temp(to, None, a.null)
+    if to.is_wide_decimal:
+        with c.unless_null(a.null):
+            c.fail(f"decimal overflow: value does not fit {to}",
+                   f"__builtin_mul_overflow((__int128){a.value}, {c_int128(10 ** to.scale)}, &{out.value})")
+            c.check_fits(out.value, to)
+        return out
     with c.unless_null(a.null):
         c.fail(f"decimal overflow: value does not fit {to}",
                f"__builtin_mul_overflow({a.value}, {c_int(10 ** to.scale)}, &{out.value})")
@@ -132,9 +142,10 @@ def _float_to_bool(c, a, to):
 @casts([(Kind.FLOAT64, Kind.DECIMAL)])
 def _float_to_decimal(c, a, to):
     out = c.body.temp(to, None, a.null)
+    fn = "jg_float_to_dec128" if to.is_wide_decimal else "jg_float_to_dec"
     with c.unless_null(a.null):
         c.fail(f"float64 value out of range for {to}",
-               f"jg_float_to_dec({a.value}, {to.precision}, {to.scale}, &{out.value})")
+               f"{fn}({a.value}, {to.precision}, {to.scale}, &{out.value})")
     return out
 
 
@@ -144,6 +155,8 @@ def _float_to_decimal(c, a, to):
 @casts([(Kind.DECIMAL, Kind.DECIMAL)])
 def _decimal_to_decimal(c, a, to):
     s = a.type.scale
+    if a.type.is_wide_decimal or to.is_wide_decimal:
+        return _wide_decimal_to_decimal(c, a, to)
     if s == to.scale:
         if to.precision >= a.type.precision:
             return CValue(a.value, a.null, to)
@@ -163,8 +176,40 @@ def _decimal_to_decimal(c, a, to):
     return out
 
 
+def _wide_decimal_to_decimal(c, a, to):
+    """Either side wide: same scale and no narrowing is free (C widens exactly); otherwise
+    rescale in 128 bits (half away from zero), check t's precision, then narrow if needed."""
+    if a.type.scale == to.scale and to.precision >= a.type.precision:
+        return CValue(a.value, a.null, to)
+    if a.type.scale == to.scale and not to.is_wide_decimal:
+        return c.narrowed(a, to)
+    out = c.body.temp(to, None, a.null)
+    with c.unless_null(a.null):
+        if to.is_wide_decimal:
+            c.fail(f"decimal overflow: value does not fit {to}",
+                   f"jg_dec128_rescale({a.value}, {a.type.scale}, {to.scale}, {to.precision}, &{out.value})")
+        else:
+            w = f"w{c.body.fresh()}"
+            c.body.line(f"__int128 {w};")
+            c.fail(f"decimal overflow: value does not fit {to}",
+                   f"jg_dec128_rescale({a.value}, {a.type.scale}, {to.scale}, {to.precision}, &{w})")
+            c.body.line(f"{out.value} = (int64_t){w};")
+    return out
+
+
 @casts([(Kind.DECIMAL, k) for k in INTS])
 def _decimal_to_int(c, a, to):
+    if a.type.is_wide_decimal:
+        out = c.body.temp(to, None, a.null)
+        with c.unless_null(a.null):
+            w = f"w{c.body.fresh()}"
+            c.body.line(f"__int128 {w};")
+            # dividing by 10^s rounds half away from zero and cannot overflow
+            c.body.line(f"(void)jg_dec128_rescale({a.value}, {a.type.scale}, 0, 38, &{w});")
+            c.fail(f"value out of range for {to}", f"{w} < INT64_MIN || {w} > INT64_MAX")
+            c.body.line(f"{out.value} = (int64_t){w};")
+            c.check_fits(out.value, to, f"value out of range for {to}")
+        return out
     if a.type.scale == 0:
         return _to_int32(c, a, to) if to.kind is Kind.INT32 else CValue(a.value, a.null, to)
     out = c.body.temp(to, None, a.null)
@@ -177,6 +222,8 @@ def _decimal_to_int(c, a, to):
 
 @casts([(Kind.DECIMAL, Kind.FLOAT64)])
 def _decimal_to_float(c, a, to):
+    if a.type.is_wide_decimal:
+        return _pure(c, a, to, f"jg_dec128_to_double({a.value}, {a.type.scale})")
     if a.type.scale == 0:
         return _pure(c, a, to, f"(double){a.value}")
     return _pure(c, a, to, f"(double){a.value} / {c_double(10.0 ** a.type.scale)}")
@@ -192,7 +239,8 @@ def _int_to_string(c, a, to):
 
 @casts([(Kind.DECIMAL, Kind.STRING)])
 def _decimal_to_string(c, a, to):
-    return _guarded_call(c, a, to, f"jg_format_decimal({c.body.ctx}, {a.value}, {a.type.scale})")
+    fn = "jg_format_decimal128" if a.type.is_wide_decimal else "jg_format_decimal"
+    return _guarded_call(c, a, to, f"{fn}({c.body.ctx}, {a.value}, {a.type.scale})")
 
 
 @casts([(Kind.FLOAT64, Kind.STRING)])
@@ -240,7 +288,8 @@ def _string_to_float(c, a, to):
 
 @casts([(Kind.STRING, Kind.DECIMAL)])
 def _string_to_decimal(c, a, to):
-    return _parse(c, a, to, f"jg_parse_decimal({a.value}.p, {a.value}.n, {to.precision}, {to.scale}, OUT)", to)
+    fn = "jg_parse_decimal128" if to.is_wide_decimal else "jg_parse_decimal"
+    return _parse(c, a, to, f"{fn}({a.value}.p, {a.value}.n, {to.precision}, {to.scale}, OUT)", to)
 
 
 @casts([(Kind.STRING, Kind.DATE)])

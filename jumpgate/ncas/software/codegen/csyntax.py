@@ -67,8 +67,13 @@ _JG_TYPE = {
 }
 
 
+# Wide decimals (p > 18) are held as __int128 while evaluated, in jg_val's member `w` (jg.h) and
+# as JG_DECIMAL128 in column tables; narrow ones keep the v1 int64 representation above.
+WIDE_C_TYPE = "__int128"
+
+
 def c_type(t: DataType) -> str:
-    return _C_TYPE[t.kind]
+    return WIDE_C_TYPE if t.is_wide_decimal else _C_TYPE[t.kind]
 
 
 def c_zero(t: DataType) -> str:
@@ -76,21 +81,24 @@ def c_zero(t: DataType) -> str:
 
 
 def row_member(t: DataType) -> str:
-    return _ROW_MEMBER[t.kind]
+    return "w" if t.is_wide_decimal else _ROW_MEMBER[t.kind]
 
 
 def jg_type(t: DataType) -> str:
-    return _JG_TYPE[t.kind]
+    return "JG_DECIMAL128" if t.is_wide_decimal else _JG_TYPE[t.kind]
 
 
 def same_representation(a: DataType, b: DataType) -> bool:
     """True when a value of type `a` can be used as a value of type `b` without any C code:
-    int32 in int64, and decimals of the same scale (precision checks happen at production)."""
+    int32 in int64, and decimals of the same scale (precision checks happen at production), a
+    narrow one also where a wide one is expected (C widens int64 to __int128 exactly), never a
+    wide one where a narrow one is expected (that needs a checked narrowing)."""
     if a == b:
         return True
     if a.is_integer and b.is_integer:
         return a.kind is Kind.INT32 or b.kind is Kind.INT64
-    return a.kind is Kind.DECIMAL and b.kind is Kind.DECIMAL and a.scale == b.scale
+    return (a.kind is Kind.DECIMAL and b.kind is Kind.DECIMAL and a.scale == b.scale
+            and (b.is_wide_decimal or not a.is_wide_decimal))
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +134,19 @@ def c_int(v: int) -> str:
     if v < 0:
         return f"(-INT64_C({-v}))"
     return f"INT64_C({v})"
+
+
+def c_int128(v: int) -> str:
+    """A 128-bit constant (C has no 128-bit literals): int64 ones cast, larger ones built from
+    base-10^18 parts, which the compiler folds."""
+    if not -(2**127) < v < 2**127:
+        raise CodegenError(f"integer constant {v} does not fit 128 bits")
+    if -(2**63) <= v < 2**63:
+        return f"((__int128){c_int(v)})"
+    sign, m = ("-", -v) if v < 0 else ("", v)
+    e18 = 10**18
+    hi, mid, lo = m // e18 // e18, m // e18 % e18, m % e18
+    return f"({sign}(((__int128)INT64_C({hi}) * INT64_C({e18}) + INT64_C({mid})) * INT64_C({e18}) + INT64_C({lo})))"
 
 
 def c_double(v: float) -> str:

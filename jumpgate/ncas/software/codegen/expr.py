@@ -53,6 +53,7 @@ from .csyntax import (
     LiteralPool,
     c_double,
     c_int,
+    c_int128,
     c_type,
     c_zero,
     is_false,
@@ -282,11 +283,24 @@ class ExprCompiler:
             msg = what or ("integer overflow: result does not fit int32" if t.kind is Kind.INT32 else "date out of range")
             self.fail(msg, f"{var} < INT32_MIN || {var} > INT32_MAX")
         elif t.kind is Kind.DECIMAL:
-            lim = c_int(10 ** t.precision)
+            lim = c_int128(10 ** t.precision) if t.is_wide_decimal else c_int(10 ** t.precision)
             self.fail(what or f"decimal overflow: result does not fit {t}", f"{var} <= -{lim} || {var} >= {lim}")
+
+    def narrowed(self, v: CValue, t: DataType) -> CValue:
+        """A wide decimal value `v` as narrow decimal `t` of its scale: checked against t's
+        precision while still 128 bits, then held as int64."""
+        out = self.body.temp(t, None, v.null)
+        with self.unless_null(v.null):
+            lim = c_int128(10 ** t.precision)
+            self.fail(f"decimal overflow: result does not fit {t}", f"{v.value} <= -{lim} || {v.value} >= {lim}")
+            self.body.line(f"{out.value} = (int64_t){v.value};")
+        return out
 
     def coerce(self, v: CValue, t: DataType) -> CValue:
         """Use `v` as a value of type `t` (the binder made them agree up to representation)."""
+        if (v.type.is_wide_decimal and t.kind is Kind.DECIMAL and not t.is_wide_decimal
+                and v.type.scale == t.scale):
+            return self.narrowed(v, t)
         if not same_representation(v.type, t):
             raise CodegenError(f"expected a value of type {t}, got {v.type}")
         if t.kind is Kind.DECIMAL and v.type.precision > t.precision:
@@ -330,6 +344,8 @@ def _literal(c: ExprCompiler, e: Literal) -> CValue:
             raise CodegenError(f"{t} literal holds {type(v).__name__}")
         if k is Kind.DECIMAL and abs(v) >= 10 ** t.precision:
             raise CodegenError(f"decimal literal does not fit {t}")
+        if t.is_wide_decimal:
+            return CValue(c_int128(v), "0", t)
         if k in (Kind.INT32, Kind.DATE) and not -(2**31) <= v < 2**31:
             raise CodegenError(f"{t} literal out of range")
         return CValue(c_int(v), "0", t)
@@ -426,6 +442,9 @@ def compare_condition(op: str, a: CValue, b: CValue) -> str:
         return f"(jg_strcmp({x}, {y}) {cop} 0)"
     if ka is Kind.DECIMAL and kb is Kind.DECIMAL:
         sa, sb = a.type.scale, b.type.scale
+        if (a.type.is_wide_decimal or b.type.is_wide_decimal) and sa != sb:
+            # rescaling a 38-digit value may not fit 128 bits: the runtime compares exactly
+            return f"(jg_dec128_cmp({x}, {sa}, {y}, {sb}) {cop} 0)"
         if sa < sb:
             x = f"(__int128){x} * {c_int(10 ** (sb - sa))}"
             y = f"(__int128){y}"
@@ -486,7 +505,8 @@ def _in_list(c: ExprCompiler, e: InList) -> CValue:
         c.body.line(f"{r.null} = 1;")
         return r
     constants = [i for i in e.items if isinstance(i, Literal) and i.value is not None]
-    searched = use_set(constants)
+    # the sorted arrays hold int64 values; a wide decimal probe compares item by item instead
+    searched = use_set(constants) and not x.type.is_wide_decimal
     # with a lookup, every literal is settled by it or, for NULL, by one line; the rest one by one
     others = [i for i in e.items if not (searched and isinstance(i, Literal))]
     found, saw_null = r.value, r.null  # r.null means "saw a NULL item" until the end

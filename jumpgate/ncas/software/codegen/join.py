@@ -125,6 +125,8 @@ def _used(exprs: Sequence[Expr], first: int, count: int) -> list[int]:
 
 def _value_hash(t: DataType, v: str) -> str:
     """C expression of jg_hash v1's value hash of a non-NULL key `v` (a jg_val)."""
+    if t.is_wide_decimal:  # the packed keys (jg_join.h) hold 8 bytes per key
+        raise CodegenError(f"a join key of type {t} (a wide decimal, more than 18 digits) is not taken yet")
     if t.kind is Kind.FLOAT64:
         return f"jg_hash_float({v}.v.f)"
     if t.kind is Kind.STRING:

@@ -16,7 +16,9 @@ _SIZES = {Kind.BOOLEAN: 1, Kind.INT32: 4, Kind.DATE: 4, Kind.INT64: 8, Kind.DECI
 MAX_TUPLE = 2**31 - 1  # contract §3: 1 <= L < 2^31
 
 
-def _store(kind: Kind, value: str, offset: int) -> str:
+def _store(kind: Kind, value: str, offset: int, wide: bool = False) -> str:
+    if wide:  # a wide decimal: 16 bytes, little-endian two's complement (x86-64's own order)
+        return f"{{ const __int128 w = {value}; __builtin_memcpy(o + {offset}, &w, 16); }}"
     if kind is Kind.BOOLEAN:
         return f"o[{offset}] = (uint8_t)({value} != 0);"
     if kind in (Kind.INT32, Kind.DATE):
@@ -35,7 +37,7 @@ def check_layout(layout: NtfLayout, count: int) -> None:
     if len(layout.fields) != count:
         raise CodegenError(f"NTF layout has {len(layout.fields)} fields for {count} output values")
     for f in layout.fields:
-        if f.size != _SIZES[f.type.kind] or f.offset % 8 or f.offset + f.size > layout.fixed_size:
+        if f.size != (f.type.ntf_size if f.type.kind is Kind.DECIMAL else _SIZES[f.type.kind]) or f.offset % 8 or f.offset + f.size > layout.fixed_size:
             raise CodegenError(f"NTF field at offset {f.offset} is not a contract layout field")
         if not 0 <= f.null_bit < layout.null_bytes * 8 or f.offset < layout.null_bytes:
             raise CodegenError(f"NTF field at offset {f.offset} has a bad null bit or overlaps the null vector")
@@ -71,7 +73,7 @@ def emit_tuple(body: FunctionBody, values: Sequence[CValue], layout: NtfLayout, 
         body.line(f"uint8_t *const o = jg_emit(jg_output(ctx, {port}), len);")
     for i, (f, v) in enumerate(zip(layout.fields, values)):
         bit = f"o[{f.null_bit // 8}] |= {1 << (f.null_bit % 8)}u;"
-        store = _store(f.type.kind, v.value, f.offset)
+        store = _store(f.type.kind, v.value, f.offset, f.type.is_wide_decimal)
         body.comment(f"field {i}: {f.type} at offset {f.offset}, null bit {f.null_bit}")
         if v.always_null:
             body.line(bit)

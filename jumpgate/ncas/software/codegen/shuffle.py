@@ -111,6 +111,8 @@ def value_hash(v: CValue) -> str:
     if v.always_null:
         return "JG_HASH_NULL"
     kind = v.type.kind
+    if v.type.is_wide_decimal:  # jg_hash v1 (docs/hashing.md) defines no hash for 128-bit values
+        raise CodegenError(f"no jg_hash v1 value hash for {v.type} (a wide decimal)")
     if kind in _INTEGER_LIKE:
         h = f"jg_hash_int((int64_t){v.value})"
     elif kind is Kind.FLOAT64:

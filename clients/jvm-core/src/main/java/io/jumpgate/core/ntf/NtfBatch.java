@@ -97,6 +97,11 @@ public final class NtfBatch {
     return reader.getDecimal(buf, starts[row], f);
   }
 
+  /** A wide decimal's (p > 18) unscaled value. */
+  public java.math.BigInteger getWideDecimal(int row, int f) {
+    return reader.getWideDecimal(buf, starts[row], f);
+  }
+
   /** Absolute offset of a string's bytes in {@link #buffer()}, checked. */
   public int stringOffset(int row, int f) {
     return reader.stringOffset(buf, starts[row], lengths[row], f);

@@ -1,5 +1,7 @@
 package io.jumpgate.core.ntf;
 
+import java.math.BigDecimal;
+import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
 
 import io.jumpgate.core.request.ContractType;
@@ -11,7 +13,8 @@ import io.jumpgate.core.request.ContractType;
  * index, and reads little-endian at the layout's offset.
  *
  * <p>Checks that protect the engine from a corrupt tuple: a string's bytes must lie in the tuple's
- * variable section ({@link #stringOffset}), a decimal within its precision ({@link #getDecimal}).
+ * variable section ({@link #stringOffset}), a decimal within its precision ({@link #getDecimal}, and
+ * {@link #getWideDecimal} for a 16-byte decimal of more than 18 digits).
  * Accessors do not check the field's type: decoders choose the accessor from
  * {@link NtfLayout#field(int)}.type() once per column, not per value.
  */
@@ -21,6 +24,7 @@ public final class NtfReader {
   private final int[] nullByte;
   private final int[] nullMask;
   private final long[] decimalLimit;
+  private final BigInteger[] wideLimit;
 
   public NtfReader(NtfLayout layout) {
     this.layout = layout;
@@ -29,12 +33,14 @@ public final class NtfReader {
     nullByte = new int[n];
     nullMask = new int[n];
     decimalLimit = new long[n];
+    wideLimit = new BigInteger[n];
     for (int i = 0; i < n; i++) {
       NtfField f = layout.field(i);
       offset[i] = f.offset();
       nullByte[i] = f.nullByte();
       nullMask[i] = f.nullMask();
-      if (f.type().kind() == ContractType.Kind.DECIMAL) decimalLimit[i] = pow10(f.type().precision());
+      if (f.type().isWideDecimal()) wideLimit[i] = BigInteger.TEN.pow(f.type().precision());
+      else if (f.type().kind() == ContractType.Kind.DECIMAL) decimalLimit[i] = pow10(f.type().precision());
     }
   }
 
@@ -86,6 +92,28 @@ public final class NtfReader {
     if (v >= limit || v <= -limit)
       throw NtfFormatException.corrupt("decimal field " + layout.field(f).name() + " exceeds its precision", t);
     return v;
+  }
+
+  /**
+   * A wide decimal's unscaled value (a field of {@code decimal(p,s)} with p > 18: 16 bytes, little-endian
+   * two's complement); NtfFormatException when it has more digits than its precision.
+   */
+  public BigInteger getWideDecimal(byte[] b, int t, int f) {
+    int at = t + offset[f];
+    byte[] be = new byte[16]; // BigInteger takes big-endian bytes
+    for (int i = 0; i < 16; i++) be[i] = b[at + 15 - i];
+    BigInteger v = new BigInteger(be);
+    BigInteger limit = wideLimit[f];
+    if (v.abs().compareTo(limit) >= 0)
+      throw NtfFormatException.corrupt("decimal field " + layout.field(f).name() + " exceeds its precision", t);
+    return v;
+  }
+
+  /** A decimal field of either width as a BigDecimal of its scale. */
+  public BigDecimal getBigDecimal(byte[] b, int t, int f) {
+    ContractType type = layout.field(f).type();
+    BigInteger unscaled = type.isWideDecimal() ? getWideDecimal(b, t, f) : BigInteger.valueOf(getDecimal(b, t, f));
+    return new BigDecimal(unscaled, type.scale());
   }
 
   /** A string's length in bytes (non-negative once {@link #stringOffset} accepted it). */

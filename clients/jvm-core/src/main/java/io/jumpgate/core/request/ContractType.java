@@ -5,14 +5,19 @@ import java.util.Locale;
 
 /**
  * A type of the contract (section 1, "Types"): boolean, int32, int64, float64, decimal(p,s) with
- * 1 <= p <= 18, string, date. Also its NTF field size (section 2). Engines map their own types to
- * these; the mapping itself stays in each engine's glue.
+ * 1 <= p <= 18, string, date; and this implementation's wide decimals, decimal(p,s) with
+ * 19 <= p <= 38 (docs/contract.md, "Wide decimals"), which only arise where a request names them.
+ * Also its NTF field size (section 2). Engines map their own types to these; the mapping itself
+ * stays in each engine's glue.
  */
 public final class ContractType implements Serializable {
   private static final long serialVersionUID = 1L;
 
-  /** The widest decimal an NTF field carries (an unscaled value in 8 bytes). */
+  /** The widest contract section 1 decimal (an unscaled value in 8 bytes): what engines offload. */
   public static final int MAX_DECIMAL_PRECISION = 18;
+
+  /** The widest wide decimal (an unscaled two's-complement value in 16 bytes). */
+  public static final int MAX_WIDE_DECIMAL_PRECISION = 38;
 
   public enum Kind { BOOLEAN, INT32, INT64, FLOAT64, DECIMAL, STRING, DATE }
 
@@ -33,11 +38,11 @@ public final class ContractType implements Serializable {
     this.scale = scale;
   }
 
-  /** decimal(p,s); an error outside 1 <= p <= 18, 0 <= s <= p. */
+  /** decimal(p,s); an error outside 1 <= p <= 38, 0 <= s <= p (p > 18: a wide decimal). */
   public static ContractType decimal(int precision, int scale) {
-    if (precision < 1 || precision > MAX_DECIMAL_PRECISION || scale < 0 || scale > precision)
+    if (precision < 1 || precision > MAX_WIDE_DECIMAL_PRECISION || scale < 0 || scale > precision)
       throw new IllegalArgumentException("decimal(" + precision + "," + scale + "): the contract allows 1 <= p <= "
-          + MAX_DECIMAL_PRECISION + ", 0 <= s <= p");
+          + MAX_WIDE_DECIMAL_PRECISION + ", 0 <= s <= p");
     return new ContractType(Kind.DECIMAL, precision, scale);
   }
 
@@ -77,11 +82,17 @@ public final class ContractType implements Serializable {
     return scale;
   }
 
+  /** A decimal of more than 18 digits: 16 bytes in NTF, read with NtfReader.getWideDecimal. */
+  public boolean isWideDecimal() {
+    return kind == Kind.DECIMAL && precision > MAX_DECIMAL_PRECISION;
+  }
+
   /** The bytes of the field in an NTF tuple's fixed part (a string's are its offset and length). */
   public int ntfSize() {
     return switch (kind) {
       case BOOLEAN -> 1;
       case INT32, DATE -> 4;
+      case DECIMAL -> isWideDecimal() ? 16 : 8;
       default -> 8;
     };
   }

@@ -5,6 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.math.BigDecimal;
+import java.math.BigInteger;
+import java.util.Arrays;
 import java.util.List;
 
 import org.junit.jupiter.api.Test;
@@ -119,6 +122,53 @@ class NtfReaderTest {
     byte[] bad = new NtfWriter(l).setLong(4, -1_000_000_000_000L).finish();
     assertTrue(assertThrows(NtfFormatException.class, () -> r.getDecimal(bad, 0, 4)).getMessage()
         .contains("exceeds its precision"));
+  }
+
+  /** A wide decimal (docs/contract.md, "Wide decimals") between two narrow fields, as the server lays it out. */
+  static final String WIDE = "{\"version\": 1, \"null_bytes\": 8, \"fixed_size\": 40, \"variable\": false, \"fields\": ["
+      + "{\"name\": \"n\", \"type\": \"decimal(18,2)\", \"offset\": 8, \"size\": 8, \"null_bit\": 0},"
+      + "{\"name\": \"w\", \"type\": \"decimal(38,2)\", \"offset\": 16, \"size\": 16, \"null_bit\": 1},"
+      + "{\"name\": \"i\", \"type\": \"int32\", \"offset\": 32, \"size\": 4, \"null_bit\": 2}]}";
+
+  /** The 16 little-endian two's-complement bytes of {@code v} at {@code at}. */
+  static void putI128(byte[] t, int at, BigInteger v) {
+    byte[] be = v.toByteArray();
+    byte fill = (byte) (v.signum() < 0 ? -1 : 0);
+    for (int i = 0; i < 16; i++) t[at + i] = i < be.length ? be[be.length - 1 - i] : fill;
+  }
+
+  @Test
+  void readsWideDecimalsOf16Bytes() {
+    NtfLayout l = NtfLayout.fromJson(WIDE);
+    assertEquals(16, l.field(1).size());
+    assertTrue(l.field(1).type().isWideDecimal());
+    NtfReader r = new NtfReader(l);
+    byte[] t = new byte[40];
+    Le.putI64(t, 8, -12345); // -123.45
+    Le.putI32(t, 32, 7);
+    BigInteger largest = BigInteger.TEN.pow(38).subtract(BigInteger.ONE);
+    for (BigInteger v : List.of(largest, largest.negate(), BigInteger.valueOf(-1), BigInteger.ZERO,
+        new BigInteger("170141183460469231731687303715884105"), BigInteger.ONE.shiftLeft(64))) {
+      putI128(t, 16, v);
+      assertEquals(v, r.getWideDecimal(t, 0, 1));
+      assertEquals(new BigDecimal(v, 2), r.getBigDecimal(t, 0, 1));
+    }
+    assertEquals(new BigDecimal("-123.45"), r.getBigDecimal(t, 0, 0));
+    assertEquals(7, r.getInt(t, 0, 2));
+    putI128(t, 16, BigInteger.TEN.pow(38).negate());
+    assertTrue(assertThrows(NtfFormatException.class, () -> r.getWideDecimal(t, 0, 1)).getMessage()
+        .contains("decimal field w exceeds its precision"));
+    byte[] frames = NtfWriter.frames(Arrays.copyOf(t, 40));
+    putI128(frames, 4 + 16, largest.negate());
+    NtfBatch batch = NtfBatch.index(r, frames, 0, frames.length);
+    assertEquals(largest.negate(), batch.getWideDecimal(0, 1));
+  }
+
+  @Test
+  void aWideDecimalFieldOfTheWrongSizeIsRejected() {
+    String eight = WIDE.replace("\"offset\": 16, \"size\": 16", "\"offset\": 16, \"size\": 8");
+    assertTrue(assertThrows(IllegalArgumentException.class, () -> NtfLayout.fromJson(eight)).getMessage()
+        .contains("does not fit"));
   }
 
   @Test

@@ -1,7 +1,9 @@
 package io.jumpgate.core.request;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;
@@ -58,7 +60,12 @@ class RequestTest {
     assertEquals(ContractType.decimal(18, 0), ContractType.parse("decimal( 18 , 0 )"));
     assertEquals(8, ContractType.parse("string").ntfSize());
     assertEquals(4, ContractType.DATE.ntfSize());
-    assertThrows(IllegalArgumentException.class, () -> ContractType.decimal(19, 2));
+    assertThrows(IllegalArgumentException.class, () -> ContractType.decimal(39, 2));
+    assertThrows(IllegalArgumentException.class, () -> ContractType.decimal(0, 0));
+    assertEquals(8, ContractType.decimal(18, 2).ntfSize());
+    assertEquals(16, ContractType.decimal(19, 2).ntfSize()); // a wide decimal
+    assertTrue(ContractType.parse("decimal(38,38)").isWideDecimal());
+    assertFalse(ContractType.decimal(18, 2).isWideDecimal());
     assertThrows(IllegalArgumentException.class, () -> ContractType.parse("varchar"));
   }
 
