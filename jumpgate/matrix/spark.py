@@ -90,7 +90,8 @@ TYPES: dict[str, tuple[str, str]] = {
     "LongType": ("int64", ""),
     "DoubleType": ("float64", ""),
     "DateType": ("date", ""),
-    "DecimalType": ("decimal(p,s)", "precision at most 18 (an NTF decimal is 64 bits)"),
+    "DecimalType": ("decimal(p,s)", "precision at most 38 (more than 18: a wide decimal, 16 bytes in NTF; "
+                    "sums and averages of decimals from 9 digits on buffer in one)"),
     "StringType": ("string", "the binary (UTF8_BINARY) collation only"),
 }
 TYPES_NOT = ("ByteType, ShortType and FloatType (no contract type of their width), TimestampType, "

@@ -196,7 +196,7 @@ int jg_float_to_dec(double v, int precision, int scale, int64_t *out);
  * and check it fits `precision` digits; non-zero when it does not. */
 int jg_dec_rescale(__int128 v, int from, int to, int precision, int64_t *out);
 
-/* Wide decimals (19..38 digits, unscaled __int128; dec128.c). Each returns non-zero when the
+/* Wide decimals (19..38 digits, unscaled __int128; expr_support.c). Each returns non-zero when the
  * result does not fit `precision` digits (or 128 bits on the way); nothing is written then. */
 /* Rescale between scales (0..38), rounding half away from zero when the scale shrinks. */
 int jg_dec128_rescale(__int128 v, int from, int to, int precision, __int128 *out);

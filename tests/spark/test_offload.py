@@ -182,6 +182,25 @@ def test_partial_aggregation(spark, jg_server):
     _offloads_or_explains(spark, jg_server.url, sql, "aggregate")
 
 
+def test_partial_aggregation_of_decimals_buffered_beyond_18_digits(spark, jg_server):
+    """Spark buffers a sum of decimal(p,s) in decimal(p+10,s) and an average's sum likewise: from p = 9
+    on that is a wide decimal (more than 18 digits), which Jumpgate sums in 38 digits and hands back
+    16 bytes wide. Before wide decimals these partial aggregates stayed in Spark ("NTF decimals have
+    at most 18 digits"); now they run on Jumpgate, and negative values, NULLs and groups whose sums
+    pass 18 digits come out as Spark's."""
+    sql = """
+    SELECT ss_store_sk, sum(CAST(ss_net_paid AS decimal(12,2))) AS paid,
+           sum(CAST(ss_net_profit AS decimal(15,2)) * 1000000000) AS big,
+           avg(CAST(ss_sales_price AS decimal(15,2))) AS avgp, count(*) AS n
+    FROM store_sales WHERE ss_quantity > 10 GROUP BY ss_store_sk
+    """
+    run = _offloads_or_explains(spark, jg_server.url, sql, "aggregate")
+    assert "at most 18 digits" not in run.report, run.report
+    # some group's sum really needs more than 18 digits (the * 10^9 above), and some is negative
+    big = [r["big"] for r in run.rows if r["big"] is not None]
+    assert any(abs(v) >= 10 ** 16 for v in big) and any(v < 0 for v in big), big[:5]
+
+
 def test_server_unreachable_at_planning(spark):
     dead = "http://127.0.0.1:9"
     run = check_spark_answer_and_operator(spark, SCAN_FILTER_PROJECT, None, **{"spark.jumpgate.url": dead})

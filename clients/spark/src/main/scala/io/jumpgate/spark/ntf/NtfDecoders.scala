@@ -27,13 +27,32 @@ object NtfDecoders {
   def source(layout: NtfLayout): String = {
     val le = classOf[Le].getName
     val b = new StringBuilder
+    val dec = "org.apache.spark.sql.types.Decimal"
+    // a wide decimal's bound, 10^p, once per class
+    layout.fields.asScala.zipWithIndex.foreach { case (f, i) =>
+      if (f.`type`.isWideDecimal)
+        b.append(s"private static final java.math.BigInteger LIMIT$i = java.math.BigInteger.TEN.pow(${f.`type`.precision});\n")
+    }
     b.append("public void decode(byte[] b, int t, int len, ")
       .append("org.apache.spark.sql.catalyst.expressions.codegen.UnsafeRowWriter w) {\n")
     b.append("  w.reset();\n  w.zeroOutNullBytes();\n")
     layout.fields.asScala.zipWithIndex.foreach { case (f, i) =>
       val at = s"t + ${f.offset}"
-      b.append(s"  if (((b[t + ${f.nullBit >> 3}] >> ${f.nullBit & 7}) & 1) != 0) w.setNullAt($i);\n  else ")
+      val (p, s) = (f.`type`.precision, f.`type`.scale)
+      // a decimal of more than 18 digits lives in the row's variable part: a NULL keeps its 16 bytes
+      val setNull = if (f.`type`.isWideDecimal) s"w.write($i, ($dec) null, $p, $s);" else s"w.setNullAt($i);"
+      b.append(s"  if (((b[t + ${f.nullBit >> 3}] >> ${f.nullBit & 7}) & 1) != 0) $setNull\n  else ")
       f.`type`.kind match {
+        case Kind.DECIMAL if f.`type`.isWideDecimal =>
+          // 16 bytes, little-endian two's complement: a long when the high word is the sign of the
+          // low one (any long is within 19 or more digits), else a BigInteger checked against 10^p
+          b.append(s"{\n    long lo$i = $le.i64(b, $at);\n    long hi$i = $le.i64(b, $at + 8);\n")
+          b.append(s"    if (hi$i == (lo$i >> 63)) w.write($i, $dec$$.MODULE$$.apply(lo$i, $p, $s), $p, $s);\n")
+          b.append(s"    else {\n      byte[] be$i = new byte[16];\n")
+          b.append(s"      for (int k = 0; k < 16; k++) be$i[k] = b[$at + 15 - k];\n")
+          b.append(s"      java.math.BigInteger u$i = new java.math.BigInteger(be$i);\n")
+          b.append(s"      if (u$i.abs().compareTo(LIMIT$i) >= 0) throw corrupt(\"decimal field ${f.name} exceeds its precision\", t);\n")
+          b.append(s"      w.write($i, $dec$$.MODULE$$.apply(new java.math.BigDecimal(u$i, $s), $p, $s), $p, $s);\n    }\n  }\n")
         case Kind.BOOLEAN => b.append(s"w.write($i, b[$at] != 0);\n")
         case Kind.INT32 | Kind.DATE => b.append(s"w.write($i, $le.i32(b, $at));\n")
         case Kind.INT64 => b.append(s"w.write($i, $le.i64(b, $at));\n")

@@ -295,11 +295,20 @@ object PartialAggregateConverter extends OperatorConverter {
       if (e.dataType == DoubleType && !ctx.conf.allowIncompatible)
         Left(Why("sum of float64 values (the order of additions differs)", incompatible = true))
       else Right(())
+    /** The aggregate over `e` in Spark's buffer type `buffer`: a buffer wider than 18 digits (a sum
+     *  of decimal(p,s) buffers in decimal(p+10,s)) gets its input widened to it, so that Jumpgate adds
+     *  in 38 digits (a wide decimal's sum is decimal(38,s)); the buffer's CAST below brings the
+     *  result to Spark's precision, failing the job (and so falling back to Spark) should it not fit. */
+    def widened(fn: String, e: Expression, buffer: DecimalType): Either[Why, Seq[JsonObject]] =
+      if (buffer.precision <= Types.MaxDecimalPrecision) one(fn, e)
+      else for (x <- tr(e); t <- Types.contractType(buffer)) // the input's scale: Spark keeps it
+        yield Seq(Req.obj("name" -> a, "fn" -> fn, "expr" -> s"CAST($x AS $t)"))
     ae.aggregateFunction match {
       case s: Sum =>
         s.dataType match {
           case d: DecimalType =>
-            for (aggs <- one("sum", s.child); sum <- cast(s"coalesce($ref, 0)", d)) yield (aggs, Seq(sum, s"($ref IS NULL)"))
+            for (aggs <- widened("sum", s.child, d); sum <- cast(s"coalesce($ref, 0)", d))
+              yield (aggs, Seq(sum, s"($ref IS NULL)"))
           case dt =>
             for (_ <- floatOrder(s.child); aggs <- one("sum", s.child); sum <- cast(ref, dt)) yield (aggs, Seq(sum))
         }
@@ -314,7 +323,10 @@ object PartialAggregateConverter extends OperatorConverter {
         val cntRef = ExprTranslator.ident(s"${a}__count")
         for {
           _ <- floatOrder(av.child)
-          aggs <- one("avg", av.child)
+          aggs <- av.sumDataType match {
+            case d: DecimalType => widened("avg", av.child, d)
+            case _ => one("avg", av.child)
+          }
           sum <- cast(s"coalesce($sumRef, 0)", av.sumDataType)
         } yield (aggs, Seq(sum, cntRef))
       case other => Left(Why(s"aggregate function ${other.prettyName}"))

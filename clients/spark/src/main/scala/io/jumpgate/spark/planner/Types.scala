@@ -14,8 +14,13 @@ final case class Why(message: String, incompatible: Boolean = false) {
 }
 
 object Types {
-  /** The widest decimal an NTF field carries (contract section 1: 1 <= p <= 18). */
+  /** The widest decimal of the contract's section 1 (1 <= p <= 18): an 8-byte NTF field, and the
+   *  precision Jumpgate's arithmetic between such decimals stays within. */
   val MaxDecimalPrecision: Int = ContractType.MAX_DECIMAL_PRECISION
+
+  /** The widest decimal at all: this implementation's wide decimals (19 <= p <= 38, a 16-byte NTF
+   *  field; docs/contract.md, "Wide decimals"), which Spark's sums and averages of decimals buffer in. */
+  val MaxWideDecimalPrecision: Int = ContractType.MAX_WIDE_DECIMAL_PRECISION
 
   /** The contract type name of a Spark type, or why there is none. */
   def contractType(dt: DataType): Either[Why, String] = coreType(dt).map(_.name)
@@ -27,8 +32,8 @@ object Types {
     case LongType => Right(ContractType.INT64)
     case DoubleType => Right(ContractType.FLOAT64)
     case DateType => Right(ContractType.DATE)
-    case d: DecimalType if d.precision <= MaxDecimalPrecision => Right(ContractType.decimal(d.precision, d.scale))
-    case d: DecimalType => Left(Why(s"type ${d.simpleString}: NTF decimals have at most $MaxDecimalPrecision digits"))
+    case d: DecimalType if d.precision <= MaxWideDecimalPrecision => Right(ContractType.decimal(d.precision, d.scale))
+    case d: DecimalType => Left(Why(s"type ${d.simpleString}: NTF decimals have at most $MaxWideDecimalPrecision digits"))
     case s: StringType if s.collationId == 0 => Right(ContractType.STRING)
     case s: StringType => Left(Why(s"type ${s.typeName}: only the binary (UTF8_BINARY) string collation"))
     case other => Left(Why(s"type ${other.simpleString} has no contract type"))
