@@ -433,13 +433,18 @@ public final class JumpgateMetadata implements ConnectorMetadata {
         DecimalType countType = DecimalType.createDecimalType(19, 0);
         String sum = name + "_sum";
         String count = name + "_count";
-        items.add(new JumpgateTableHandle.Item(sum, "sum", expr));
+        items.add(new JumpgateTableHandle.Item(sum, "sum", wideSumInput(expr, out)));
         items.add(new JumpgateTableHandle.Item(count, "count", expr));
         newAssignments.add(new Assignment(sum, new JumpgateColumnHandle(sum, sumType, Sql.ident(sum), true), sumType));
         newAssignments.add(new Assignment(count, new JumpgateColumnHandle(count, BigintType.BIGINT, Sql.ident(count), true), BigintType.BIGINT));
         ConnectorExpression quotient = new Call(sumType, DIVIDE_FUNCTION_NAME, List.of(new Variable(sum, sumType),
                 new Call(countType, CAST_FUNCTION_NAME, List.of(new Variable(count, BigintType.BIGINT)))));
         return out.equals(sumType) ? quotient : new Call(out, CAST_FUNCTION_NAME, List.of(quotient));
+    }
+
+    /** {@code expr} (of decimal type {@code in}) cast to decimal(38, its scale): its sum is decimal(38, s). */
+    private static String wideSumInput(String expr, DecimalType in) {
+        return "CAST(" + expr + " AS decimal(38," + in.getScale() + "))";
     }
 
     /** {fn, expr} of the contract for one Trino aggregate whose result the contract computes the same way. */
@@ -457,7 +462,8 @@ public final class JumpgateMetadata implements ConnectorMetadata {
         }
         Type in = args.get(0).getType();
         // A long decimal here is a pushed product or sum that Trino typed wide: Jumpgate computes it
-        // in at most 18 digits and fails the job if a value does not fit, never a wrong answer.
+        // in at most 18 digits and fails the job if a value does not fit, never a wrong answer (its
+        // sum, below, adds in 38 digits as Trino's does).
         if (!Sql.supported(in) && !(in instanceof DecimalType)) {
             throw new Sql.Unsupported(fn + " of type " + in);
         }
@@ -466,6 +472,11 @@ public final class JumpgateMetadata implements ConnectorMetadata {
             case "count", "min", "max":
                 return new String[] {fn, expr};
             case "sum":
+                if (in instanceof DecimalType d && f.getOutputType() instanceof DecimalType out && !out.isShort()) {
+                    // Trino sums a decimal in decimal(38,s): so does Jumpgate, over the input cast to
+                    // that wide decimal (docs/contract.md, "Wide decimals"), overflowing where Trino does
+                    return new String[] {fn, wideSumInput(expr, d)};
+                }
                 if (in instanceof IntegerType || in instanceof BigintType || in instanceof DoubleType || in instanceof DecimalType) {
                     return new String[] {fn, expr};
                 }

@@ -22,6 +22,7 @@ import io.trino.spi.type.IntegerType;
 import io.trino.spi.type.Type;
 import io.trino.spi.type.VarcharType;
 
+import java.math.BigInteger;
 import java.util.List;
 import java.util.Optional;
 
@@ -32,8 +33,8 @@ import java.util.Optional;
  * VariableWidthBlock) and a null vector, which become the block. No value is boxed.
  *
  * <p>Conversions, where the contract's result type differs from the one Trino planned: a wider or
- * narrower integer, a decimal to Trino's long decimal (Int128) or to another scale, an integer to
- * a decimal or double. Anything else is refused when the decoder is made, before a row is read.
+ * narrower integer, a decimal (8 bytes, or a wide one of 16) to Trino's long decimal (Int128) or to
+ * another scale, an integer to a decimal or double. Anything else is refused when the decoder is made, before a row is read.
  */
 public final class NtfPageDecoder {
     private final NtfReader reader;
@@ -114,6 +115,13 @@ public final class NtfPageDecoder {
         if (t instanceof DoubleType && integral) {
             return longs(f, k == ContractType.Kind.INT32 ? LongGetter.INT_AS_DOUBLE : LongGetter.LONG_AS_DOUBLE, 0);
         }
+        if (t instanceof DecimalType d && ntf.isWideDecimal()) {
+            // a wide decimal (19..38 digits: 16 bytes) becomes Trino's long decimal, Int128
+            if (d.isShort() || d.getScale() < ntf.scale()) {
+                throw new IllegalArgumentException("column " + col.name() + ": Jumpgate sends " + ntf + ", Trino wants " + t);
+            }
+            return wide(f, d.getScale() - ntf.scale(), d.getPrecision(), col.name());
+        }
         if (t instanceof DecimalType d && (k == ContractType.Kind.DECIMAL || integral)) {
             int from = k == ContractType.Kind.DECIMAL ? ntf.scale() : 0;
             if (d.getScale() < from) {
@@ -179,6 +187,35 @@ public final class NtfPageDecoder {
                     v[2 * i] = x >> 63; // high word: the sign extension
                     v[2 * i + 1] = x;
                 }
+            }
+            return new Int128ArrayBlock(n, any ? Optional.of(nulls) : Optional.empty(), v);
+        };
+    }
+
+    /** 16-byte decimals as Int128 words, rescaled by 10^{@code up} (checked against Trino's precision). */
+    private ColumnDecoder wide(int f, int up, int precision, String name) {
+        BigInteger factor = BigInteger.TEN.pow(up);
+        BigInteger limit = BigInteger.TEN.pow(precision);
+        return (b, from, n) -> {
+            long[] v = new long[2 * n];
+            boolean[] nulls = new boolean[n];
+            boolean any = false;
+            byte[] buf = b.buffer();
+            for (int i = 0; i < n; i++) {
+                int tu = b.tupleStart(from + i);
+                if (reader.isNull(buf, tu, f)) {
+                    nulls[i] = any = true;
+                    continue;
+                }
+                BigInteger x = reader.getWideDecimal(buf, tu, f); // checked against the field's precision
+                if (up > 0) {
+                    x = x.multiply(factor);
+                    if (x.abs().compareTo(limit) >= 0) {
+                        throw new IllegalArgumentException("column " + name + ": " + x + " does not fit decimal(" + precision + ")");
+                    }
+                }
+                v[2 * i] = x.shiftRight(64).longValue(); // high word
+                v[2 * i + 1] = x.longValue(); // low word
             }
             return new Int128ArrayBlock(n, any ? Optional.of(nulls) : Optional.empty(), v);
         };

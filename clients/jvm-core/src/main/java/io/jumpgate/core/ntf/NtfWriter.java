@@ -43,6 +43,14 @@ public final class NtfWriter {
     return this;
   }
 
+  /** A wide decimal's (p > 18) unscaled value: 16 bytes, little-endian two's complement. */
+  public NtfWriter setWideDecimal(int f, java.math.BigInteger unscaled) {
+    int at = layout.field(f).offset();
+    Le.putI64(fixed, at, unscaled.longValue());
+    Le.putI64(fixed, at + 8, unscaled.shiftRight(64).longValue());
+    return this;
+  }
+
   public NtfWriter setString(int f, String v) {
     byte[] s = v.getBytes(StandardCharsets.UTF_8);
     int at = layout.fixedSize() + var.size();

@@ -13,7 +13,7 @@ import java.util.Locale;
 public final class ContractType implements Serializable {
   private static final long serialVersionUID = 1L;
 
-  /** The widest contract section 1 decimal (an unscaled value in 8 bytes): what engines offload. */
+  /** The widest contract section 1 decimal (an unscaled value in 8 bytes); wider ones are wide decimals. */
   public static final int MAX_DECIMAL_PRECISION = 18;
 
   /** The widest wide decimal (an unscaled two's-complement value in 16 bytes). */
