@@ -642,6 +642,15 @@ int jg_float_to_dec(double v, int precision, int scale, int64_t *out) {
 
 /* ------------------------------------------------------------------ formatting */
 
+/* The k characters of tmp, which were written last to first, in order in the context's scratch. */
+static jg_str reversed_copy(jg_ctx *ctx, const char *tmp, int k) {
+  char *out = jg_scratch(ctx, (size_t)k);
+  if (!out) return EMPTY;
+  for (int i = 0; i < k; i++) out[i] = tmp[k - 1 - i];
+  jg_str r = {out, (uint32_t)k};
+  return r;
+}
+
 jg_str jg_format_int64(jg_ctx *ctx, int64_t v) {
   char tmp[24];
   int k = 0;
@@ -651,11 +660,7 @@ jg_str jg_format_int64(jg_ctx *ctx, int64_t v) {
     u /= 10;
   } while (u);
   if (v < 0) tmp[k++] = '-';
-  char *out = jg_scratch(ctx, (size_t)k);
-  if (!out) return EMPTY;
-  for (int i = 0; i < k; i++) out[i] = tmp[k - 1 - i];
-  jg_str r = {out, (uint32_t)k};
-  return r;
+  return reversed_copy(ctx, tmp, k);
 }
 
 jg_str jg_format_decimal(jg_ctx *ctx, int64_t v, int scale) {
@@ -672,11 +677,7 @@ jg_str jg_format_decimal(jg_ctx *ctx, int64_t v, int scale) {
     u /= 10;
   } while (u);
   if (v < 0) tmp[k++] = '-';
-  char *out = jg_scratch(ctx, (size_t)k);
-  if (!out) return EMPTY;
-  for (int i = 0; i < k; i++) out[i] = tmp[k - 1 - i];
-  jg_str r = {out, (uint32_t)k};
-  return r;
+  return reversed_copy(ctx, tmp, k);
 }
 
 /* As DuckDB (and Python's repr): the shortest digits that read back as the same double; plain
@@ -863,9 +864,5 @@ jg_str jg_format_decimal128(jg_ctx *ctx, __int128 v, int scale) {
     u /= 10;
   } while (u);
   if (v < 0) tmp[k++] = '-';
-  char *out = jg_scratch(ctx, (size_t)k);
-  if (!out) return EMPTY;
-  for (int i = 0; i < k; i++) out[i] = tmp[k - 1 - i];
-  jg_str r = {out, (uint32_t)k};
-  return r;
+  return reversed_copy(ctx, tmp, k);
 }

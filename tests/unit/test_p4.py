@@ -381,3 +381,15 @@ def test_p4runtime_entries_pack_keys_and_parameters():
         assert params[pid] == value.to_bytes((widths[name] + 7) // 8, "big"), name
     sel = backend.table_entry(TableEntry("key_select", 2, "key_w0"))
     assert sel.match[0].exact.value == b"\x02" and not sel.action.action.params
+
+
+def test_bmv2_backend_takes_version_2_and_the_ports_it_answers_on():
+    """BMv2 runs the program with the ring (version 2 senders); the ports whose clone sessions carry
+    the answers come from the `forward` table unless the URL lists them, and a bad list is refused
+    when the URL is read, naming the option."""
+    url = "bmv2://127.0.0.1:9559?data_ip=10.0.0.100&ctrl_ip=10.0.0.1"
+    assert P4RuntimeBackend(url).udp_version == 2 and "v1model" in SeenRing.programs
+    assert P4RuntimeBackend(url).answer_ports is None
+    assert P4RuntimeBackend(url + "&answer_ports=1,3").answer_ports == {1, 3}
+    with pytest.raises(ValueError, match="answer_ports='1,x' is not a comma-separated list"):
+        P4RuntimeBackend(url + "&answer_ports=1,x")

@@ -402,6 +402,11 @@ class P4RuntimeBackend(_RemoteSwitch):
         super().__init__(url)
         self.flush_window = int(self.options.get("flush_window", 256))
         self._answer_ports: set[int] = set()  # ports whose clone session this backend made
+        listed = self.options.get("answer_ports")
+        try:  # the ports senders are on, when not those of the `forward` table (prepare_answers)
+            self.answer_ports = {int(p) for p in listed.split(",")} if listed else None
+        except ValueError:
+            raise ValueError(f"switch URL: answer_ports={listed!r} is not a comma-separated list of port numbers") from None
 
     def _connect(self, cache_dir: Path) -> None:
         # first: it chooses protobuf's implementation, which must happen before protobuf is imported
@@ -470,8 +475,9 @@ class P4RuntimeBackend(_RemoteSwitch):
         on: the program clones a version 2 datagram to the session of the port it came in on, and
         its egress turns the clone into the sender's receipt or END answer (docs/switch.md). Ports
         are those of the `forward` table, or the URL's `answer_ports` (comma-separated)."""
-        listed = self.options.get("answer_ports")
-        ports = {int(p) for p in listed.split(",")} if listed else self.forward_ports()
+        import grpc
+
+        ports = self.answer_ports if self.answer_ports is not None else self.forward_ports()
         new = sorted(ports - self._answer_ports)
         if not new:
             return
@@ -486,7 +492,7 @@ class P4RuntimeBackend(_RemoteSwitch):
                 entity.packet_replication_engine_entry.clone_session_entry.CopyFrom(session)
                 try:
                     self._write([pb.Update(type=kind, entity=entity)])
-                except Exception as e:  # grpc.RpcError: ALREADY_EXISTS on INSERT
+                except grpc.RpcError as e:  # ALREADY_EXISTS on INSERT
                     failed.append((port, e))
             if not failed:
                 break

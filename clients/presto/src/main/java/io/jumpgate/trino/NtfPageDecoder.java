@@ -169,7 +169,12 @@ public final class NtfPageDecoder {
         };
     }
 
-    private ColumnDecoder int128(int f, LongGetter g, long factor) {
+    /** Sets row {@code i}'s Int128 words, {@code v[2 i]} (high) and {@code v[2 i + 1]} (low), from the tuple at {@code tu}. */
+    private interface Int128Getter {
+        void get(byte[] buf, int tu, long[] v, int i);
+    }
+
+    private ColumnDecoder int128(int f, Int128Getter g) {
         return (b, from, n) -> {
             long[] v = new long[2 * n];
             boolean[] nulls = new boolean[n];
@@ -180,45 +185,40 @@ public final class NtfPageDecoder {
                 if (reader.isNull(buf, tu, f)) {
                     nulls[i] = any = true;
                 } else {
-                    long x = get(g, buf, tu, f);
-                    if (factor > 1) {
-                        x = Math.multiplyExact(x, factor); // 18 digits times a small power of ten stays in a long here
-                    }
-                    v[2 * i] = x >> 63; // high word: the sign extension
-                    v[2 * i + 1] = x;
+                    g.get(buf, tu, v, i);
                 }
             }
             return new Int128ArrayBlock(n, any ? Optional.of(nulls) : Optional.empty(), v);
         };
     }
 
+    /** An integer or 8-byte decimal as Int128 words, times {@code factor}. */
+    private ColumnDecoder int128(int f, LongGetter g, long factor) {
+        return int128(f, (buf, tu, v, i) -> {
+            long x = get(g, buf, tu, f);
+            if (factor > 1) {
+                x = Math.multiplyExact(x, factor); // 18 digits times a small power of ten stays in a long here
+            }
+            v[2 * i] = x >> 63; // high word: the sign extension
+            v[2 * i + 1] = x;
+        });
+    }
+
     /** 16-byte decimals as Int128 words, rescaled by 10^{@code up} (checked against Trino's precision). */
     private ColumnDecoder wide(int f, int up, int precision, String name) {
         BigInteger factor = BigInteger.TEN.pow(up);
         BigInteger limit = BigInteger.TEN.pow(precision);
-        return (b, from, n) -> {
-            long[] v = new long[2 * n];
-            boolean[] nulls = new boolean[n];
-            boolean any = false;
-            byte[] buf = b.buffer();
-            for (int i = 0; i < n; i++) {
-                int tu = b.tupleStart(from + i);
-                if (reader.isNull(buf, tu, f)) {
-                    nulls[i] = any = true;
-                    continue;
+        return int128(f, (buf, tu, v, i) -> {
+            BigInteger x = reader.getWideDecimal(buf, tu, f); // checked against the field's precision
+            if (up > 0) {
+                x = x.multiply(factor);
+                if (x.abs().compareTo(limit) >= 0) {
+                    throw new IllegalArgumentException("column " + name + ": " + x + " does not fit decimal(" + precision + ")");
                 }
-                BigInteger x = reader.getWideDecimal(buf, tu, f); // checked against the field's precision
-                if (up > 0) {
-                    x = x.multiply(factor);
-                    if (x.abs().compareTo(limit) >= 0) {
-                        throw new IllegalArgumentException("column " + name + ": " + x + " does not fit decimal(" + precision + ")");
-                    }
-                }
-                v[2 * i] = x.shiftRight(64).longValue(); // high word
-                v[2 * i + 1] = x.longValue(); // low word
             }
-            return new Int128ArrayBlock(n, any ? Optional.of(nulls) : Optional.empty(), v);
-        };
+            v[2 * i] = x.shiftRight(64).longValue(); // high word
+            v[2 * i + 1] = x.longValue(); // low word
+        });
     }
 
     private Block strings(NtfBatch b, int f, int from, int n) {
