@@ -38,17 +38,32 @@ static void out_free(jg_out *o) {
   free(o);
 }
 
-jg_ctx *jgr_ctx_new(jgr_proc *p, int worker) {
+__attribute__((weak)) const int jgr_worker_outputs = 1;
+
+static jg_ctx *ctx_new(jgr_proc *p, int worker, uint32_t port_base, uint32_t nports) {
   jg_ctx *c = xmalloc(sizeof *c);
   memset(c, 0, sizeof *c);
   c->proc = p;
   c->worker = worker;
   c->scratch_cap = SCRATCH_INITIAL;
   c->scratch = xmalloc(c->scratch_cap);
-  c->nouts = p->noutputs;
+  c->nouts = nports;
   c->outs = xmalloc(sizeof(jg_out *) * (c->nouts ? c->nouts : 1));
-  for (uint32_t i = 0; i < c->nouts; i++) c->outs[i] = out_new(c, (int)i);
+  for (uint32_t i = 0; i < c->nouts; i++) c->outs[i] = out_new(c, (int)(port_base + i));
   c->discard = out_new(c, -1);
+  return c;
+}
+
+jg_ctx *jgr_ctx_new(jgr_proc *p, int worker) {
+  /* read through volatile: the compiler would otherwise take this file's weak default for the
+   * value, not the definition the linker picks */
+  return ctx_new(p, worker, 0, *(volatile const int *)&jgr_worker_outputs ? p->noutputs : 0);
+}
+
+jg_ctx *jgr_ctx_view(const jg_ctx *parent, uint32_t port_base, uint32_t nports, uint32_t msg_base, uint32_t rf_base) {
+  jg_ctx *c = ctx_new(parent->proc, parent->worker, port_base, nports);
+  c->msg_base = msg_base;
+  c->rf_base = rf_base;
   return c;
 }
 
@@ -119,7 +134,7 @@ void jg_fail(jg_ctx *c, const char *msg) {
 
 const char *jg_message(jg_ctx *c, uint32_t k) {
   char key[24];
-  snprintf(key, sizeof key, "msg.%u", (unsigned)k);
+  snprintf(key, sizeof key, "msg.%u", (unsigned)(c->msg_base + k));
   const char *msg = jgr_param(c->proc, key); /* a linear search, on the error path only */
   if (msg) return msg;
   char *fallback = jg_scratch(c, 96); /* jg_fail copies it before the scratch is reset */

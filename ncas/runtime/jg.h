@@ -148,6 +148,16 @@ typedef struct {
 /* Defined by generated code. */
 extern const jg_query JG_QUERY;
 
+/* A shared scan (docs/shared-scans.md) runs the queries of several jobs over one read of the same
+ * files: each member is a scan query compiled under its own name, its output ports, message
+ * numbers and runtime filter slots placed after the members' before it. The generated file of a
+ * shared scan defines `jg_shared_members` and `jg_shared_nmembers`; the runtime's shared_scan.cpp
+ * defines JG_QUERY from them. */
+typedef struct {
+  const jg_query *query;
+  uint32_t port_base, msg_base, rf_base;
+} jg_shared_member;
+
 /* ------------------------------------------------------------------ helpers for generated code
  * (implemented in the runtime so that generated files stay small and compile fast) */
 

@@ -215,10 +215,20 @@ struct jg_ctx {
   uint32_t in_len;
   /* the driver already tested the rows the row function now runs on (jgr_rf_row) */
   int rf_pretested;
+  /* A shared scan's member (shared_scan.cpp) sees its own message numbers and runtime filter
+   * slots from 0: these are added to what its row function asks for. 0 for every other ctx. */
+  uint32_t msg_base, rf_base;
 };
 
 jg_ctx *jgr_ctx_new(jgr_proc *p, int worker);
+/* A member's view of worker `parent`'s process (shared_scan.cpp): its own scratch, failure and
+ * output ports `port_base` .. `port_base + nports - 1` of the process, numbered from 0. */
+jg_ctx *jgr_ctx_view(const jg_ctx *parent, uint32_t port_base, uint32_t nports, uint32_t msg_base, uint32_t rf_base);
 void jgr_ctx_free(jg_ctx *c);
+/* Whether the worker contexts own the process's output ports (1), or the query's member views do
+ * (0: a shared scan, which opens and ends each member's ports itself). Defined weak as 1 in ctx.c;
+ * shared_scan.cpp overrides it. */
+extern const int jgr_worker_outputs;
 void jgr_scratch_compact(jg_ctx *c);
 
 static inline void jgr_scratch_reset(jg_ctx *c) {
@@ -264,6 +274,8 @@ static inline int jgr_call_finish(jg_ctx *c, jgr_error *err) {
 int jgr_outputs_open(jg_ctx *c, jgr_error *err);
 /* Flush, write the end markers (u32 0, u64 count), close. */
 int jgr_outputs_finish(jg_ctx *c, jgr_error *err);
+/* Close every connection without an end marker: the receivers see their streams break. */
+void jgr_outputs_abort(jg_ctx *c);
 
 /* ------------------------------------------------------------------ TCP input (contract §3) */
 

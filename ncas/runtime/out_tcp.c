@@ -238,7 +238,7 @@ int jgr_outputs_open(jg_ctx *c, jgr_error *err) {
   if (jgr_param_u64(p, "connect_timeout_ms", 10000, 1, 3600000, &timeout_ms, err)) return -1;
   for (uint32_t port = 0; port < c->nouts; port++) {
     jg_out *o = c->outs[port];
-    const jgr_out_cfg *cfg = &p->outputs[port];
+    const jgr_out_cfg *cfg = &p->outputs[o->port]; /* a member's view numbers its ports from 0 */
     o->fds = malloc(sizeof(int) * (cfg->ndests ? cfg->ndests : 1));
     o->names = calloc(cfg->ndests ? cfg->ndests : 1, sizeof(char *));
     if (!o->fds || !o->names) abort();
@@ -257,7 +257,7 @@ int jgr_outputs_open(jg_ctx *c, jgr_error *err) {
       int e = 0;
       o->fds[d] = connect_retry(dst->host, dst->port, timeout_ms * 1000000u, &e);
       if (o->fds[d] < 0) {
-        jgr_error_set(err, "output port %u: cannot connect to %s:%s within %llu ms: %s", port,
+        jgr_error_set(err, "output port %d: cannot connect to %s:%s within %llu ms: %s", o->port,
                       dst->host, dst->port, (unsigned long long)timeout_ms, strerror(e));
         return -1;
       }
@@ -272,13 +272,23 @@ int jgr_outputs_open(jg_ctx *c, jgr_error *err) {
         hlen = 16;
       }
       if (jgr_send_all(o->fds[d], hdr, hlen) != 0) {
-        jgr_error_set(err, "output port %u: sending to %s: %s", port, o->names[d], strerror(errno));
+        jgr_error_set(err, "output port %d: sending to %s: %s", o->port, o->names[d], strerror(errno));
         return -1;
       }
       c->stats.bytes_out += hlen;
     }
   }
   return 0;
+}
+
+/* Close every connection of `c`'s ports without the end marker: each receiver sees its stream
+ * break, never a short stream that looks complete (a shared scan's member that failed). */
+void jgr_outputs_abort(jg_ctx *c) {
+  for (uint32_t port = 0; port < c->nouts; port++) {
+    jg_out *o = c->outs[port];
+    for (size_t i = 0; i < o->nfds; i++)
+      if (o->fds[i] >= 0) close(o->fds[i]), o->fds[i] = -1;
+  }
 }
 
 int jgr_outputs_finish(jg_ctx *c, jgr_error *err) {

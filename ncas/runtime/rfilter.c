@@ -85,6 +85,7 @@ static int test(jg_ctx *ctx, const jg_rfilter *f, int null, uint64_t hash, const
 }
 
 int jg_rf_test(jg_ctx *ctx, uint32_t slot, int null, uint64_t hash, const int64_t *ints) {
+  slot += ctx->rf_base; /* a shared scan's member numbers its slots from 0 */
   const jg_rfilter *f = slot < RF_SLOTS ? slots[slot] : NULL;
   if (!f || ctx->rf_pretested) return 1;
   return test(ctx, f, null, hash, ints);
