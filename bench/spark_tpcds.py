@@ -2,7 +2,7 @@
 offloading.
 
     .venv/bin/python bench/spark_tpcds.py --sf 1 [--format json|parquet|orc] [--queries 3,7,19] [--repeat 1]
-        [--no-threshold]
+        [--no-threshold] [--shared-scans]
 
 Generates the data once (DuckDB's tpcds extension, see tests/spark/tpcds.py) as JSON Lines under
 `.jumpgate/bench-spark/sf<SF>/tpcds`; with `--format parquet` or `orc`, Spark itself rewrites those
@@ -53,6 +53,8 @@ def main() -> None:
     ap.add_argument("--no-threshold", action="store_true", help="offload everything that can be")
     ap.add_argument("--warmup", choices=["both", "jumpgate", "none"], default="both",
                     help="untimed first runs: of both modes, of the Jumpgate mode only (NCA compilation), or none")
+    ap.add_argument("--shared-scans", action="store_true",
+                    help="the server shares scans of the same files that run at the same time (docs/shared-scans.md)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--jar", type=Path, default=JAR,
                     help="the plugin jar (default: build clients/spark and use its jar), e.g. to compare two versions")
@@ -73,7 +75,8 @@ def main() -> None:
     from pyspark.sql import SparkSession
     # A stop by SIGTERM unwinds like Ctrl-C, so the server and Spark are stopped (finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    srv = LocalServer(root, PROJECT / ".jumpgate" / "bench-spark" / "cache", root / "server.log")
+    srv = LocalServer(root, PROJECT / ".jumpgate" / "bench-spark" / "cache", root / "server.log",
+                      extra_args=["--shared-scans"] if args.shared_scans else None)
     conf = base_conf(args.jar, srv.url, root)
     conf.update({"spark.jumpgate.threshold.enabled": str(not args.no_threshold).lower(),
                  "spark.jumpgate.scoring.enabled": str(not args.no_threshold).lower(),
@@ -117,6 +120,7 @@ def main() -> None:
                 row["fallbacks"] = last[True].fallback_reasons
                 row["match"] = normalize(last[False].rows, False) == normalize(last[True].rows, False)
                 row["jobs"] = job_stats(srv.url, jobs_since)
+                row["bytes_read"] = bytes_read(row["jobs"])
                 row["report"] = last[True].report  # EXPLAIN's Jumpgate section: what stayed in Spark, and why
                 row["speedup"] = row["spark_s"] / row["jumpgate_s"]
                 # Over several rounds the spread (min-max) shows how much of a ratio near 1 is noise.
@@ -124,7 +128,8 @@ def main() -> None:
                           f"{min(times[True]):.2f}-{max(times[True]):.2f})" if args.repeat > 1 else "")
                 print(f"q{n:02d}  spark {row['spark_s']:7.2f} s  jumpgate {row['jumpgate_s']:7.2f} s  "
                       f"x{row['speedup']:5.2f}{spread}  {'' if row['match'] else 'ANSWERS DIFFER '}"
-                      f"{len(row['offloaded'])} offloaded, {row['metrics']['jobs_run']} jobs", flush=True)
+                      f"{len(row['offloaded'])} offloaded, {row['metrics']['jobs_run']} jobs, "
+                      f"{row['bytes_read'] / 2**20:.0f} MiB read", flush=True)
             except Exception as e:  # a query that fails is reported, not fatal to the benchmark
                 row["error"] = str(e).splitlines()[0][:300]
                 print(f"q{n:02d}  error: {row['error']}", flush=True)
@@ -185,7 +190,10 @@ def job_stats(url: str, since: float) -> list[dict]:
                              **{k: round(sum(st.get(k) or 0 for st in stages), 1)
                                 for k in ("wall_ms", "busy_ms", "wait_input_ms", "wait_output_ms", "cpu_ms",
                                           "tuples_in", "tuples_out", "bytes_in")},
-                             "threads": max((st.get("threads") or 0 for st in stages), default=0)})
+                             "threads": max((st.get("threads") or 0 for st in stages), default=0),
+                             # a shared scan's read is every member's: count it once per group
+                             "shared_group": next((st["shared_scan"]["group"] for st in stages
+                                                   if "shared_scan" in st), None)})
             out.append({"job_id": line["job_id"], "state": line["state"],
                         "execute_ms": job["timeline"]["phases"].get("execute", {}).get("duration_ms"),
                         "ncas": ncas})
@@ -194,8 +202,23 @@ def job_stats(url: str, since: float) -> list[dict]:
     return out
 
 
+def bytes_read(jobs: list[dict]) -> int:
+    """What the NCAs of a run read from files and streams, a shared scan's read counted once."""
+    seen, total = set(), 0
+    for job in jobs:
+        for nca in job["ncas"]:
+            group = nca.get("shared_group")
+            if group is not None:
+                if group in seen:
+                    continue
+                seen.add(group)
+            total += int(nca.get("bytes_in") or 0)
+    return total
+
+
 def summary(args: argparse.Namespace, results: list[dict]) -> dict:
-    return {"sf": args.sf, "format": args.format, "master": args.master, "results": results}
+    return {"sf": args.sf, "format": args.format, "master": args.master, "shared_scans": args.shared_scans,
+            "results": results}
 
 
 def register_copy(spark, tpcds_json: Path, out: Path, fmt: str) -> Path:

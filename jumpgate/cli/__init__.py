@@ -78,7 +78,10 @@ def _serve(args: argparse.Namespace) -> int:
                         client_stall_s=max(0.0, args.client_stall),
                         state_db=Path(args.state_db) if args.state_db else None,
                         keep_jobs=max(0, args.keep_jobs), keep_days=max(0.0, args.keep_days),
-                        runtime_filters=not args.no_runtime_filters)
+                        runtime_filters=not args.no_runtime_filters, shared_scans=args.shared_scans,
+                        shared_scan_wait_s=max(0.0, args.shared_scan_wait),
+                        shared_scan_linger_s=max(0.0, args.shared_scan_linger),
+                        shared_scan_min_bytes=max(0, int(args.shared_scan_min_mb * 1024 * 1024)))
     if args.cache_dir:
         settings.cache_dir = Path(args.cache_dir)
     if args.ncas is not None:
@@ -343,6 +346,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--client-stall", type=float, default=10.0, metavar="SECONDS",
                        help="fail a job whose client (a send's receiver) takes no data for this long while there "
                             "is data for it (it stopped reading or never accepted); 0 = never (default 10)")
+    serve.add_argument("--shared-scans", action="store_true",
+                       help="scans of the same files that run at the same time, in one job or several, read "
+                            "them once (docs/shared-scans.md)")
+    serve.add_argument("--shared-scan-wait", type=float, default=0.2, metavar="SECONDS",
+                       help="how long a shared scan waits for the scans announced for its files (default 0.2)")
+    serve.add_argument("--shared-scan-linger", type=float, default=0.05, metavar="SECONDS",
+                       help="how long a shared scan waits for scans of jobs still being planned (default 0.05)")
+    serve.add_argument("--shared-scan-min-mb", type=float, default=0.0, metavar="MB",
+                       help="files smaller than this are not shared (default 0)")
     serve.add_argument("--no-runtime-filters", action="store_true",
                        help="plan no runtime filters from hash joins' build sides to the scans of their probe "
                             "sides (docs/runtime-filters.md); for comparison")

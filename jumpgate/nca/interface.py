@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from ..contract.ntf import NtfLayout
 from ..dataflow.plan import InputRef, LogicalPlan, Operation
@@ -451,3 +451,6 @@ class InstanceContext:
     cache_dir: str  # long-lived cache (compiled binaries)
     settings: dict = field(default_factory=dict)
     host: Host | None = None
+    # The service's coordinator of shared scans (jumpgate/ncas/software/scan_sharing.py,
+    # docs/shared-scans.md), None when scans never share.
+    scan_sharing: Any = None

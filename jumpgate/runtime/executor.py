@@ -119,7 +119,7 @@ class JobRunner:
                  work_root: Path, on_finish: Callable[[Job], None], stall_timeout: float | None = None,
                  client_stall: float | None = CLIENT_STALL_S,
                  progress_interval: float | None = PROGRESS_INTERVAL_S,
-                 on_stages_done: Callable[[Job], None] | None = None) -> None:
+                 on_stages_done: Callable[[Job], None] | None = None, scan_sharing: object | None = None) -> None:
         self.job = job
         self.store = store
         self.registry = registry
@@ -134,6 +134,7 @@ class JobRunner:
         self.stall_timeout = stall_timeout  # seconds without progress in a stage; None = never
         self.client_stall = client_stall  # seconds a client may take no data; None or 0 = never
         self.progress_interval = progress_interval or None  # seconds between counter readings; None = never
+        self.scan_sharing = scan_sharing  # the service's shared scans (docs/shared-scans.md); None: never
         self.instances: dict[str, NcaInstance] = {}
         self._keys: dict[tuple[str, int], int] = {}
         self._steps: dict[str, str] = {}  # the life-cycle step each NCA is in (for its failure)
@@ -177,7 +178,8 @@ class JobRunner:
                 spec = replace(spec, inputs=tuple(replace(port, key=self._keys.get((node.id, i), 0))
                                                   for i, port in enumerate(spec.inputs)))
                 context = InstanceContext(deployer=self.deployer, work_dir=str(self.work_dir),
-                                          cache_dir=str(self.cache_dir), host=self._host_of(node, hosts))
+                                          cache_dir=str(self.cache_dir), host=self._host_of(node, hosts),
+                                          scan_sharing=self.scan_sharing)
                 self.instances[node.id] = impl.instantiate(spec, context)
             setup = tl.begin("setup")
             endpoints = self._lockstep("compile", self._compile_and_allocate)

@@ -154,9 +154,12 @@ int shared_finish(jg_ctx *ctx) {
   for (uint32_t m = 0; m < jg_shared_nmembers; m++) {
     jg_ctx *v = w.views[m];
     const jg_query *q = jg_shared_members[m].query;
-    if (!members[m].failed.load() && q->finish) {
+    if (q->finish) {
+      // Every worker runs every member's finish, even one cut off (its streams are closed, what it
+      // emits goes nowhere): a complete aggregation's finish merges the workers' tables and waits
+      // at a barrier for all of them (agg_table.c), which a worker skipping it would never pass.
       jgr_scratch_reset(v);
-      if (q->finish(v) != JG_ROW_OK || v->flags != 0) member_error(w, m);
+      if ((q->finish(v) != JG_ROW_OK || v->flags != 0) && !members[m].failed.load()) member_error(w, m);
     }
     if (members[m].failed.load()) {
       if (!w.cut[m]) jgr_outputs_abort(v), w.cut[m] = 1;

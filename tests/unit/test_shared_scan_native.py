@@ -17,7 +17,7 @@ from jumpgate.dataflow.request import parse_request
 from jumpgate.nca.interface import InstanceContext
 from jumpgate.ncas.software.build import build_nca, build_shared_nca
 from jumpgate.ncas.software.codegen.messages import message_params
-from jumpgate.ncas.software.codegen.shared import SharedMember, generate_shared_scan
+from jumpgate.ncas.software.codegen.shared import SharedMember, generate_shared_scan, member_symbol
 from jumpgate.ncas.software.scan_json import JsonScanNca
 
 from .fixtures.runtime_harness import NcaProcess, Receiver, parse_stream
@@ -49,6 +49,14 @@ MEMBERS = {
     "narrow": request("narrow", [SCHEMA[3]],
                       {"kind": "project", "name": "p", "input": "r",
                        "columns": [{"name": "l32", "expr": "CAST(l AS int32)"}]}),
+    # aggregations fused into the scan: their workers' tables merge at a barrier in every worker
+    "groups": request("groups", SCHEMA,
+                      {"kind": "aggregate", "name": "g", "input": "r", "group_by": [{"name": "k", "expr": "i % 7"}],
+                       "aggregates": [{"name": "n", "fn": "count_star"}, {"name": "sd", "fn": "sum", "expr": "d"}]}),
+    "total": request("total", [SCHEMA[1], SCHEMA[0]],
+                     {"kind": "filter", "name": "f", "input": "r", "condition": "i > 100"},
+                     {"kind": "aggregate", "name": "g", "input": "f", "group_by": [],
+                      "aggregates": [{"name": "n", "fn": "count", "expr": "s"}, {"name": "lo", "fn": "min", "expr": "s"}]}),
 }
 
 
@@ -143,6 +151,24 @@ def test_members_get_what_each_scan_sends_alone(tmp_path, cache):
     assert members[0]["tuples_out"] == ROWS // 3 and members[2]["tuples_out"] == ROWS
 
 
+def tuples(streams: list[bytes]) -> list[bytes]:
+    return sorted(t for s in streams for t in parse_stream(s).tuples)
+
+
+def test_fused_aggregations_share_a_read(tmp_path, cache):
+    """Complete aggregations over two threads merge their workers' tables at a barrier: each
+    member's merge runs in every worker, the cut-off one's too, so none waits for ever."""
+    (tmp_path / "t.jsonl").write_text(rows(ROWS, big_from=ROWS // 3))
+    sources = [scan_source(tmp_path, cache, MEMBERS[k]) for k in ("groups", "narrow", "total", "thirds")]
+    events, streams = shared(tmp_path, cache, sources, settle=2.0)
+    assert events[-1]["event"] == "done", events
+    members = {e["member"]: e for e in events if e["event"] == "member"}
+    assert "int32" in members[1]["error"] and not any("error" in members[k] for k in (0, 2, 3))
+    for k in (0, 2, 3):
+        assert tuples(streams[k]) == tuples(alone(tmp_path, cache, sources[k])), f"member {k}"
+    assert members[0]["tuples_out"] == 7 and members[2]["tuples_out"] == 1
+
+
 def test_a_failing_member_is_cut_off_alone(tmp_path, cache):
     (tmp_path / "t.jsonl").write_text(rows(ROWS, big_from=ROWS // 2))
     sources = [scan_source(tmp_path, cache, MEMBERS[k]) for k in ("thirds", "narrow", "dear")]
@@ -159,7 +185,7 @@ def test_a_failing_member_is_cut_off_alone(tmp_path, cache):
 
 def test_a_member_whose_consumer_is_gone_is_cut_off_alone(tmp_path, cache):
     (tmp_path / "t.jsonl").write_text(rows(ROWS, None))
-    sources = [scan_source(tmp_path, cache, MEMBERS[k]) for k in ("dear", "thirds")]
+    sources = [scan_source(tmp_path, cache, MEMBERS[k]) for k in ("dear", "dear")]  # one query, two jobs
     table = generate_shared_scan([SharedMember(s, 1) for s in sources])
     binary = build_shared_nca(sources, table, "scan_json", cache).path
     live = Receiver()
@@ -184,7 +210,10 @@ def test_a_member_whose_consumer_is_gone_is_cut_off_alone(tmp_path, cache):
 def test_a_shared_scan_lists_its_members_and_numbers_their_messages(tmp_path, cache):
     (tmp_path / "t.jsonl").write_text(rows(10, None))
     sources = [scan_source(tmp_path, cache, MEMBERS[k]) for k in ("narrow", "narrow")]
-    table = generate_shared_scan([SharedMember(sources[0], 1), SharedMember(sources[1], 2, runtime_filters=1)])
-    assert f"{{ &jg_member_1, 1u, {len(sources[0].messages)}u, 0u }}" in table
+    table = generate_shared_scan([SharedMember(sources[0], 1, runtime_filters=1), SharedMember(sources[1], 2)])
+    # the same query twice: one object, listed twice with its own ports, messages and filter slots
+    symbol = member_symbol(sources[0])
+    assert table.count(f"extern const jg_query {symbol};") == 1
+    assert f"{{ &{symbol}, 1u, {len(sources[0].messages)}u, 1u }}" in table
     assert table.messages == sources[0].messages + sources[1].messages
     assert "CAST" not in table and "l32" not in table  # no request text in the source

@@ -42,8 +42,9 @@ from .toolchain import (
     toolchain_id,
 )
 
-__all__ = ["BuildResult", "DRIVERS", "ENV_SOURCES", "NcaBuildError", "arch_flags", "build_nca", "build_shared_nca",
-           "ensure_arrow_drivers", "ensure_runtime", "nca_sources_dir", "runtime_dir", "runtime_hash"]
+__all__ = ["BuildResult", "DRIVERS", "ENV_SOURCES", "NcaBuildError", "arch_flags", "build_member_object", "build_nca",
+           "build_shared_nca", "ensure_arrow_drivers", "ensure_runtime", "nca_sources_dir", "runtime_dir",
+           "runtime_hash"]
 
 RUNTIME_DRIVERS = ("scan_json", "ntf_relay")  # driver objects the runtime Makefile builds (`all`)
 RUNTIME_DRIVERS += ("join",)  # the hash join (ncas/runtime/join.c)
@@ -149,40 +150,55 @@ def build_nca(generated_source: str, driver: str, cache_dir: Path, *, dpdk: bool
     return BuildResult(exe, False, time.perf_counter() - t0)
 
 
+def build_member_object(source: str, cache_dir: Path) -> Path:
+    """A shared scan's member (docs/shared-scans.md): the generated scan query compiled once, its
+    JG_QUERY under the name codegen/shared.py's member_symbol gives its text. A scan that may
+    share compiles it with its own binary, so that a group only links."""
+    cache_dir = Path(cache_dir)
+    runtime = ensure_runtime(cache_dir)
+    extra = arch_flags() + extra_flags()
+    key = hashlib.sha256(json.dumps([source, runtime.name, CC, CFLAGS, extra]).encode())
+    obj = cache_dir / "ncas" / f"member-{key.hexdigest()[:32]}.o"
+    if obj.exists():
+        _touch(obj)
+        return obj
+    obj.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".build-", dir=obj.parent) as tmp:
+        src, out = Path(tmp) / "member.c", Path(tmp) / "member.o"
+        src.write_text(source)
+        cmd = [CC, *CFLAGS, *extra, f"-I{runtime_dir()}", f"-DJG_QUERY={member_symbol(source)}", "-c", str(src),
+               "-o", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise NcaBuildError("compiling a shared scan's member failed", proc.stderr, cmd)
+        os.replace(out, obj)
+    return obj
+
+
 def build_shared_nca(members: Sequence[str], shared_source: str, driver: str, cache_dir: Path) -> BuildResult:
-    """The executable of a shared scan (docs/shared-scans.md): each member's generated C compiled
-    under its own name (codegen/shared.py's member_symbol), the shared file listing them, the
-    runtime's shared_scan.o (which defines the JG_QUERY the driver runs), the registered driver
-    `driver` and libjgrt.a. Cached by all of it, as build_nca caches one query."""
+    """The executable of a shared scan (docs/shared-scans.md): the members' objects
+    (build_member_object), the generated table listing them (codegen/shared.py), the runtime's
+    shared_scan.o (which defines the JG_QUERY the driver runs), the registered driver `driver` and
+    libjgrt.a. Cached by all of it, as build_nca caches one query."""
     t0 = time.perf_counter()
     spec = driver_named(driver)
     cache_dir = Path(cache_dir)
     runtime = ensure_runtime(cache_dir)
     extra = arch_flags() + extra_flags()
     link = spec.link(runtime)
-    key = hashlib.sha256(json.dumps([list(members), shared_source, driver, runtime.name, CC, CFLAGS, extra, LDLIBS]
+    unique = list(dict.fromkeys(members))  # a query two jobs both run is one object
+    key = hashlib.sha256(json.dumps([unique, shared_source, driver, runtime.name, CC, CFLAGS, extra, LDLIBS]
                                     + ([link.key] if link.key else [])).encode())
     exe = cache_dir / "ncas" / f"shared-{driver}-{key.hexdigest()[:32]}"
     if exe.exists():
         _touch(exe)
         return BuildResult(exe, True, time.perf_counter() - t0)
-    exe.parent.mkdir(parents=True, exist_ok=True)
-    include = f"-I{runtime_dir()}"
+    objects = [build_member_object(m, cache_dir) for m in unique]
     with tempfile.TemporaryDirectory(prefix=".build-", dir=exe.parent) as tmp:
-        compiles = []
-        for k, source in enumerate(members):  # the members at once: each is a compile of its own
-            src, obj = Path(tmp) / f"member_{k}.c", Path(tmp) / f"member_{k}.o"
-            src.write_text(source)
-            cmd = [CC, *CFLAGS, *extra, include, f"-DJG_QUERY={member_symbol(k)}", "-c", str(src), "-o", str(obj)]
-            compiles.append((cmd, obj, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
-        for cmd, _, proc in compiles:
-            _, stderr = proc.communicate()
-            if proc.returncode != 0:
-                raise NcaBuildError(f"compiling a member of a shared {driver} NCA failed", stderr, cmd)
         shared = Path(tmp) / "query.c"
         shared.write_text(shared_source)
         out = Path(tmp) / "nca"
-        cmd = [CC, *CFLAGS, *extra, include, str(shared), "-x", "none", *(str(o) for _, o, _ in compiles),
+        cmd = [CC, *CFLAGS, *extra, f"-I{runtime_dir()}", str(shared), "-x", "none", *(str(o) for o in objects),
                str(runtime / "shared_scan.o"), *(str(o) for o in link.objects), str(runtime / "libjgrt.a"),
                *LDLIBS, *link.ldflags, "-o", str(out)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -190,7 +206,7 @@ def build_shared_nca(members: Sequence[str], shared_source: str, driver: str, ca
             raise NcaBuildError(f"linking a shared {driver} NCA failed", proc.stderr, cmd)
         # one file to read when debugging: the table, then each member's query
         exe.with_suffix(".c").write_text(shared_source + "".join(
-            f"\n/* ---- member {k}: compiled as {member_symbol(k)} ---- */\n{m}" for k, m in enumerate(members)))
+            f"\n/* ---- member compiled as {member_symbol(m)} ---- */\n{m}" for m in unique))
         os.replace(out, exe)
     prune_cache(exe.parent)
     return BuildResult(exe, False, time.perf_counter() - t0)

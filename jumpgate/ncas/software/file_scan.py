@@ -9,23 +9,30 @@ ORC and Parquet (scan_columnar.py).
 """
 from __future__ import annotations
 
-from typing import ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
 from ...contract.ntf import generate_ntf
 from ...dataflow.plan import Aggregate, FileFormat, LogicalPlan, Read, Shuffle, output_count
 from ...nca.interface import (
     FILE,
     NTF,
+    CompileResult,
+    Destination,
+    Endpoint,
     InstanceContext,
     NcaImplementation,
     NcaInstance,
     NcaSpec,
     OutputSpec,
+    PhaseStats,
     ResourceRequest,
+    RuntimeFilterBlob,
     StreamSpec,
     Verdict,
 )
 from ...nca.support import Support
+from .build import build_member_object
 from .codegen import generate_scan_query
 from .codegen.aggregate import generate_aggregate_query
 from .codegen.shuffle import generate_scan_shuffle_query
@@ -40,29 +47,107 @@ from .process import ProcessNca
 from .support import codegen_support
 from .udp_transport import preferred_transport, transport_setting_problem
 
+if TYPE_CHECKING:
+    from .scan_sharing import ScanGroup, ShareTicket
+
 TRANSPORTS = ("tcp", "udp")  # udp: docs/udp-transport.md (towards a switch, up to four tuples per datagram)
 MAX_THREADS = 64
 
 
 class FileScanInstance(ProcessNca):
-    """One scan: the query generated for its chain, on its format's driver."""
+    """One scan: the query generated for its chain, on its format's driver.
+
+    With the service's ScanSharing (InstanceContext.scan_sharing) a scan that may share starts
+    nothing before its stage runs: there it runs alone as always, or as a member of a group of
+    scans of the same files (scan_sharing.py, docs/shared-scans.md)."""
 
     def __init__(self, spec: NcaSpec, context: InstanceContext, driver: str) -> None:
         super().__init__(spec, context)
         self.driver = driver
+        self.generated = ""  # the generated query: a shared scan's member
+        self._ticket: ShareTicket | None = None
+        self._group: ScanGroup | None = None
+        self._routes: list[list[Destination]] = []
+        self._filters_in: dict[int, RuntimeFilterBlob] = {}
+
+    def probe_filters(self) -> list:
+        """The runtime filters it applies, by slot."""
+        return sorted((f for f in self.spec.runtime_filters if f.role == "probe"), key=lambda f: f.slot)
 
     def generate_source(self) -> str:
         ops = self.spec.operations()
         layout = self.spec.outputs[0].spec.layout
         if isinstance(ops[-1], Shuffle):
-            return generate_scan_shuffle_query(ops, layout)
-        filters = sorted((f for f in self.spec.runtime_filters if f.role == "probe"), key=lambda f: f.slot)
-        if any(isinstance(op, Aggregate) for op in ops):
-            return generate_aggregate_query(ops, layout, runtime_filters=[f.columns for f in filters])
-        return generate_scan_query(ops, layout, runtime_filters=[f.columns for f in filters])
+            source = generate_scan_shuffle_query(ops, layout)
+        elif any(isinstance(op, Aggregate) for op in ops):
+            source = generate_aggregate_query(ops, layout, runtime_filters=[f.columns for f in self.probe_filters()])
+        else:
+            source = generate_scan_query(ops, layout, runtime_filters=[f.columns for f in self.probe_filters()])
+        self.generated = source
+        return source
 
     def params(self) -> dict[str, str]:
         return aggregation_params(self.spec.operations(), self.context)
+
+    # -- shared scans (docs/shared-scans.md) ------------------------------------------------
+
+    def compile(self) -> CompileResult:
+        sharing = self.context.scan_sharing  # announced first: its peers wait for it from now on
+        self._ticket = sharing.admit(self) if sharing is not None else None
+        result = super().compile()
+        if self._ticket is not None:  # now, beside its own binary: a group then only links
+            build_member_object(self.generated, Path(self.context.cache_dir))
+        return result
+
+    def allocate(self) -> list[Endpoint]:
+        if self._ticket is None:
+            return super().allocate()
+        return []  # a scan has no network inputs; its process starts when its stage runs
+
+    def configure(self, destinations: list[list[Destination]]) -> None:
+        if self._ticket is None:
+            return super().configure(destinations)
+        self._routes = destinations
+
+    def accept_runtime_filter(self, slot: int, blob: RuntimeFilterBlob) -> None:
+        if self._ticket is None:
+            return super().accept_runtime_filter(slot, blob)
+        self._filters_in[slot] = blob
+
+    def destinations(self) -> list[list[Destination]]:
+        return self._routes
+
+    def runtime_filters_received(self) -> dict[int, RuntimeFilterBlob]:
+        return self._filters_in
+
+    def execute(self, phase: int) -> PhaseStats:
+        if self._ticket is None:
+            return super().execute(phase)
+        self._group = group = self._ticket.join()
+        if not group.alone:
+            return group.run(self)
+        super().allocate()  # alone: as without sharing, only later
+        super().configure(self._routes)
+        for slot, blob in self._filters_in.items():
+            super().accept_runtime_filter(slot, blob)
+        return super().execute(phase)
+
+    def progress(self) -> PhaseStats | None:
+        return None if self._shared() else super().progress()
+
+    def activity(self) -> object | None:
+        group = self._group
+        return group.activity() if group is not None and self._shared() else super().activity()
+
+    def destroy(self) -> None:
+        if self._ticket is not None:
+            self._ticket.withdraw()
+        if self._group is not None and self._shared():
+            self._group.leave(self)
+        super().destroy()
+
+    def _shared(self) -> bool:
+        return self._group is not None and not self._group.alone
 
 
 class FileScanNca(NcaImplementation):

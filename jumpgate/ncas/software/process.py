@@ -315,15 +315,22 @@ class ProcessNca(NcaInstance):
                     event = json.loads(raw)
                 except ValueError:
                     event = {"event": "log", "message": raw.decode(errors="replace").rstrip()}
-                if isinstance(event, dict) and event.get("event") == "stats":
-                    self._take_stats(event)  # an answer to `progress`, not for execute's wait
-                elif isinstance(event, dict) and event.get("event") == "rfilter":
-                    self._take_rfilter(event)  # before the build phase's `done`
-                elif isinstance(event, dict):
+                if isinstance(event, dict) and not self._side_event(event):
                     self._events.put(event)
         except (OSError, ValueError):
             pass
         self._events.put(None)
+
+    def _side_event(self, event: dict) -> bool:
+        """Take an event that is not for execute's wait; False for those that are. Subclasses
+        add their own (a shared scan's `member` events)."""
+        if event.get("event") == "stats":
+            self._take_stats(event)  # an answer to `progress`
+            return True
+        if event.get("event") == "rfilter":
+            self._take_rfilter(event)  # before the build phase's `done`
+            return True
+        return False
 
     def _next_event(self, timeout: float | None, want: str) -> dict:
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -1,0 +1,77 @@
+"""The coordinator of shared scans (jumpgate/ncas/software/scan_sharing.py): which scans end up in
+one group, and how long a scan waits for the others (docs/shared-scans.md)."""
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+from jumpgate.ncas.software.scan_sharing import ScanSharing, ShareKey
+
+KEY = ShareKey("local", "scan_json", "/data", ("/data/t.jsonl",), 1, ())
+OTHER = ShareKey("local", "scan_json", "/data", ("/data/u.jsonl",), 1, ())
+
+
+def scan(job: str, filters: int = 0):
+    return SimpleNamespace(spec=SimpleNamespace(job_id=job), probe_filters=lambda: [None] * filters)
+
+
+def join_all(tickets) -> dict:
+    groups: dict = {}
+    threads = [threading.Thread(target=lambda t=t: groups.__setitem__(t.scan.spec.job_id, t.join())) for t in tickets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    return groups
+
+
+def test_scans_announced_together_run_as_one_group():
+    sharing = ScanSharing(wait_s=5, linger_s=0)
+    tickets = [sharing.announce(KEY, scan(j)) for j in "abc"]
+    groups = join_all(tickets)
+    assert len({id(g) for g in groups.values()}) == 1
+    [group] = {id(g): g for g in groups.values()}.values()
+    assert sorted(m.spec.job_id for m in group.members) == ["a", "b", "c"] and group.closed and not group.alone
+
+
+def test_a_scan_of_other_files_runs_alone():
+    sharing = ScanSharing(wait_s=5, linger_s=0)
+    groups = join_all([sharing.announce(KEY, scan("a")), sharing.announce(OTHER, scan("b"))])
+    assert groups["a"].alone and groups["b"].alone
+
+
+def test_an_announced_scan_is_waited_for_at_most_wait_s():
+    sharing = ScanSharing(wait_s=0.3, linger_s=0)
+    first = sharing.announce(KEY, scan("a"))
+    sharing.announce(KEY, scan("late"))  # compiled, but its stage never comes
+    t0 = time.monotonic()
+    group = first.join()
+    assert group.alone and 0.25 <= time.monotonic() - t0 < 2
+
+
+def test_a_withdrawn_scan_is_not_waited_for():
+    sharing = ScanSharing(wait_s=5, linger_s=0)
+    first = sharing.announce(KEY, scan("a"))
+    gone = sharing.announce(KEY, scan("cancelled"))
+    threading.Timer(0.1, gone.withdraw).start()
+    t0 = time.monotonic()
+    assert first.join().alone and time.monotonic() - t0 < 2
+
+
+def test_linger_keeps_the_group_open_for_scans_not_yet_announced():
+    sharing = ScanSharing(wait_s=5, linger_s=1.0)
+    first = sharing.announce(KEY, scan("a"))
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("a", first.join()))
+    t.start()
+    time.sleep(0.2)  # job b is planned only now
+    group_b = sharing.announce(KEY, scan("b")).join()
+    t.join(5)
+    assert result["a"] is group_b and len(group_b.members) == 2
+
+
+def test_runtime_filter_slots_bound_a_group():
+    sharing = ScanSharing(wait_s=5, linger_s=0)
+    groups = join_all([sharing.announce(KEY, scan("a", filters=10)), sharing.announce(KEY, scan("b", filters=10))])
+    assert groups["a"] is not groups["b"]  # 20 slots: more than one process has
