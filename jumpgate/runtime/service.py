@@ -194,6 +194,12 @@ class JumpgateService:
     def submit(self, body: object, who: Principal = LOCAL, source: str | None = None) -> Job:
         """Compile a request for `who`; its sends and reads are admitted by the tenant's policy
         first (Forbidden, 403), sends from `source` (the request's address) allowed by default."""
+        if self.scan_sharing is not None:  # its scans may share with running ones: they wait for it
+            with self.scan_sharing.planning():
+                return self._submit(body, who, source)
+        return self._submit(body, who, source)
+
+    def _submit(self, body: object, who: Principal, source: str | None) -> Job:
         timeline = Timeline()
         t = time.monotonic_ns()
         self._current_nodes()  # first: without nodes, every file would seem missing

@@ -75,3 +75,24 @@ def test_runtime_filter_slots_bound_a_group():
     sharing = ScanSharing(wait_s=5, linger_s=0)
     groups = join_all([sharing.announce(KEY, scan("a", filters=10)), sharing.announce(KEY, scan("b", filters=10))])
     assert groups["a"] is not groups["b"]  # 20 slots: more than one process has
+
+
+def test_an_open_group_waits_for_requests_being_planned():
+    sharing = ScanSharing(wait_s=5, linger_s=0)
+    first = sharing.announce(KEY, scan("a"))
+    result = {}
+    planned = threading.Event()
+
+    def plan_then_join():
+        with sharing.planning():
+            planned.set()
+            time.sleep(0.3)  # planning job b
+            ticket = sharing.announce(KEY, scan("b"))
+        result["b"] = ticket.join()
+
+    t = threading.Thread(target=plan_then_join)
+    t.start()
+    planned.wait(5)
+    group_a = first.join()
+    t.join(5)
+    assert result["b"] is group_a and len(group_a.members) == 2

@@ -3,9 +3,9 @@ job) that are about to read the same files at the same time run as one process.
 
 A scan that may share (`share_key`) is announced to the service's `ScanSharing` when it compiles
 and starts nothing at allocate: its process, alone or shared, starts when its stage runs. There it
-joins the group open for its key, or opens one and keeps it open for `linger_s` (for scans of jobs
-still being planned) and up to `wait_s` for the scans announced for that key that have not arrived
-yet (the other jobs of a Spark wave compile at the same time).
+joins the group open for its key, or opens one and keeps it open, up to `wait_s`, while scans
+announced for that key have not arrived or jobs are being planned (the other jobs of a Spark wave
+reach the server at the same time), and at least `linger_s`.
 A group of one runs the scan's own binary, as without sharing; a larger group links the members'
 objects (compiled beside their own binaries) into one process (`SharedScanProcess`), configured
 with every member's destinations, messages and runtime filters. Each member's job gets the
@@ -18,6 +18,8 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -81,6 +83,19 @@ class ScanSharing:
         self._pending: dict[ShareKey, set[int]] = {}  # announced scans that have not arrived
         self._open: dict[ShareKey, ScanGroup] = {}
         self._groups = 0
+        self._planning = 0  # requests being planned: their scans may be about to be announced
+
+    @contextmanager
+    def planning(self) -> Iterator[None]:
+        """Around the planning of a request (the service's submit): an open group waits for it."""
+        with self._cv:
+            self._planning += 1
+        try:
+            yield
+        finally:
+            with self._cv:
+                self._planning -= 1
+                self._cv.notify_all()
 
     def admit(self, scan: FileScanInstance) -> ShareTicket | None:
         """Announce `scan` (compiled) when it may share; None when it runs alone as always."""
@@ -127,7 +142,7 @@ class ScanSharing:
                 start = time.monotonic()
                 deadline, linger = start + self.wait_s, start + self.linger_s
                 while (left := deadline - time.monotonic()) > 0:
-                    if not self._pending.get(ticket.key):  # nobody announced is still to come
+                    if not self._pending.get(ticket.key) and not self._planning:  # nobody may still come
                         left = linger - time.monotonic()
                         if left <= 0:
                             break
