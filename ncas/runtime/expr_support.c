@@ -771,17 +771,53 @@ void jg_fail_text(jg_ctx *ctx, const char *msg, jg_str value) {
 
 /* ------------------------------------------------------------------ wide decimals (19..38 digits) */
 
-/* 10^k for 0 <= k <= 38 (10^38 < 2^127). */
-static __int128 p10w(int k) {
-  static __int128 tab[39];
-  static int ready;
-  if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
-    __int128 p = 1;
-    for (int i = 0; i < 39; i++, p *= 10) tab[i] = p;
-    __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
-  }
-  return tab[k];
-}
+/* 10^k for 0 <= k <= 38 (10^38 < 2^127), a constant table: 10^19.. are products of 64-bit
+ * constants, exact in 128 bits (tests/unit/test_codegen_support.py checks every entry). */
+#define P10_18 ((__int128)1000000000000000000)
+static const __int128 p10w_tab[39] = {
+    1,
+    10,
+    100,
+    1000,
+    10000,
+    100000,
+    1000000,
+    10000000,
+    100000000,
+    1000000000,
+    10000000000,
+    100000000000,
+    1000000000000,
+    10000000000000,
+    100000000000000,
+    1000000000000000,
+    10000000000000000,
+    100000000000000000,
+    1000000000000000000,
+    P10_18 * 10,
+    P10_18 * 100,
+    P10_18 * 1000,
+    P10_18 * 10000,
+    P10_18 * 100000,
+    P10_18 * 1000000,
+    P10_18 * 10000000,
+    P10_18 * 100000000,
+    P10_18 * 1000000000,
+    P10_18 * 10000000000,
+    P10_18 * 100000000000,
+    P10_18 * 1000000000000,
+    P10_18 * 10000000000000,
+    P10_18 * 100000000000000,
+    P10_18 * 1000000000000000,
+    P10_18 * 10000000000000000,
+    P10_18 * 100000000000000000,
+    P10_18 * P10_18,
+    P10_18 * P10_18 * 10,
+    P10_18 * P10_18 * 100,
+};
+#undef P10_18
+
+static inline __int128 p10w(int k) { return p10w_tab[k]; }
 
 static int fits128(__int128 v, int precision) {
   __int128 lim = p10w(precision);

@@ -29,30 +29,26 @@ static const int64_t pow10_tab[19] = {1,
 
 #define KEEP_DIGITS 40 /* enough: a result has at most 38 digits, plus the rounding digit */
 
-/* The digits-to-value core of both decimal parsers, in 128 bits; `max_precision` is 18 for
- * the v1 (int64) decimals, 38 for the wide ones. */
-static int parse_decimal_core(const char *p, size_t n, int precision, int scale, int max_precision,
-                              __int128 *out);
-
-int jgr_parse_decimal(const char *p, size_t n, int precision, int scale, int64_t *out) {
-  __int128 v;
-  int r = parse_decimal_core(p, n, precision, scale, 18, &v);
-  if (r == 0) *out = (int64_t)v; /* |v| < 10^precision <= 10^18 */
-  return r;
-}
-
-int jgr_parse_decimal128(const char *p, size_t n, int precision, int scale, __int128 *out) {
-  return parse_decimal_core(p, n, precision, scale, 38, out);
-}
-
-static int parse_decimal_core(const char *p, size_t n, int precision, int scale, int max_precision,
-                              __int128 *out) {
-  size_t i = 0;
-  int neg = 0;
-  if (i < n && (p[i] == '+' || p[i] == '-')) neg = p[i++] == '-';
+/* A decimal token read for a given precision and scale: its sign, its first significant digits
+ * and where the unscaled result's digits end among them. */
+typedef struct {
+  int neg;
   char sig[KEEP_DIGITS]; /* first significant digits (leading zeros dropped) */
-  int64_t k = 0;         /* number of significant digits */
-  int64_t frac = 0;      /* digits after the point, significant or not */
+  int64_t k;             /* number of significant digits; 0 for a zero */
+  int64_t keep;          /* digits of the unscaled result before rounding (<= precision) */
+} decimal_digits;
+
+/* The token reading shared by both decimal parsers: 0 with `d` filled, or the parsers' -1 / -2.
+ * `max_precision` is 18 for the v1 (int64) decimals, 38 for the wide ones. Always inlined, so
+ * that each parser keeps its own loop over the digits in its own width. */
+static inline __attribute__((always_inline)) int read_decimal(const char *p, size_t n, int precision,
+                                                               int scale, int max_precision,
+                                                               decimal_digits *d) {
+  size_t i = 0;
+  d->neg = 0;
+  if (i < n && (p[i] == '+' || p[i] == '-')) d->neg = p[i++] == '-';
+  int64_t k = 0;    /* number of significant digits */
+  int64_t frac = 0; /* digits after the point, significant or not */
   int mant_digits = 0, seen_point = 0;
   for (; i < n; i++) {
     char c = p[i];
@@ -60,7 +56,7 @@ static int parse_decimal_core(const char *p, size_t n, int precision, int scale,
       mant_digits = 1;
       if (seen_point) frac++;
       if (k == 0 && c == '0') continue;
-      if (k < KEEP_DIGITS) sig[k] = (char)(c - '0');
+      if (k < KEEP_DIGITS) d->sig[k] = (char)(c - '0');
       k++;
     } else if (c == '.' && !seen_point) {
       seen_point = 1;
@@ -83,25 +79,48 @@ static int parse_decimal_core(const char *p, size_t n, int precision, int scale,
     if (eneg) exp = -exp;
   }
   if (i != n) return -1;
-  if (k == 0) {
-    *out = 0;
-    return 0;
-  }
+  d->k = k;
+  d->keep = 0;
+  if (k == 0) return 0;
   /* value = D * 10^(exp - frac), D the k significant digits; unscaled = D * 10^shift */
   int64_t shift = exp - frac + scale;
-  int64_t keep = k + shift; /* digits of the unscaled result before rounding */
-  if (keep > precision) return -2;
+  d->keep = k + shift;
+  if (d->keep > precision) return -2;
+  return 0;
+}
+
+int jgr_parse_decimal(const char *p, size_t n, int precision, int scale, int64_t *out) {
+  decimal_digits d;
+  int r = read_decimal(p, n, precision, scale, 18, &d);
+  if (r != 0) return r;
+  int64_t k = d.k, keep = d.keep, v = 0;
+  if (keep > 0) {
+    int64_t from_sig = keep < k ? keep : k;
+    for (int64_t j = 0; j < from_sig; j++) v = v * 10 + d.sig[j];
+    if (keep > k) v *= pow10_tab[keep - k]; /* keep <= precision <= 18 */
+  }
+  if (keep >= 0 && keep < k && d.sig[keep] >= 5) v++; /* half away from zero: first dropped digit */
+  if (v >= pow10_tab[precision]) return -2;           /* rounding carried into one more digit */
+  *out = d.neg ? -v : v;
+  return 0;
+}
+
+int jgr_parse_decimal128(const char *p, size_t n, int precision, int scale, __int128 *out) {
+  decimal_digits d;
+  int r = read_decimal(p, n, precision, scale, 38, &d);
+  if (r != 0) return r;
+  int64_t k = d.k, keep = d.keep;
   __int128 v = 0;
   if (keep > 0) {
     int64_t from_sig = keep < k ? keep : k;
-    for (int64_t j = 0; j < from_sig; j++) v = v * 10 + sig[j];
+    for (int64_t j = 0; j < from_sig; j++) v = v * 10 + d.sig[j];
     for (int64_t j = k; j < keep; j++) v *= 10; /* keep <= precision <= 38 */
   }
-  if (keep >= 0 && keep < k && sig[keep] >= 5) v++; /* half away from zero: first dropped digit */
+  if (keep >= 0 && keep < k && d.sig[keep] >= 5) v++; /* half away from zero: first dropped digit */
   __int128 limit = pow10_tab[precision < 18 ? precision : 18];
   for (int j = 18; j < precision; j++) limit *= 10;
   if (v >= limit) return -2; /* rounding carried into one more digit */
-  *out = neg ? -v : v;
+  *out = d.neg ? -v : v;
   return 0;
 }
 

@@ -170,10 +170,13 @@ def passthrough(root: Path, path: str = "t.jsonl", threads: int = 1):
 # ------------------------------------------------------------------ DuckDB, the oracle
 
 
-def duck(root: Path, sql: str, path: str = "t.jsonl") -> list[tuple]:
+def duck(root: Path, sql: str, path: str = "t.jsonl", columns: dict[str, str] | None = None) -> list[tuple]:
+    """`sql` in DuckDB, SRC standing for the JSON Lines file `path` under `root` read with `columns`
+    (name to Jumpgate type; this module's COLUMNS unless given)."""
     import duckdb
 
-    cols = ", ".join(f"'{n.replace(chr(39), chr(39) * 2)}': '{DUCK.get(t, t.upper())}'" for n, t in COLUMNS.items())
+    cols = ", ".join(f"'{n.replace(chr(39), chr(39) * 2)}': '{DUCK.get(t, t.upper())}'"
+                     for n, t in (columns or COLUMNS).items())
     src = f"read_json('{root / path}', format='newline_delimited', columns={{{cols}}})"
     con = duckdb.connect()
     try:

@@ -24,7 +24,6 @@ from .test_codegen_harness import decode, needs_runtime
 pytestmark = needs_runtime
 
 COLUMNS = {"k": "int64", "g": "decimal(30,3)", "w": "decimal(38,2)", "v": "decimal(25,0)", "d": "decimal(15,2)"}
-DUCK = {"int64": "BIGINT"}
 
 
 def write_rows(path: Path, n: int, seed: int) -> Path:
@@ -69,18 +68,6 @@ def run_fused(root: Path, ops: list[dict], threads: int = 1, params=None):
     return [decode(t, layout) for t in tuples], tuples, plan, event
 
 
-def duck(root: Path, sql: str) -> list[tuple]:
-    import duckdb
-
-    cols = ", ".join(f"'{n}': '{DUCK.get(t, t.upper())}'" for n, t in COLUMNS.items())
-    src = f"read_json('{root / 't.jsonl'}', format='newline_delimited', columns={{{cols}}})"
-    con = duckdb.connect()
-    try:
-        return con.execute(sql.replace("SRC", src)).fetchall()
-    finally:
-        con.close()
-
-
 AGGS = [("n", "count", "w"), ("sw", "sum", "w"), ("sv", "sum", "v"), ("sd", "sum", "d"), ("aw", "avg", "w"),
         ("av", "avg", "v"), ("mnw", "min", "w"), ("mxw", "max", "w"), ("mnv", "min", "v"), ("mxg", "max", "g")]
 DUCK_AGGS = "count(w), sum(w), sum(v), sum(d), avg(w), avg(v), min(w), max(w), min(v), max(g)"
@@ -97,7 +84,8 @@ def test_result_types(root):
 def test_complete_aggregates_of_wide_decimals(root):
     rows, _, _, ev = run_fused(root, request(agg_rt.agg([("k", "k")], AGGS)))
     assert ev["event"] == "done", ev
-    agg_rt.assert_same_groups(rows, duck(root, f"SELECT k, {DUCK_AGGS} FROM SRC GROUP BY k"))
+    agg_rt.assert_same_groups(rows, agg_rt.duck(root, f"SELECT k, {DUCK_AGGS} FROM SRC GROUP BY k",
+                                                columns=COLUMNS))
     assert any(isinstance(r[2], Decimal) and abs(r[2]) > 10**20 for r in rows)
 
 
@@ -106,7 +94,8 @@ def test_wide_group_keys(root, threads):
     rows, _, _, ev = run_fused(root, request(agg_rt.agg([("g", "g"), ("k", "k")], [("sw", "sum", "w")])),
                                threads=threads)
     assert ev["event"] == "done", ev
-    agg_rt.assert_same_groups(rows, duck(root, "SELECT g, k, sum(w) FROM SRC GROUP BY g, k"))
+    agg_rt.assert_same_groups(rows, agg_rt.duck(root, "SELECT g, k, sum(w) FROM SRC GROUP BY g, k",
+                                                columns=COLUMNS))
 
 
 def test_partial_then_final_over_ntf(root):
@@ -119,7 +108,8 @@ def test_partial_then_final_over_ntf(root):
     rows, _, _, ev = agg_rt.run_ntf([final], plan.schemas["a"], [tuples[:half], tuples[half:]], threads=2,
                                     root=root)
     assert ev["event"] == "done", ev
-    agg_rt.assert_same_groups(rows, duck(root, f"SELECT k, {DUCK_AGGS} FROM SRC GROUP BY k"))
+    agg_rt.assert_same_groups(rows, agg_rt.duck(root, f"SELECT k, {DUCK_AGGS} FROM SRC GROUP BY k",
+                                                columns=COLUMNS))
 
 
 BIG = "9" * 36 + ".99"  # the largest decimal(38,2): unscaled 10^38 - 1

@@ -67,6 +67,21 @@ static void puthex(jg_str s) {
 }
 static double dbl(const char *hex) { uint64_t u = strtoull(hex, 0, 16); double d; memcpy(&d, &u, 8); return d; }
 static void putdbl(double d) { uint64_t u; memcpy(&u, &d, 8); printf("%016llx\n", (unsigned long long)u); }
+static __int128 i128(const char *s) {
+  int neg = *s == '-';
+  __int128 v = 0;
+  for (s += neg; *s; s++) v = v * 10 + (*s - '0');
+  return neg ? -v : v;
+}
+static void put128(__int128 v) {
+  char t[48];
+  int k = 0;
+  unsigned __int128 u = v < 0 ? -(unsigned __int128)v : (unsigned __int128)v;
+  do t[k++] = (char)('0' + (int)(u % 10)); while (u /= 10);
+  if (v < 0) putchar('-');
+  while (k) putchar(t[--k]);
+  putchar('\n');
+}
 
 int main(void) {
   char cmd[32], a[20000], b[20000];
@@ -132,6 +147,11 @@ int main(void) {
     } else if (!strcmp(cmd, "upscale") && sscanf(rest, "%lld %lld %lld", &x, &y, &z) == 3) {
       int64_t v = 0;
       if (!jg_dec_upscale(x, (int)y, (int)z, &v)) printf("err\n"); else printf("%lld\n", (long long)v);
+    } else if (!strcmp(cmd, "rescale128") && sscanf(rest, "%s %lld %lld %lld", a, &x, &y, &z) == 4) {
+      __int128 v = 0;
+      if (jg_dec128_rescale(i128(a), (int)x, (int)y, (int)z, &v)) printf("err\n"); else put128(v);
+    } else if (!strcmp(cmd, "cmp128") && sscanf(rest, "%s %lld %s %lld", a, &x, b, &y) == 4) {
+      printf("%d\n", jg_dec128_cmp(i128(a), (int)x, i128(b), (int)y));
     } else if (!strcmp(cmd, "pow10") && sscanf(rest, "%lld", &x) == 1) {
       printf("%lld\n", (long long)jg_pow10[x]);
     } else if (!strcmp(cmd, "failtext") && sscanf(rest, "%s %s", a, b) == 2) {
@@ -329,6 +349,22 @@ def test_pow10_and_upscale():
     assert ask([f"pow10 {k}" for k in range(19)]) == [str(10**k) for k in range(19)]
     out = ask(["upscale 5 0 18", "upscale 10 0 18", "upscale -9 2 20", "upscale 123 2 4", "upscale 922337203685477580 0 1"])
     assert out == [str(5 * 10**18), "err", "-9000000000000000000", "12300", "9223372036854775800"]
+
+
+def test_wide_powers_of_ten_are_exact():
+    """The constant table of 10^0..10^38 behind wide decimals: 1 at scale 0 compares equal to 10^k at
+    scale k and strictly between its neighbours (which pins the entry for k), 1 rescaled up to scale k
+    is 10^k where that fits 38 digits, and 10^k at scale k rescaled down is 1."""
+    lines, want = [], []
+    for k in range(39):
+        for delta, order in ((-1, 1), (0, 0), (1, -1)):
+            lines.append(f"cmp128 1 0 {10**k + delta} {k}")
+            want.append(str(order))
+        lines.append(f"rescale128 1 0 {k} 38")
+        want.append(str(10**k) if k < 38 else "err")
+        lines.append(f"rescale128 {10**k} {k} 0 38")
+        want.append("1")
+    assert ask(lines) == want
 
 
 def test_dec_rescale_rounds_half_away_from_zero():
