@@ -177,6 +177,16 @@ uint8_t *jg_emit(jg_out *o, uint32_t len) {
   return p + 4;
 }
 
+/* Whether `fd` is connected to itself: a connect to a loopback port nobody listens on any more can
+ * be given that very port as its own (TCP's simultaneous open), and would then take the stream as
+ * a receiver's. Nobody listening is what it is. */
+static int self_connected(int fd) {
+  struct sockaddr_storage a, b;
+  socklen_t la = sizeof a, lb = sizeof b;
+  if (getsockname(fd, (struct sockaddr *)&a, &la) != 0 || getpeername(fd, (struct sockaddr *)&b, &lb) != 0) return 0;
+  return la == lb && memcmp(&a, &b, la) == 0;
+}
+
 /* Non-blocking connect bounded by the deadline, then back to blocking. */
 static int connect_once(const char *host, const char *port, uint64_t deadline, int *err) {
   struct addrinfo hints = {0}, *res = NULL;
@@ -213,6 +223,11 @@ static int connect_once(const char *host, const char *port, uint64_t deadline, i
     fd = -1;
   }
   freeaddrinfo(res);
+  if (fd >= 0 && self_connected(fd)) {
+    close(fd);
+    fd = -1;
+    *err = ECONNREFUSED;
+  }
   if (fd >= 0) {
     int fl = fcntl(fd, F_GETFL);
     fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);

@@ -6,6 +6,7 @@ fails is cut off alone, its streams broken, while the others finish.
 from __future__ import annotations
 
 import json
+import socket
 import struct
 import time
 from pathlib import Path
@@ -189,9 +190,9 @@ def test_a_member_whose_consumer_is_gone_is_cut_off_alone(tmp_path, cache):
     table = generate_shared_scan([SharedMember(s, 1) for s in sources])
     binary = build_shared_nca(sources, table, "scan_json", cache).path
     live = Receiver()
-    gone = Receiver()
-    gone_port = gone.port
-    gone.close()  # nobody listens there any more
+    gone = socket.socket()  # a port held but not listened on: its consumer went away
+    gone.bind(("127.0.0.1", 0))
+    gone_port = gone.getsockname()[1]
     nca = NcaProcess(binary)
     try:
         nca.configure([tmp_path / "t.jsonl"], [(0, live.port, 0, THREADS), (1, gone_port, 0, THREADS)], THREADS,
@@ -205,6 +206,7 @@ def test_a_member_whose_consumer_is_gone_is_cut_off_alone(tmp_path, cache):
     finally:
         nca.kill()
         live.close()
+        gone.close()
 
 
 def test_a_shared_scan_lists_its_members_and_numbers_their_messages(tmp_path, cache):

@@ -30,7 +30,7 @@ from .arrow_cpp import ensure_arrow_drivers
 from .buildstep import stamped_build
 from .codegen.shared import member_symbol
 from .dpdk import ensure_dpdk_object
-from .drivers import RuntimeDriver, driver_named, register_driver
+from .drivers import DriverLink, RuntimeDriver, driver_named, register_driver
 from .toolchain import (
     ENV_SOURCES,
     NcaBuildError,
@@ -113,16 +113,20 @@ def ensure_runtime(cache_dir: Path) -> Path:
     return stamped_build(Path(cache_dir) / f"runtime-{runtime_hash()}", make, {"toolchain": toolchain_id()})
 
 
+def _linking(driver: str, cache_dir: Path) -> tuple[Path, tuple[str, ...], DriverLink]:
+    """What linking a query with the registered driver `driver` takes: the runtime built (its
+    directory), the compiler flags of this machine, and the driver's objects and flags."""
+    runtime = ensure_runtime(cache_dir)
+    return runtime, arch_flags() + extra_flags(), driver_named(driver).link(runtime)
+
+
 def build_nca(generated_source: str, driver: str, cache_dir: Path, *, dpdk: bool = False) -> BuildResult:
     """The executable of one NCA: generated C compiled and linked with the registered driver named
     `driver` (drivers.py) and libjgrt.a (and, with `dpdk`, the runtime's DPDK transport and
     libdpdk: jumpgate/ncas/software/dpdk.py)."""
     t0 = time.perf_counter()
-    spec = driver_named(driver)
     cache_dir = Path(cache_dir)
-    runtime = ensure_runtime(cache_dir)
-    extra = arch_flags() + extra_flags()
-    link = spec.link(runtime)
+    runtime, extra, link = _linking(driver, cache_dir)
     objects, ldflags, ext_key = [str(o) for o in link.objects], link.ldflags, link.key
     if dpdk:  # docs/udp-transport.md, "DPDK"
         obj, tc = ensure_dpdk_object(runtime)
@@ -181,11 +185,8 @@ def build_shared_nca(members: Sequence[str], shared_source: str, driver: str, ca
     shared_scan.o (which defines the JG_QUERY the driver runs), the registered driver `driver` and
     libjgrt.a. Cached by all of it, as build_nca caches one query."""
     t0 = time.perf_counter()
-    spec = driver_named(driver)
     cache_dir = Path(cache_dir)
-    runtime = ensure_runtime(cache_dir)
-    extra = arch_flags() + extra_flags()
-    link = spec.link(runtime)
+    runtime, extra, link = _linking(driver, cache_dir)
     unique = list(dict.fromkeys(members))  # a query two jobs both run is one object
     key = hashlib.sha256(json.dumps([unique, shared_source, driver, runtime.name, CC, CFLAGS, extra, LDLIBS]
                                     + ([link.key] if link.key else [])).encode())
