@@ -3,7 +3,7 @@
  * the values. Shared by both programs: plain tables and actions. The values are copied as their
  * wire bytes (little-endian): Tofino has no byte swap, a program swaps where it computes (TNA: an
  * identity hash, which reorders bytes in the input crossbar). ValueSelect is its own control
- * because on Tofino it runs in the egress pipe, where the sums are. */
+ * because the Tofino program applies it apart from JobConfig. */
 /* A table's MAU stage where a program wants it pinned (TNA: @stage); nothing elsewhere */
 #ifndef STAGE
 #define STAGE(n)
@@ -63,6 +63,8 @@ control JobConfig(inout headers_t hdr, inout metadata_t meta, out bool hit) {
     }
 }
 
+/* (TNA: applied with Admit, before the ways, and pinned to stage 3, so that the hashes that make
+ * the values numbers have them in stages 5 and 6: docs/switch.md, step 38) */
 control ValueSelect(inout headers_t hdr, inout metadata_t meta) {
     action v0_none() { meta.v0w = 0; }
     action v0_w0() { meta.v0w = hdr.w0.data; }
@@ -73,6 +75,7 @@ control ValueSelect(inout headers_t hdr, inout metadata_t meta) {
     action v0_w5() { meta.v0w = hdr.w5.data; }
     action v0_w6() { meta.v0w = hdr.w6.data; }
     action v0_w7() { meta.v0w = hdr.w7.data; }
+    STAGE(3)
     table v0_select {
         key = { meta.job : exact; }
         actions = { v0_none; v0_w0; v0_w1; v0_w2; v0_w3; v0_w4; v0_w5; v0_w6; v0_w7; }
@@ -89,6 +92,7 @@ control ValueSelect(inout headers_t hdr, inout metadata_t meta) {
     action v1_w5() { meta.v1w = hdr.w5.data; }
     action v1_w6() { meta.v1w = hdr.w6.data; }
     action v1_w7() { meta.v1w = hdr.w7.data; }
+    STAGE(3)
     table v1_select {
         key = { meta.job : exact; }
         actions = { v1_none; v1_w0; v1_w1; v1_w2; v1_w3; v1_w4; v1_w5; v1_w6; v1_w7; }

@@ -175,19 +175,21 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #define s1_STAGE_6 6
 #define s0_STAGE_7 7
 #define s1_STAGE_7 7
-/* The counters. Egress: the arrays end in stage 7, the record's decision is in 8, out_kinds and
- * the counters of the output from 9 (they key on what out_kinds keys on); the output's number and
- * an END's count go into the header the stage after theirs, and a FINISH's flags (end_loss, after
- * `flushed`) before Emit's, which follow them: out_seq and records by 10, flushed by 9. Ingress:
- * received (an END's count into the header after it) and tuples where stage 8's stateful ALUs are
- * left. One stateful ALU of the 48 is left, in stage 11. */
+/* The counters, two a stage in 8..11 beside the ways' kh and kl. Egress: the arrays end in stage 7,
+ * the record's decision is in 8, out_kinds and the output's counters in 9 (they key on what
+ * out_kinds keys on: records and out_seq, whose numbers go into the header in 10 and 11), a
+ * FINISH's flags (end_loss, after `flushed`: flushed in 8) and bypassed and spilled (before Emit in
+ * its sequence) by 10, Emit's tests in 10 and its record words in 11. Ingress: received in 8 (an
+ * END's count into its header in 9), tuples in 11 (nothing follows it). One stateful ALU of the 48
+ * is left, in stage 11. (Each counter's index takes a hash output of its stage, shared by one
+ * pipe's counters there: docs/switch.md, steps 37 and 38.) */
 #define RECEIVED_STAGE 8
-#define TUPLES_STAGE 8
-#define FLUSHED_STAGE 9
+#define TUPLES_STAGE 11
+#define FLUSHED_STAGE 8
 #define OUT_SEQ_STAGE 9
-#define RECORDS_STAGE 10
+#define RECORDS_STAGE 9
 #define BYPASSED_STAGE 10
-#define SPILLED_STAGE 11
+#define SPILLED_STAGE 10
 
 /* Way W's kl and kh programs (one access per register array per packet, one 32-bit output each, as
  * Tofino 1's RegisterAction has): kl<W> tries (the key's first half, empty and now the key's, or
@@ -225,10 +227,15 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
     action way_hash##W##_a() { meta.i##W = hash##W.get(ROT##W) & meta.mask; }                     \
     @stage(WAY_HASH_STAGE_##W)                                                                    \
     table way_hash##W { actions = { way_hash##W##_a; } default_action = way_hash##W##_a(); size = 1; }
-#define WAY_BASE(W)                                                                               \
-    action way_base##W##_a() { meta.i##W = meta.i##W | meta.base; }                               \
-    @stage(WAY_BASE_STAGE_##W)                                                                    \
-    table way_base##W { actions = { way_base##W##_a; } default_action = way_base##W##_a(); size = 1; }
+/* The ORs of four ways, one table (and logical table) a stage: they need no hash output, and their
+ * ANDs are all in the stage before */
+#define WAY_BASE(A, B, C, D, N)                                                                   \
+    action way_base##N##_a() {                                                                    \
+        meta.i##A = meta.i##A | meta.base; meta.i##B = meta.i##B | meta.base;                     \
+        meta.i##C = meta.i##C | meta.base; meta.i##D = meta.i##D | meta.base;                     \
+    }                                                                                             \
+    @stage(WAY_BASE_STAGE_##N)                                                                    \
+    table way_base##N { actions = { way_base##N##_a; } default_action = way_base##N##_a(); size = 1; }
 /* The stages: a stage has 6 hash distribution outputs, for both pipes, and a stateful ALU's index
  * from a field takes one too (arrays indexed by the same field in one stage share it); ways 0..3
  * and a FLUSH's index take stage 2's (one left for the egress arrays there), ways 4..7 stage 3's, so
@@ -242,14 +249,8 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #define WAY_HASH_STAGE_5 3
 #define WAY_HASH_STAGE_6 3
 #define WAY_HASH_STAGE_7 3
-#define WAY_BASE_STAGE_0 3
-#define WAY_BASE_STAGE_1 3
-#define WAY_BASE_STAGE_2 3
-#define WAY_BASE_STAGE_3 3
-#define WAY_BASE_STAGE_4 4
-#define WAY_BASE_STAGE_5 4
-#define WAY_BASE_STAGE_6 4
-#define WAY_BASE_STAGE_7 4
+#define WAY_BASE_STAGE_03 3
+#define WAY_BASE_STAGE_47 4
 
 /* Way W's first stage: kl<W> tried by a tuple while every earlier way missed (the outcome, the way
  * and the index go to the bridge; a later way that is tried overwrites them), or taken by a FLUSH
@@ -349,7 +350,7 @@ control WayIndex(inout headers_t hdr, inout metadata_t meta) {
         size = 32;
     }
     WAY_HASH(0) WAY_HASH(1) WAY_HASH(2) WAY_HASH(3) WAY_HASH(4) WAY_HASH(5) WAY_HASH(6) WAY_HASH(7)
-    WAY_BASE(0) WAY_BASE(1) WAY_BASE(2) WAY_BASE(3) WAY_BASE(4) WAY_BASE(5) WAY_BASE(6) WAY_BASE(7)
+    WAY_BASE(0, 1, 2, 3, 03) WAY_BASE(4, 5, 6, 7, 47)
 
     apply {
         /* FLUSH: seq = way << 16 | slot index in the job's block, little-endian: the way is bits
@@ -384,8 +385,7 @@ control WayIndex(inout headers_t hdr, inout metadata_t meta) {
         }
         /* the ways' ORs, under a test of their own (klo is 0 without a tuple: a FLUSH's are above) */
         if (meta.klo != 0) {
-            way_base0.apply(); way_base1.apply(); way_base2.apply(); way_base3.apply();
-            way_base4.apply(); way_base5.apply(); way_base6.apply(); way_base7.apply();
+            way_base03.apply(); way_base47.apply();
         }
     }
 }
@@ -445,9 +445,30 @@ control StreamCounters(inout headers_t hdr, inout metadata_t meta) {
     RegisterAction<bit<32>, bit<8>, bit<32>>(tuples) tuples_inc = {
         void apply(inout bit<32> v) { v = v + 1; }
     };
+    /* a pass's tuple counted (flags 0 or PASS): the test is the table's key, not a gateway around it
+     * (Tofino 1 runs tables by next-table: the placement finishes a test's block before it goes on
+     * with the sequence around it, the ways) */
     action tuples_inc_a() { tuples_inc.execute(meta.job); }
     @stage(TUPLES_STAGE)
-    table tuples_t { actions = { tuples_inc_a; } default_action = tuples_inc_a(); size = 1; }
+    table tuples_t {
+        key = { hdr.ntu.flags : ternary; }
+        actions = { tuples_inc_a; NoAction; }
+        const entries = { (0): tuples_inc_a(); (JG_F_PASS): tuples_inc_a(); }
+        default_action = NoAction();
+        size = 2;
+    }
+    /* an END's count, little-endian, into its header: a table on the flags too */
+    action end_count_a() {
+        hdr.end.received[63:32] = received_bytes.get(BYTES_REVERSED(meta.got));  /* little-endian u64 */
+        hdr.end.received[31:0] = 0;
+    }
+    table end_count_t {
+        key = { hdr.ntu.flags : ternary; }
+        actions = { end_count_a; NoAction; }
+        const entries = { (JG_F_END &&& JG_F_END): end_count_a(); }
+        default_action = NoAction();
+        size = 1;
+    }
     /* the END's read and a datagram's count (on its first pass): one table of the register's two
      * RegisterActions */
     action received_read_a() { meta.got = received_read.execute(meta.counter); }
@@ -468,12 +489,8 @@ control StreamCounters(inout headers_t hdr, inout metadata_t meta) {
         /* the stream number is below 64 (Admit): its first wire byte's bits 5:0 */
         meta.counter = meta.job[5:0] ++ hdr.ntu.stream[29:24];
         received_t.apply();
-        if ((hdr.ntu.flags & JG_F_END) != 0) {
-            hdr.end.received[63:32] = received_bytes.get(BYTES_REVERSED(meta.got));  /* little-endian u64 */
-            hdr.end.received[31:0] = 0;
-        } else if (hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) {
-            tuples_t.apply();
-        }
+        end_count_t.apply();
+        tuples_t.apply();
     }
 }
 
@@ -490,11 +507,21 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
     Aggregator() aggregator;
     StreamCounters() counters;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) stream_bytes;
+    /* the output stream's number as wire bytes, for the bridge (written before the bridge is made
+     * valid: on Tofino that sets its validity bit and leaves the fields as they are; a datagram
+     * whose bridge stays invalid never sends it). In the first block, stage 4: two of its hash
+     * outputs (the ways' first stage leaves four), so that stages 5..11 have theirs for the values'
+     * numbers, the ways and the output's numbers (docs/switch.md, step 38) */
+    action out_stream_a() { hdr.bridge.out_stream = stream_bytes.get(BYTES_REVERSED(meta.out_stream)); }
+    @stage(4)
+    table out_stream_t { actions = { out_stream_a; } default_action = out_stream_a(); size = 1; }
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) x0_bytes;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) x1_bytes;
     action x0_a() { hdr.bridge.x0 = x0_bytes.get(BYTES_REVERSED(meta.v0w[63:32])); }
+    @stage(5)
     table x0_t { actions = { x0_a; } default_action = x0_a(); size = 1; }
     action x1_a() { hdr.bridge.x1 = x1_bytes.get(BYTES_REVERSED(meta.v1w[63:32])); }
+    @stage(6)
     table x1_t { actions = { x1_a; } default_action = x1_a(); size = 1; }
 
     /* out of `port` to the host at `dst_mac`, from the MAC the frame was sent to (the switch's) */
@@ -550,6 +577,14 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
             way_index.apply(hdr, meta);
             admit.apply(hdr, meta, ok);
             output.apply(hdr, meta);
+            out_stream_t.apply();
+            /* the values to the egress pipe (ValueSelect, in stage 3: it reads only the job) and,
+             * in the ways' block, as numbers for its sums (x0_t, x1_t). Whatever else passes here
+             * (a FLUSH, a FINISH, an END, a datagram Admit refuses) has no tuple: the egress pipe
+             * reads none of these for it, and an invalid bridge is not sent */
+            value_select.apply(hdr, meta);
+            hdr.bridge.v0w = meta.v0w;
+            hdr.bridge.v1w = meta.v1w;
         } else if (hdr.ipv4.isValid()) {
             ig_tm_md.bypass_egress = 1;
             fwd = 1;
@@ -558,19 +593,19 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
             if (ok) {
                 aggregator.apply(hdr, meta);
                 counters.apply(hdr, meta);
+                /* the values as numbers for the egress sums (their first four wire bytes reversed: a
+                 * slot's sum takes values inside (-2^30, 2^30), whose high word is the sign): here,
+                 * not in egress stage 0, whose hash outputs then go to the register arrays' indexes
+                 * (even one there moves the counts to stage 1); one table each (an action's
+                 * immediate pathway takes one 32-bit hash output), in stages 5 and 6, where the ways
+                 * leave two hash outputs. In this sequence, not under a test of the flags: Tofino 1
+                 * runs tables by next-table, so once a nested block's first table is placed the
+                 * placement finishes that block before it goes on with the sequence around it (the
+                 * ways), and a block ending in stage 7 held the ways back (docs/switch.md, "Does it
+                 * fit one Tofino pipe?", step 35) */
+                x0_t.apply();
+                x1_t.apply();
                 if (hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) {
-                    /* the values to the egress pipe, and as numbers for its sums (their first four
-                     * wire bytes reversed: a slot's sum takes values inside (-2^30, 2^30), whose
-                     * high word is the sign): here, not in egress stage 0, whose hash outputs then
-                     * go to the register arrays' indexes (even one there moves the counts to stage
-                     * 1); one table each (an action's immediate pathway takes one 32-bit hash
-                     * output). The placement puts both in stage 6, where kl2's index then finds no
-                     * hash output left (docs/switch.md, "Does it fit one Tofino pipe?", step 32) */
-                    value_select.apply(hdr, meta);
-                    hdr.bridge.v0w = meta.v0w;
-                    hdr.bridge.v1w = meta.v1w;
-                    x0_t.apply();
-                    x1_t.apply();
                     /* the tuple out of the datagram (Emit counts its bytes): the egress parser does
                      * not reach it */
                     hdr.tlen.setInvalid(); hdr.nulls.setInvalid();
@@ -592,7 +627,6 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
                     hdr.bridge.tag = meta.tag;
                     hdr.bridge.len_d0 = meta.len_d0;
                     hdr.bridge.int32s = meta.flags & 3;  /* bit 0: value 0 is an int32, bit 1: value 1 */
-                    hdr.bridge.out_stream = stream_bytes.get(BYTES_REVERSED(meta.out_stream));
                     hdr.bridge.out_words = meta.out_words;
                     hdr.bridge.s0_out_null = meta.s0_out_null;
                     hdr.bridge.s1_out_null = meta.s1_out_null;
@@ -853,7 +887,11 @@ control Accumulator(inout headers_t hdr, inout metadata_t meta) {
     FIT_TABLE(0, 1) FIT_TABLE(1, 2)
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) c_bytes;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) t0_bytes;
-    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) t1_bytes;
+    /* a flushed slot's count as wire bytes (little-endian u64), in stage 7, where the ways leave
+     * two hash outputs (stage 8's go to the sum's) */
+    action c_a() { meta.r_count[63:32] = c_bytes.get(BYTES_REVERSED(meta.fl_c)); }
+    @stage(7)
+    table c_t { actions = { c_a; } default_action = c_a(); size = 1; }
 
     /* The record's decision, one table of constants (first match wins), not a test per field:
      *
@@ -979,10 +1017,10 @@ control Accumulator(inout headers_t hdr, inout metadata_t meta) {
                 REC_COUNTED
                 meta.key[63:32] = hdr.bridge.key_hi ^ hdr.bridge.tag;
                 meta.key[31:0] = hdr.bridge.key_lo;
-                meta.r_count[63:32] = c_bytes.get(BYTES_REVERSED(meta.fl_c));  /* little-endian u64 */
+                c_t.apply();  /* the count, little-endian */
                 flush_nulls.apply();  /* the null byte, the sums' sign words */
                 if (meta.fl_t0 != 0xc0000000) { meta.r_s0[63:32] = t0_bytes.get(BYTES_REVERSED(meta.fl_t0)); }
-                if (meta.fl_t1 != 0xc0000000) { meta.r_s1[63:32] = t1_bytes.get(BYTES_REVERSED(meta.fl_t1)); }
+                /* (sum 1: OutputCounters' t1_t) */
             }
         } else if (hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) {
             meta.key[63:32] = hdr.bridge.key_hi;  /* the record's key, if any */
@@ -1001,7 +1039,24 @@ control OutputCounters(inout headers_t hdr, inout metadata_t meta) {
     Register<bit<32>, bit<8>>(JG_MAX_JOBS, 0) bypassed;
     Register<bit<32>, bit<8>>(JG_MAX_JOBS, 0) spilled;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) seq_bytes;
-    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) records_bytes;
+    /* A flushed slot's sum 1 (its take's output, fl_t1) or a FINISH's records (records_read writes
+     * fl_t1 too: no datagram is both) as wire bytes into r_s1's high word, which is the END's
+     * `tuples` field too (@pa_alias below; r_s1's low word stays 0 for a FINISH): one hash for both,
+     * in stage 10 (stages 8..11 have a hash for each of four 32-bit numbers, and the flushed slot's
+     * count and sum 0, an END's count and the output's number need theirs) */
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) t1_bytes;
+    action t1_a() { meta.r_s1[63:32] = t1_bytes.get(BYTES_REVERSED(meta.fl_t1)); }
+    table t1_t {
+        key = { hdr.ntu.flags : ternary; meta.fl_t1 : ternary; }
+        actions = { t1_a; NoAction; }
+        const entries = {
+            (JG_F_FLUSH &&& JG_F_FLUSH, 0xc0000000): NoAction();  /* a NULL sum: its word stays 0 */
+            (JG_F_FLUSH &&& JG_F_FLUSH, _): t1_a();
+            (JG_F_FINISH &&& JG_F_FINISH, _): t1_a();
+        }
+        default_action = NoAction();
+        size = 4;
+    }
 
     RegisterAction<bit<32>, bit<8>, bit<32>>(records) records_add = {
         void apply(inout bit<32> v) { v = v + (bit<32>)meta.n_rec; }
@@ -1054,7 +1109,7 @@ control OutputCounters(inout headers_t hdr, inout metadata_t meta) {
         default_action = NoAction();
         size = 8;
     }
-    action records_read_a() { meta.out_records = records_read.execute(meta.job); }
+    action records_read_a() { meta.fl_t1 = records_read.execute(meta.job); }
     action records_add_a() { records_add.execute(meta.job); }
     @stage(RECORDS_STAGE)
     table records_t {
@@ -1104,14 +1159,13 @@ control OutputCounters(inout headers_t hdr, inout metadata_t meta) {
         flushed_t.apply();
         out_seq_t.apply();
         records_t.apply();
+        /* a flushed slot's sum 1 into its record, or a FINISH's records into the END's count,
+         * little-endian (the END's field is r_s1: Emit is given it as it stands). The egress pipe
+         * never parses `end`: its field is written before Emit makes the header valid, which on
+         * Tofino sets the header's validity bit and leaves its fields' containers as they are */
+        t1_t.apply();
         if ((hdr.ntu.flags & JG_F_FINISH) != 0) {
             end_loss.apply();
-            /* the END's count, little-endian, straight into the header (as the number below; Emit
-             * is given it as it stands). The egress pipe never parses `end`: its field is written
-             * before Emit makes the header valid, which on Tofino sets the header's validity bit
-             * and leaves its fields' containers as they are */
-            hdr.end.tuples[63:32] = records_bytes.get(BYTES_REVERSED(meta.out_records));
-            hdr.end.tuples[31:0] = 0;
         } else if ((hdr.ntu.flags & JG_F_FLUSH) == 0) {
             if (meta.bypass == 1) { bypassed_t.apply(); }
             if (meta.spilled == 1) { spilled_t.apply(); }
@@ -1135,6 +1189,21 @@ control SwitchEgress(inout headers_t hdr, inout metadata_t meta,
     OutputCounters() counters;
     Emit() emit;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) flushes_number;
+    /* FINISH: the FLUSHes the plugin sent, a little-endian u64: its first four bytes reversed (the
+     * number's low word), for the stateful ALU that compares it with `flushed` (OutputCounters; the
+     * other four bytes must be 0). A table on the flags, first in the egress pipe, in stage 0: its
+     * hash takes two of the stage's hash outputs, which stages 8..11 have none to spare for (the
+     * flushed slot's and the output's numbers take theirs), and no test's block holds the arrays
+     * back */
+    action fin_a() { meta.fin_f = flushes_number.get(BYTES_REVERSED(hdr.finish.flushes[63:32])); }
+    @stage(0)
+    table fin_t {
+        key = { hdr.ntu.flags : ternary; }
+        actions = { fin_a; NoAction; }
+        const entries = { (JG_F_FINISH &&& JG_F_FINISH): fin_a(); }
+        default_action = NoAction();
+        size = 1;
+    }
     /* a pass that goes on with a record of its own: its UDP length change (Output's len_d1 in
      * ingress; not bridged). A table's action: as a statement, p4c would fold the addition into
      * Emit's, which would then take two stages */
@@ -1144,13 +1213,8 @@ control SwitchEgress(inout headers_t hdr, inout metadata_t meta,
     apply {
         /* (out_kind: OUT_NONE, or OUT_END for a FINISH, which becomes the output's END: the
          * egress parser set it) */
-        accumulator.apply(hdr, meta);  /* first: its counts can then be in stage 0 */
-        if ((hdr.ntu.flags & JG_F_FINISH) != 0) {
-            /* the FLUSHes the plugin sent, a little-endian u64: its first four bytes reversed (the
-             * number's low word), for the stateful ALU that compares it with `flushed`
-             * (OutputCounters; the other four bytes must be 0) */
-            meta.fin_f = flushes_number.get(BYTES_REVERSED(hdr.finish.flushes[63:32]));
-        }
+        fin_t.apply();
+        accumulator.apply(hdr, meta);  /* its counts in stage 0 */
         len_d1_t.apply();
         passes.apply(hdr, meta);
         counters.apply(hdr, meta);
@@ -1190,15 +1254,16 @@ control SwitchEgressDeparser(packet_out pkt, inout headers_t hdr, in metadata_t 
  * an END's count): the compiler may give them the same containers (all the 32-bit ones are taken) */
 #define EXCL(G, A, B) @pa_mutually_exclusive(G, A, B)
 EXCL("egress", "meta.x0m1", "meta.fl_c") EXCL("egress", "meta.x1m1", "meta.fl_t0") EXCL("egress", "meta.x0m1", "meta.fl_t1")
-EXCL("egress", "meta.x1m1", "meta.fin_f") EXCL("egress", "meta.x0m1", "meta.out_records")
+EXCL("egress", "meta.x1m1", "meta.fin_f")
 EXCL("egress", "meta.x1m1", "meta.fl_c") EXCL("egress", "meta.x0m1", "meta.fl_t0") EXCL("egress", "meta.x1m1", "meta.fl_t1")
-EXCL("egress", "meta.x0m1", "meta.fin_f") EXCL("egress", "meta.x1m1", "meta.out_records")
-EXCL("egress", "meta.fl_c", "meta.fin_f") EXCL("egress", "meta.fl_t0", "meta.out_records")
-EXCL("egress", "meta.fl_t1", "meta.out_records") EXCL("egress", "meta.fl_c", "meta.out_records")
+EXCL("egress", "meta.x0m1", "meta.fin_f")
+EXCL("egress", "meta.fl_c", "meta.fin_f")
 EXCL("ingress", "meta.got", "meta.klo") EXCL("ingress", "meta.got", "meta.khi")
 /* The bridge's fields are the pipeline's own in both pipes (no copies in PHV) */
 @pa_alias("ingress", "meta.v0w", "hdr.bridge.v0w") @pa_alias("ingress", "meta.v1w", "hdr.bridge.v1w")
 @pa_alias("egress", "meta.v0w", "hdr.bridge.v0w") @pa_alias("egress", "meta.v1w", "hdr.bridge.v1w")
+/* a record's sum 1 and a FINISH's END count are one field (t1_t writes both) */
+@pa_alias("egress", "meta.r_s1", "hdr.end.tuples")
 REC_MUTEXES("ingress")
 /* A stateful ALU's output reaches its table's actions in one action bus slot: the kl tables write it
  * to key_hi (32 bits) or r, the cn tables to fl_c (32 bits) or rc; in a 16-bit container shared
