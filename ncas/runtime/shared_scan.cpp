@@ -141,6 +141,27 @@ int shared_row(jg_ctx *ctx, const jg_val *row) {
   return JG_ROW_OK;
 }
 
+// Each member's outcome, as a `member` event before the phase's `done`: sent by the last worker to
+// end, when every member's counters are in (the drivers own control.c's stats hook).
+std::atomic<int> workers_done{0};
+
+void member_events() {
+  for (uint32_t m = 0; m < jg_shared_nmembers; m++) {
+    std::string error;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      error = members[m].error;
+    }
+    std::string escaped(error.size() * 6 + 1, '\0');
+    escaped.resize(jgr_json_escape(&escaped[0], error.data(), error.size()));
+    std::string line = "{\"event\":\"member\",\"member\":" + std::to_string(m) +
+                       ",\"tuples_out\":" + std::to_string(members[m].tuples_out.load()) +
+                       ",\"bytes_out\":" + std::to_string(members[m].bytes_out.load());
+    if (members[m].failed.load()) line += ",\"error\":\"" + escaped + "\"";
+    jgr_event((line + "}").c_str());
+  }
+}
+
 void add_stats(jgr_stats &to, const jgr_stats &from) {
   to.wait_out_ns += from.wait_out_ns;
   to.tuples_out += from.tuples_out;
@@ -175,33 +196,11 @@ int shared_finish(jg_ctx *ctx) {
   }
   w.views.clear();
   w.parent = nullptr;
+  if (workers_done.fetch_add(1) + 1 == ctx->proc->threads) member_events();
   return JG_ROW_OK;
 }
 
-// Each member's outcome, as a `member` event before the phase's `done` (control.c's stats hook).
-void (*next_stats)(jgr_proc *, int, char *, size_t) = nullptr;
-
-void member_events(jgr_proc *p, int phase, char *buf, size_t cap) {
-  if (next_stats) next_stats(p, phase, buf, cap);
-  for (uint32_t m = 0; m < jg_shared_nmembers; m++) {
-    std::string error;
-    {
-      std::lock_guard<std::mutex> g(mu);
-      error = members[m].error;
-    }
-    std::string escaped(error.size() * 6 + 1, '\0');
-    escaped.resize(jgr_json_escape(&escaped[0], error.data(), error.size()));
-    std::string line = "{\"event\":\"member\",\"phase\":" + std::to_string(phase) + ",\"member\":" +
-                       std::to_string(m) + ",\"tuples_out\":" + std::to_string(members[m].tuples_out.load()) +
-                       ",\"bytes_out\":" + std::to_string(members[m].bytes_out.load());
-    if (members[m].failed.load()) line += ",\"error\":\"" + escaped + "\"";
-    jgr_event((line + "}").c_str());
-  }
-}
-
 jg_query make_query() {
-  next_stats = jgr_extra_stats;
-  jgr_extra_stats = member_events;
   jg_query q = {};
   q.columns = U.columns.empty() ? nullptr : U.columns.data();
   q.ncolumns = (uint32_t)U.columns.size();

@@ -113,6 +113,47 @@ def test_a_failing_member_fails_its_job_only(sharing_server):
     assert "int32" in str(error) and "b32" in str(error), error
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "orc"])
+def test_columnar_scans_share_when_their_pruning_is_the_same(sharing_server, fmt):
+    """ORC and Parquet scans prune units and prefilter rows by predicates from their own filter:
+    two jobs with the same prunable conjunct share, a third pruning by another does not."""
+    srv, root = sharing_server
+    duckdb = pytest.importorskip("duckdb")
+    con = duckdb.connect()
+    duck_view(con, "t", root / "t.jsonl")
+    path = root / f"t.{fmt}"
+    if not path.exists():
+        table = con.sql("SELECT * FROM t").to_arrow_table()
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+            pq.write_table(table, path, row_group_size=4000)
+        else:
+            import pyarrow.orc as orc
+            orc.write_table(table, str(path), stripe_size=64 * 1024)
+
+    def job(condition: str, columns: list[tuple[str, str]]) -> list[dict]:
+        ops = filter_project(condition, columns)
+        ops[0].update(path=path.name, format=fmt)
+        return ops
+
+    # `id >= 1000` prunes; the other conjuncts compute, which no statistics can rule out
+    requests = {"words": job("id >= 1000 AND upper(s) LIKE 'A%'", [("s", "s"), ("id", "id")]),
+                "flags": job("id >= 1000 AND x * 2 > 0", [("d", "d")]),
+                "other": job("id < 1000", [("id", "id")])}
+    results = run_together(srv.url, requests)
+    sqls = {"words": "SELECT s, id FROM t WHERE id >= 1000 AND upper(s) LIKE 'A%'",
+            "flags": "SELECT d FROM t WHERE id >= 1000 AND x * 2 > 0",
+            "other": "SELECT id FROM t WHERE id < 1000"}
+    for name, sql in sqls.items():
+        got, _ = results[name]
+        assert not isinstance(got, Exception), (name, got)
+        assert_same_rows(con, got, sql)
+    assert scan_stats(results["words"][1])["shared_scan"]["members"] == 2
+    assert scan_stats(results["flags"][1])["shared_scan"]["jobs"] == sorted(
+        [results["words"][1]["job_id"], results["flags"][1]["job_id"]])
+    assert scan_stats_or_none(results["other"][1]) is None
+
+
 def test_other_files_do_not_share(sharing_server):
     srv, root = sharing_server
     ops_u = filter_project("a > 0", [("id", "id")])

@@ -36,7 +36,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SHAREABLE_DRIVERS = ("scan_json",)  # the columnar scans prune and prefilter per query: not yet
+# The columnar scans prune units and prefilter rows by `prune.N` predicates from the query's own
+# filter: they share with scans whose predicates (all their params) are the same, which every
+# member's filter then implies.
+SHAREABLE_DRIVERS = ("scan_json", "scan_orc", "scan_parquet")
 RF_SLOTS = 16  # runtime filter slots of one process (ncas/runtime/rfilter.c)
 
 
