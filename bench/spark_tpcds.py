@@ -16,7 +16,10 @@ mode counts. Prints per-query seconds (with their min-max over several rounds), 
 geometric-mean speedup, and which queries were slower with Jumpgate; `--json FILE` saves
 everything, with per query the last Jumpgate run's jobs (per NCA: wall, busy, CPU time, tuples;
 from the server's GET /v1/jobs/{id}) and EXPLAIN's Jumpgate section (what stayed in Spark, and
-why). The threshold heuristic and the score are on unless --no-threshold. `--jar FILE` runs a
+why). The threshold heuristic and the score are on unless --no-threshold. `--shared-scans` adds
+a third mode to every round: the plugin on a second server that shares scans of the same files
+running at the same time (docs/shared-scans.md), with its time and the bytes its jobs read (a
+shared read counted once) beside the first server's. `--jar FILE` runs a
 given build of the plugin instead of building clients/spark (to compare two versions).
 """
 from __future__ import annotations
@@ -54,7 +57,8 @@ def main() -> None:
     ap.add_argument("--warmup", choices=["both", "jumpgate", "none"], default="both",
                     help="untimed first runs: of both modes, of the Jumpgate mode only (NCA compilation), or none")
     ap.add_argument("--shared-scans", action="store_true",
-                    help="the server shares scans of the same files that run at the same time (docs/shared-scans.md)")
+                    help="a third mode in every round: Jumpgate on a second server that shares scans of the same "
+                         "files running at the same time (docs/shared-scans.md)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--jar", type=Path, default=JAR,
                     help="the plugin jar (default: build clients/spark and use its jar), e.g. to compare two versions")
@@ -75,8 +79,11 @@ def main() -> None:
     from pyspark.sql import SparkSession
     # A stop by SIGTERM unwinds like Ctrl-C, so the server and Spark are stopped (finally below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    srv = LocalServer(root, PROJECT / ".jumpgate" / "bench-spark" / "cache", root / "server.log",
-                      extra_args=["--shared-scans"] if args.shared_scans else None)
+    cache = PROJECT / ".jumpgate" / "bench-spark" / "cache"
+    srv = LocalServer(root, cache, root / "server.log")
+    # the plugin reads spark.jumpgate.url when it plans each query: each run names its server
+    sharing = LocalServer(root, cache, root / "server-shared.log", extra_args=["--shared-scans"]) \
+        if args.shared_scans else None
     conf = base_conf(args.jar, srv.url, root)
     conf.update({"spark.jumpgate.threshold.enabled": str(not args.no_threshold).lower(),
                  "spark.jumpgate.scoring.enabled": str(not args.no_threshold).lower(),
@@ -99,9 +106,11 @@ def main() -> None:
             try:
                 if args.warmup in ("both", "jumpgate"):
                     run_query(spark, sql, enabled=True)  # NCA compilation (cached by the server), page cache
+                    if sharing is not None:
+                        on_server(spark, sharing, lambda q=sql: run_query(spark, q, enabled=True))
                 if args.warmup == "both":
                     run_query(spark, sql, enabled=False)
-                times: dict[bool, list[float]] = {False: [], True: []}
+                times: dict[bool | str, list[float]] = {False: [], True: []}
                 last = {}
                 jobs_since = time.time()  # the start of the last timed run with Jumpgate
                 # Off and on alternate, so a change in the machine's load weighs on both alike.
@@ -112,6 +121,11 @@ def main() -> None:
                         times[mode].append(time.monotonic() - t)
                         if mode:
                             jobs_since = since
+                    if sharing is not None:  # the same plugin on the sharing server
+                        t, since = time.monotonic(), time.time()
+                        last["shared"] = on_server(spark, sharing, lambda q=sql: run_query(spark, q, enabled=True))
+                        times.setdefault("shared", []).append(time.monotonic() - t)
+                        shared_since = since
                 row["spark_s"] = statistics.median(times[False])
                 row["jumpgate_s"] = statistics.median(times[True])
                 row["spark_runs"], row["jumpgate_runs"] = times[False], times[True]
@@ -121,6 +135,17 @@ def main() -> None:
                 row["match"] = normalize(last[False].rows, False) == normalize(last[True].rows, False)
                 row["jobs"] = job_stats(srv.url, jobs_since)
                 row["bytes_read"] = bytes_read(row["jobs"])
+                shared_note = ""
+                if sharing is not None:
+                    row["shared_s"] = statistics.median(times["shared"])
+                    row["shared_runs"] = times["shared"]
+                    row["shared_match"] = normalize(last[False].rows, False) == normalize(last["shared"].rows, False)
+                    row["shared_jobs"] = job_stats(sharing.url, shared_since)
+                    row["shared_bytes_read"] = bytes_read(row["shared_jobs"])
+                    shared_note = (f"  sharing {row['shared_s']:7.2f} s x{row['spark_s'] / row['shared_s']:5.2f} "
+                                   f"({min(times['shared']):.2f}-{max(times['shared']):.2f}) "
+                                   f"{row['shared_bytes_read'] / 2**20:.0f} MiB read"
+                                   f"{'' if row['shared_match'] else ' ANSWERS DIFFER'}")
                 row["report"] = last[True].report  # EXPLAIN's Jumpgate section: what stayed in Spark, and why
                 row["speedup"] = row["spark_s"] / row["jumpgate_s"]
                 # Over several rounds the spread (min-max) shows how much of a ratio near 1 is noise.
@@ -129,7 +154,7 @@ def main() -> None:
                 print(f"q{n:02d}  spark {row['spark_s']:7.2f} s  jumpgate {row['jumpgate_s']:7.2f} s  "
                       f"x{row['speedup']:5.2f}{spread}  {'' if row['match'] else 'ANSWERS DIFFER '}"
                       f"{len(row['offloaded'])} offloaded, {row['metrics']['jobs_run']} jobs, "
-                      f"{row['bytes_read'] / 2**20:.0f} MiB read", flush=True)
+                      f"{row['bytes_read'] / 2**20:.0f} MiB read{shared_note}", flush=True)
             except Exception as e:  # a query that fails is reported, not fatal to the benchmark
                 row["error"] = str(e).splitlines()[0][:300]
                 print(f"q{n:02d}  error: {row['error']}", flush=True)
@@ -143,6 +168,8 @@ def main() -> None:
             spark.stop()
         finally:
             srv.stop()
+            if sharing is not None:
+                sharing.stop()
     ok = [r for r in results if "speedup" in r]
     if ok:
         geo = math.exp(statistics.fmean(math.log(r["speedup"]) for r in ok))
@@ -163,6 +190,11 @@ def main() -> None:
                   f"x{worst['speedup']:.2f}; geometric mean over them x"
                   f"{math.exp(statistics.fmean(math.log(r['speedup']) for r in offl)):.2f}")
         print("answers differ: " + (", ".join(f"q{r['query']:02d}" for r in ok if not r["match"]) or "none"))
+        if sharing is not None:
+            geo_shared = math.exp(statistics.fmean(math.log(r["spark_s"] / r["shared_s"]) for r in ok))
+            print(f"with shared scans: geometric-mean speedup x{geo_shared:.2f}; total {sum(r['shared_s'] for r in ok):.0f} s; "
+                  f"read {sum(r['shared_bytes_read'] for r in ok) / 2**20:.0f} MiB against "
+                  f"{sum(r['bytes_read'] for r in ok) / 2**20:.0f} MiB without sharing")
     if args.json:
         args.json.write_text(json.dumps(summary(args, results), indent=1))
 
@@ -200,6 +232,16 @@ def job_stats(url: str, since: float) -> list[dict]:
     except Exception as e:  # the stats are a reading aid, never fatal to the benchmark
         print(f"  (job stats unavailable: {e})", flush=True)
     return out
+
+
+def on_server(spark, server: LocalServer, run):
+    """`run()` with the plugin pointed at `server`, then back at the default one."""
+    default = spark.conf.get("spark.jumpgate.url")
+    spark.conf.set("spark.jumpgate.url", server.url)
+    try:
+        return run()
+    finally:
+        spark.conf.set("spark.jumpgate.url", default)
 
 
 def bytes_read(jobs: list[dict]) -> int:

@@ -1,7 +1,7 @@
 """Shared scans in the control plane (docs/shared-scans.md): scans of different jobs (or of one
 job) that are about to read the same files at the same time run as one process.
 
-A scan that may share (`share_key`) is announced to the service's `ScanSharing` when it compiles
+A scan that may share (`share_key`) is announced to the service's `ScanSharing` as it compiles
 and starts nothing at allocate: its process, alone or shared, starts when its stage runs. There it
 joins the group open for its key, or opens one and keeps it open, up to `wait_s`, while scans
 announced for that key have not arrived or jobs are being planned (the other jobs of a Spark wave
@@ -101,7 +101,7 @@ class ScanSharing:
                 self._cv.notify_all()
 
     def admit(self, scan: FileScanInstance) -> ShareTicket | None:
-        """Announce `scan` (compiled) when it may share; None when it runs alone as always."""
+        """Announce `scan`, about to compile, when it may share; None when it runs alone as always."""
         key, why = share_key(scan, self.min_bytes)
         if key is None:
             log.debug("job %s %s does not share its scan: %s", scan.spec.job_id, scan.spec.id, why)
