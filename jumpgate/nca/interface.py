@@ -452,5 +452,7 @@ class InstanceContext:
     settings: dict = field(default_factory=dict)
     host: Host | None = None
     # The service's coordinator of shared scans (jumpgate/ncas/software/scan_sharing.py,
-    # docs/shared-scans.md), None when scans never share.
+    # docs/shared-scans.md), None when scans never share; and the tenant the job runs for, whose
+    # scans alone share with it.
     scan_sharing: Any = None
+    tenant: str = ""

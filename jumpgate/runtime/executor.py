@@ -179,7 +179,7 @@ class JobRunner:
                                                   for i, port in enumerate(spec.inputs)))
                 context = InstanceContext(deployer=self.deployer, work_dir=str(self.work_dir),
                                           cache_dir=str(self.cache_dir), host=self._host_of(node, hosts),
-                                          scan_sharing=self.scan_sharing)
+                                          scan_sharing=self.scan_sharing, tenant=job.tenant)
                 self.instances[node.id] = impl.instantiate(spec, context)
             setup = tl.begin("setup")
             endpoints = self._lockstep("compile", self._compile_and_allocate)

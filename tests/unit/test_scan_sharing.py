@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 from jumpgate.ncas.software.scan_sharing import ScanSharing, ShareKey
 
-KEY = ShareKey("local", "scan_json", "/data", ("/data/t.jsonl",), 1, ())
-OTHER = ShareKey("local", "scan_json", "/data", ("/data/u.jsonl",), 1, ())
+KEY = ShareKey("default", "local", "scan_json", "/data", ("/data/t.jsonl",), 1, ())
+OTHER = ShareKey("default", "local", "scan_json", "/data", ("/data/u.jsonl",), 1, ())
 
 
 def scan(job: str, filters: int = 0):
@@ -96,3 +96,33 @@ def test_an_open_group_waits_for_requests_being_planned():
     group_a = first.join()
     t.join(5)
     assert result["b"] is group_a and len(group_a.members) == 2
+
+
+def test_keys_hold_the_tenant_the_files_and_what_the_process_is_given(tmp_path):
+    """Scans of one tenant over the same files share; another tenant's, or a fused shuffle, never."""
+    from jumpgate.compiler.compile import compile_plan
+    from jumpgate.dataflow.request import parse_request
+    from jumpgate.nca.deployment import Host
+    from jumpgate.nca.interface import InstanceContext
+    from jumpgate.ncas.software.scan_json import JsonScanNca
+    from jumpgate.ncas.software.scan_sharing import share_key
+
+    (tmp_path / "t.jsonl").write_text('{"a": 1}\n')
+    host = Host(name="local", address="127.0.0.1", cores=2, data_root=str(tmp_path))
+
+    def key(tenant: str, *ops: dict, last: str | None = None):
+        last = last or ops[-1]["name"]
+        request = {"name": "k", "operations": [
+            {"kind": "read", "name": "r", "path": "t.jsonl", "format": "json", "schema": [{"name": "a", "type": "int64"}]},
+            *ops, {"kind": "send", "name": "o", "input": last, "transport": "tcp", "host": "127.0.0.1", "port": 9}]}
+        pipeline = compile_plan(parse_request(request, tmp_path), [JsonScanNca()])
+        spec = pipeline.build_spec(pipeline.ncas[0], "job")
+        context = InstanceContext(object(), str(tmp_path), str(tmp_path / "cache"), host=host, tenant=tenant)
+        return share_key(JsonScanNca().instantiate(spec, context), 0)
+
+    a, why = key("ann", {"kind": "filter", "name": "f", "input": "r", "condition": "a > 0"})
+    a2, _ = key("ann", {"kind": "project", "name": "p", "input": "r", "columns": [{"name": "b", "expr": "a * 2"}]})
+    b, _ = key("bob", {"kind": "filter", "name": "f", "input": "r", "condition": "a > 0"})
+    assert a is not None and why == "" and a == a2 and a != b and a.files == (str(tmp_path / "t.jsonl"),)
+    none, why = key("ann", {"kind": "shuffle", "name": "s", "input": "r", "keys": ["a"], "partitions": 1}, last="s[0]")
+    assert none is None and "shuffle" in why

@@ -47,6 +47,7 @@ RF_SLOTS = 16  # runtime filter slots of one process (ncas/runtime/rfilter.c)
 class ShareKey:
     """What scans must have in common to run as one process."""
 
+    tenant: str  # one process never mixes tenants' queries (their speed, their failures, their job ids)
     host: str
     driver: str
     root: str | None
@@ -71,7 +72,7 @@ def share_key(scan: FileScanInstance, min_bytes: int) -> tuple[ShareKey | None, 
     size = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
     if size < min_bytes:
         return None, f"its files hold {size} bytes, fewer than the {min_bytes} worth sharing"
-    return ShareKey(host.name, scan.driver, host.data_root, files, scan.threads(),
+    return ShareKey(scan.context.tenant, host.name, scan.driver, host.data_root, files, scan.threads(),
                     tuple(sorted(scan.params().items()))), ""
 
 
