@@ -120,7 +120,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sf", type=float, default=1.0)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--overcommit", type=float, default=8.0, help="both servers admit the whole wave at once")
+    ap.add_argument("--overcommit", type=float, default=12.0,
+                    help="both servers admit the whole wave at once (11 jobs of 2 threads on 2 cores)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
 
