@@ -80,8 +80,7 @@ def _serve(args: argparse.Namespace) -> int:
                         keep_jobs=max(0, args.keep_jobs), keep_days=max(0.0, args.keep_days),
                         runtime_filters=not args.no_runtime_filters, shared_scans=args.shared_scans,
                         shared_scan_wait_s=max(0.0, args.shared_scan_wait),
-                        shared_scan_linger_s=max(0.0, args.shared_scan_linger),
-                        shared_scan_min_bytes=max(0, int(args.shared_scan_min_mb * 1024 * 1024)))
+                        shared_scan_linger_s=max(0.0, args.shared_scan_linger))
     if args.cache_dir:
         settings.cache_dir = Path(args.cache_dir)
     if args.ncas is not None:
@@ -353,8 +352,6 @@ def build_parser() -> argparse.ArgumentParser:
                        help="how long a shared scan waits for the scans announced for its files (default 0.2)")
     serve.add_argument("--shared-scan-linger", type=float, default=0.05, metavar="SECONDS",
                        help="how long a shared scan waits for scans of jobs still being planned (default 0.05)")
-    serve.add_argument("--shared-scan-min-mb", type=float, default=0.0, metavar="MB",
-                       help="files smaller than this are not shared (default 0)")
     serve.add_argument("--no-runtime-filters", action="store_true",
                        help="plan no runtime filters from hash joins' build sides to the scans of their probe "
                             "sides (docs/runtime-filters.md); for comparison")

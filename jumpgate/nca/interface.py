@@ -15,11 +15,12 @@ from __future__ import annotations
 import inspect
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 from ..contract.ntf import NtfLayout
 from ..dataflow.plan import InputRef, LogicalPlan, Operation
 from .deployment import Deployer, Host
+from .sharing import Sharing
 from .support import Support
 
 # ------------------------------------------------------------------ formats on edges
@@ -451,8 +452,8 @@ class InstanceContext:
     cache_dir: str  # long-lived cache (compiled binaries)
     settings: dict = field(default_factory=dict)
     host: Host | None = None
-    # The service's coordinator of shared scans (jumpgate/ncas/software/scan_sharing.py,
-    # docs/shared-scans.md), None when scans never share; and the tenant the job runs for, whose
-    # scans alone share with it.
-    scan_sharing: Any = None
+    # The service's coordinator of instances that run together (nca/sharing.py: shared scans,
+    # docs/shared-scans.md), None when nothing is shared; and the tenant the job runs for, whose
+    # instances alone may share with it.
+    sharing: Sharing | None = None
     tenant: str = ""

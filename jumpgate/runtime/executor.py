@@ -46,6 +46,7 @@ from ..contract.errors import NcaFailure
 from ..nca.deployment import Deployer, Host
 from ..nca.interface import FILE, Destination, Endpoint, InstanceContext, NcaError, NcaInstance, PhaseStats
 from ..nca.registry import Registry
+from ..nca.sharing import Sharing
 from .jobs import Job, JobState, JobStore
 from .logs import JOB_ID
 
@@ -119,7 +120,7 @@ class JobRunner:
                  work_root: Path, on_finish: Callable[[Job], None], stall_timeout: float | None = None,
                  client_stall: float | None = CLIENT_STALL_S,
                  progress_interval: float | None = PROGRESS_INTERVAL_S,
-                 on_stages_done: Callable[[Job], None] | None = None, scan_sharing: object | None = None) -> None:
+                 on_stages_done: Callable[[Job], None] | None = None, sharing: Sharing | None = None) -> None:
         self.job = job
         self.store = store
         self.registry = registry
@@ -134,7 +135,7 @@ class JobRunner:
         self.stall_timeout = stall_timeout  # seconds without progress in a stage; None = never
         self.client_stall = client_stall  # seconds a client may take no data; None or 0 = never
         self.progress_interval = progress_interval or None  # seconds between counter readings; None = never
-        self.scan_sharing = scan_sharing  # the service's shared scans (docs/shared-scans.md); None: never
+        self.sharing = sharing  # the service's shared scans (docs/shared-scans.md); None: never
         self.instances: dict[str, NcaInstance] = {}
         self._keys: dict[tuple[str, int], int] = {}
         self._steps: dict[str, str] = {}  # the life-cycle step each NCA is in (for its failure)
@@ -179,7 +180,7 @@ class JobRunner:
                                                   for i, port in enumerate(spec.inputs)))
                 context = InstanceContext(deployer=self.deployer, work_dir=str(self.work_dir),
                                           cache_dir=str(self.cache_dir), host=self._host_of(node, hosts),
-                                          scan_sharing=self.scan_sharing, tenant=job.tenant)
+                                          sharing=self.sharing, tenant=job.tenant)
                 self.instances[node.id] = impl.instantiate(spec, context)
             setup = tl.begin("setup")
             endpoints = self._lockstep("compile", self._compile_and_allocate)

@@ -24,7 +24,7 @@ from ..deploy.warm import WarmSettings
 from ..nca.deployment import Deployer
 from ..nca.interface import ResourceRequest, Verdict
 from ..nca.registry import Registry, load_registry
-from ..ncas.software.scan_sharing import ScanSharing
+from ..nca.sharing import Sharing
 from ..tenancy.policy import Reserved
 from ..tenancy.tokens import LOCAL, Principal, TokenFile
 from .access import Access
@@ -125,12 +125,11 @@ class Settings:
     runtime_filters: bool = True
     # Shared scans (docs/shared-scans.md): scans of the same files that run at the same time, in
     # one job or several, read them once. A scan waits up to `shared_scan_wait_s` for the scans
-    # announced for its files to arrive, and `shared_scan_linger_s` for those of jobs still being
-    # planned; files smaller than `shared_scan_min_bytes` are not shared.
+    # announced for its files to arrive or requests are being planned, and at least
+    # `shared_scan_linger_s`.
     shared_scans: bool = False
     shared_scan_wait_s: float = 0.2
     shared_scan_linger_s: float = 0.05
-    shared_scan_min_bytes: int = 0
 
 
 class JumpgateService:
@@ -142,8 +141,8 @@ class JumpgateService:
         self.data_root = Path(settings.data_root).resolve()
         self.registry = registry or load_registry(settings.plugins)
         self.metrics = ServiceMetrics(self)  # GET /metrics; the store tells it of every job's changes
-        self.scan_sharing = ScanSharing(settings.shared_scan_wait_s, settings.shared_scan_min_bytes,
-                                        settings.shared_scan_linger_s) if settings.shared_scans else None
+        self.sharing = Sharing(settings.shared_scan_wait_s, settings.shared_scan_linger_s) \
+            if settings.shared_scans else None
         self.store = JobStore(observer=self.metrics)
         self.cache_dir = Path(settings.cache_dir)
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -194,8 +193,8 @@ class JumpgateService:
     def submit(self, body: object, who: Principal = LOCAL, source: str | None = None) -> Job:
         """Compile a request for `who`; its sends and reads are admitted by the tenant's policy
         first (Forbidden, 403), sends from `source` (the request's address) allowed by default."""
-        if self.scan_sharing is not None:  # its scans may share with running ones: they wait for it
-            with self.scan_sharing.planning():
+        if self.sharing is not None:  # its scans may share with running ones: they wait for it
+            with self.sharing.planning():
                 return self._submit(body, who, source)
         return self._submit(body, who, source)
 
@@ -271,7 +270,7 @@ class JumpgateService:
         runner = JobRunner(job, self.store, self.registry, self.deployer, self.cache_dir, self.work_root,
                            on_finish=self._finished, stall_timeout=self.settings.stall_timeout_s,
                            client_stall=self.settings.client_stall_s,
-                           on_stages_done=lambda done: self.queue.release(done.id), scan_sharing=self.scan_sharing)
+                           on_stages_done=lambda done: self.queue.release(done.id), sharing=self.sharing)
         job.runner = runner
         # Runs now if its cores are free and its tenant under its limits, else waits its turn
         # (runtime/queue.py): `running` to the client either way, the status says which.

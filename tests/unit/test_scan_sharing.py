@@ -1,12 +1,14 @@
-"""The coordinator of shared scans (jumpgate/ncas/software/scan_sharing.py): which scans end up in
-one group, and how long a scan waits for the others (docs/shared-scans.md)."""
+"""The coordinator of shared scans (jumpgate/nca/sharing.py, the keys of
+jumpgate/ncas/software/scan_sharing.py): which scans end up in one group, and how long a scan
+waits for the others (docs/shared-scans.md)."""
 from __future__ import annotations
 
 import threading
 import time
 from types import SimpleNamespace
 
-from jumpgate.ncas.software.scan_sharing import ScanSharing, ShareKey
+from jumpgate.nca.sharing import Sharing
+from jumpgate.ncas.software.scan_sharing import ShareKey, fits
 
 KEY = ShareKey("default", "local", "scan_json", "/data", ("/data/t.jsonl",), 1, ())
 OTHER = ShareKey("default", "local", "scan_json", "/data", ("/data/u.jsonl",), 1, ())
@@ -18,7 +20,8 @@ def scan(job: str, filters: int = 0):
 
 def join_all(tickets) -> dict:
     groups: dict = {}
-    threads = [threading.Thread(target=lambda t=t: groups.__setitem__(t.scan.spec.job_id, t.join())) for t in tickets]
+    threads = [threading.Thread(target=lambda t=t: groups.__setitem__(t.member.spec.job_id, t.join(fits)))
+               for t in tickets]
     for t in threads:
         t.start()
     for t in threads:
@@ -27,7 +30,7 @@ def join_all(tickets) -> dict:
 
 
 def test_scans_announced_together_run_as_one_group():
-    sharing = ScanSharing(wait_s=5, linger_s=0)
+    sharing = Sharing(wait_s=5, linger_s=0)
     tickets = [sharing.announce(KEY, scan(j)) for j in "abc"]
     groups = join_all(tickets)
     assert len({id(g) for g in groups.values()}) == 1
@@ -36,13 +39,13 @@ def test_scans_announced_together_run_as_one_group():
 
 
 def test_a_scan_of_other_files_runs_alone():
-    sharing = ScanSharing(wait_s=5, linger_s=0)
+    sharing = Sharing(wait_s=5, linger_s=0)
     groups = join_all([sharing.announce(KEY, scan("a")), sharing.announce(OTHER, scan("b"))])
     assert groups["a"].alone and groups["b"].alone
 
 
 def test_an_announced_scan_is_waited_for_at_most_wait_s():
-    sharing = ScanSharing(wait_s=0.3, linger_s=0)
+    sharing = Sharing(wait_s=0.3, linger_s=0)
     first = sharing.announce(KEY, scan("a"))
     sharing.announce(KEY, scan("late"))  # compiled, but its stage never comes
     t0 = time.monotonic()
@@ -51,7 +54,7 @@ def test_an_announced_scan_is_waited_for_at_most_wait_s():
 
 
 def test_a_withdrawn_scan_is_not_waited_for():
-    sharing = ScanSharing(wait_s=5, linger_s=0)
+    sharing = Sharing(wait_s=5, linger_s=0)
     first = sharing.announce(KEY, scan("a"))
     gone = sharing.announce(KEY, scan("cancelled"))
     threading.Timer(0.1, gone.withdraw).start()
@@ -60,25 +63,25 @@ def test_a_withdrawn_scan_is_not_waited_for():
 
 
 def test_linger_keeps_the_group_open_for_scans_not_yet_announced():
-    sharing = ScanSharing(wait_s=5, linger_s=1.0)
+    sharing = Sharing(wait_s=5, linger_s=1.0)
     first = sharing.announce(KEY, scan("a"))
     result = {}
     t = threading.Thread(target=lambda: result.setdefault("a", first.join()))
     t.start()
     time.sleep(0.2)  # job b is planned only now
-    group_b = sharing.announce(KEY, scan("b")).join()
+    group_b = sharing.announce(KEY, scan("b")).join(fits)
     t.join(5)
     assert result["a"] is group_b and len(group_b.members) == 2
 
 
 def test_runtime_filter_slots_bound_a_group():
-    sharing = ScanSharing(wait_s=5, linger_s=0)
+    sharing = Sharing(wait_s=5, linger_s=0)
     groups = join_all([sharing.announce(KEY, scan("a", filters=10)), sharing.announce(KEY, scan("b", filters=10))])
     assert groups["a"] is not groups["b"]  # 20 slots: more than one process has
 
 
 def test_an_open_group_waits_for_requests_being_planned():
-    sharing = ScanSharing(wait_s=5, linger_s=0)
+    sharing = Sharing(wait_s=5, linger_s=0)
     first = sharing.announce(KEY, scan("a"))
     result = {}
     planned = threading.Event()
@@ -88,7 +91,7 @@ def test_an_open_group_waits_for_requests_being_planned():
             planned.set()
             time.sleep(0.3)  # planning job b
             ticket = sharing.announce(KEY, scan("b"))
-        result["b"] = ticket.join()
+        result["b"] = ticket.join(fits)
 
     t = threading.Thread(target=plan_then_join)
     t.start()
@@ -118,7 +121,7 @@ def test_keys_hold_the_tenant_the_files_and_what_the_process_is_given(tmp_path):
         pipeline = compile_plan(parse_request(request, tmp_path), [JsonScanNca()])
         spec = pipeline.build_spec(pipeline.ncas[0], "job")
         context = InstanceContext(object(), str(tmp_path), str(tmp_path / "cache"), host=host, tenant=tenant)
-        return share_key(JsonScanNca().instantiate(spec, context), 0)
+        return share_key(JsonScanNca().instantiate(spec, context))
 
     a, why = key("ann", {"kind": "filter", "name": "f", "input": "r", "condition": "a > 0"})
     a2, _ = key("ann", {"kind": "project", "name": "p", "input": "r", "columns": [{"name": "b", "expr": "a * 2"}]})

@@ -9,6 +9,7 @@ ORC and Parquet (scan_columnar.py).
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -44,11 +45,14 @@ from .common import (
     read_columns_used,
 )
 from .process import ProcessNca
+from .scan_sharing import SharedScanRun, fits, share_key
 from .support import codegen_support
 from .udp_transport import preferred_transport, transport_setting_problem
 
 if TYPE_CHECKING:
-    from .scan_sharing import ScanGroup, ShareTicket
+    from ...nca.sharing import Group, Ticket
+
+log = logging.getLogger(__name__)
 
 TRANSPORTS = ("tcp", "udp")  # udp: docs/udp-transport.md (towards a switch, up to four tuples per datagram)
 MAX_THREADS = 64
@@ -57,7 +61,7 @@ MAX_THREADS = 64
 class FileScanInstance(ProcessNca):
     """One scan: the query generated for its chain, on its format's driver.
 
-    With the service's ScanSharing (InstanceContext.scan_sharing) a scan that may share starts
+    With the service's Sharing (InstanceContext.sharing) a scan that may share starts
     nothing before its stage runs: there it runs alone as always, or as a member of a group of
     scans of the same files (scan_sharing.py, docs/shared-scans.md)."""
 
@@ -65,8 +69,8 @@ class FileScanInstance(ProcessNca):
         super().__init__(spec, context)
         self.driver = driver
         self.generated = ""  # the generated query: a shared scan's member
-        self._ticket: ShareTicket | None = None
-        self._group: ScanGroup | None = None
+        self._ticket: Ticket | None = None
+        self._group: Group | None = None
         self._routes: list[list[Destination]] = []
         self._filters_in: dict[int, RuntimeFilterBlob] = {}
 
@@ -92,12 +96,21 @@ class FileScanInstance(ProcessNca):
     # -- shared scans (docs/shared-scans.md) ------------------------------------------------
 
     def compile(self) -> CompileResult:
-        sharing = self.context.scan_sharing  # announced first: its peers wait for it from now on
-        self._ticket = sharing.admit(self) if sharing is not None else None
+        self._ticket = self._announce()  # first: its peers wait for it from now on
         result = super().compile()
         if self._ticket is not None:  # now, beside its own binary: a group then only links
             build_member_object(self.generated, Path(self.context.cache_dir))
         return result
+
+    def _announce(self) -> Ticket | None:
+        sharing = self.context.sharing
+        if sharing is None:
+            return None
+        key, why = share_key(self)
+        if key is None:
+            log.debug("job %s %s does not share its scan: %s", self.spec.job_id, self.spec.id, why)
+            return None
+        return sharing.announce(key, self)
 
     def allocate(self) -> list[Endpoint]:
         if self._ticket is None:
@@ -123,9 +136,9 @@ class FileScanInstance(ProcessNca):
     def execute(self, phase: int) -> PhaseStats:
         if self._ticket is None:
             return super().execute(phase)
-        self._group = group = self._ticket.join()
+        self._group = group = self._ticket.join(fits)
         if not group.alone:
-            return group.run(self)
+            return self._run().run(self)
         super().allocate()  # alone: as without sharing, only later
         super().configure(self._routes)
         for slot, blob in self._filters_in.items():
@@ -136,18 +149,20 @@ class FileScanInstance(ProcessNca):
         return None if self._shared() else super().progress()
 
     def activity(self) -> object | None:
-        group = self._group
-        return group.activity() if group is not None and self._shared() else super().activity()
+        return self._run().activity() if self._shared() else super().activity()
 
     def destroy(self) -> None:
         if self._ticket is not None:
             self._ticket.withdraw()
-        if self._group is not None and self._shared():
-            self._group.leave(self)
+        if self._shared():
+            self._run().leave(self)
         super().destroy()
 
     def _shared(self) -> bool:
         return self._group is not None and not self._group.alone
+
+    def _run(self) -> SharedScanRun:
+        return self._group.runner(SharedScanRun)
 
 
 class FileScanNca(NcaImplementation):

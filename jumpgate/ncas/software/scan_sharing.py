@@ -1,30 +1,24 @@
-"""Shared scans in the control plane (docs/shared-scans.md): scans of different jobs (or of one
-job) that are about to read the same files at the same time run as one process.
+"""Shared scans (docs/shared-scans.md): scans of different jobs (or of one job) that are about to
+read the same files at the same time run as one process.
 
-A scan that may share (`share_key`) is announced to the service's `ScanSharing` as it compiles
-and starts nothing at allocate: its process, alone or shared, starts when its stage runs. There it
-joins the group open for its key, or opens one and keeps it open, up to `wait_s`, while scans
-announced for that key have not arrived or jobs are being planned (the other jobs of a Spark wave
-reach the server at the same time), and at least `linger_s`.
-A group of one runs the scan's own binary, as without sharing; a larger group links the members'
-objects (compiled beside their own binaries) into one process (`SharedScanProcess`), configured
-with every member's destinations, messages and runtime filters. Each member's job gets the
-group's read counters, its own output counters, and its own failure: a member cut off alone fails
-its job only (ncas/runtime/shared_scan.cpp).
+A scan that may share (`share_key`) is announced to the service's Sharing (jumpgate/nca/
+sharing.py, which groups them) as it compiles, and starts nothing at allocate: its process, alone
+or shared, starts when its stage runs. A group of one runs the scan's own binary, as without
+sharing; a larger group links the members' objects (compiled beside their own binaries) into one
+process (`SharedScanProcess`), configured with every member's destinations, messages and runtime
+filters (`SharedScanRun`). Each member's job gets the group's read counters, its own output
+counters, and its own failure: a member cut off alone fails its job only
+(ncas/runtime/shared_scan.cpp).
 """
 from __future__ import annotations
 
-import logging
-import os
 import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from ...dataflow.plan import Shuffle
 from ...nca.interface import FILE, CompileResult, NcaError, PhaseStats
+from ...nca.sharing import Group
 from .build import build_shared_nca
 from .codegen.messages import message_params
 from .codegen.shared import MAX_MEMBERS, SharedMember, generate_shared_scan
@@ -33,8 +27,6 @@ from .udp_transport import UdpEdges
 
 if TYPE_CHECKING:
     from .file_scan import FileScanInstance
-
-log = logging.getLogger(__name__)
 
 # The columnar scans prune units and prefilter rows by `prune.N` predicates from the query's own
 # filter: they share with scans whose predicates (all their params) are the same, which every
@@ -56,7 +48,7 @@ class ShareKey:
     params: tuple[tuple[str, str], ...]
 
 
-def share_key(scan: FileScanInstance, min_bytes: int) -> tuple[ShareKey | None, str]:
+def share_key(scan: FileScanInstance) -> tuple[ShareKey | None, str]:
     """The scan's key, or None and why it runs alone."""
     spec, host = scan.spec, scan.context.host
     if host is None or scan.context.deployer is None:
@@ -69,114 +61,21 @@ def share_key(scan: FileScanInstance, min_bytes: int) -> tuple[ShareKey | None, 
     if any(o.spec.transport != "tcp" for o in spec.outputs):
         return None, "it sends over UDP"
     files = tuple(f for port in spec.inputs if port.spec.transport == FILE for f in port.files)
-    size = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
-    if size < min_bytes:
-        return None, f"its files hold {size} bytes, fewer than the {min_bytes} worth sharing"
     return ShareKey(scan.context.tenant, host.name, scan.driver, host.data_root, files, scan.threads(),
                     tuple(sorted(scan.params().items()))), ""
 
 
-class ScanSharing:
-    """The service's coordinator of shared scans: one per server, shared by every job."""
-
-    def __init__(self, wait_s: float = 0.2, min_bytes: int = 0, linger_s: float = 0.05) -> None:
-        self.wait_s = wait_s
-        self.linger_s = min(linger_s, wait_s)
-        self.min_bytes = min_bytes
-        self._cv = threading.Condition()
-        self._pending: dict[ShareKey, set[int]] = {}  # announced scans that have not arrived
-        self._open: dict[ShareKey, ScanGroup] = {}
-        self._groups = 0
-        self._planning = 0  # requests being planned: their scans may be about to be announced
-
-    @contextmanager
-    def planning(self) -> Iterator[None]:
-        """Around the planning of a request (the service's submit): an open group waits for it."""
-        with self._cv:
-            self._planning += 1
-        try:
-            yield
-        finally:
-            with self._cv:
-                self._planning -= 1
-                self._cv.notify_all()
-
-    def admit(self, scan: FileScanInstance) -> ShareTicket | None:
-        """Announce `scan`, about to compile, when it may share; None when it runs alone as always."""
-        key, why = share_key(scan, self.min_bytes)
-        if key is None:
-            log.debug("job %s %s does not share its scan: %s", scan.spec.job_id, scan.spec.id, why)
-            return None
-        return self.announce(key, scan)
-
-    def announce(self, key: ShareKey, scan: FileScanInstance) -> ShareTicket:
-        ticket = ShareTicket(self, key, scan)
-        with self._cv:
-            self._pending.setdefault(key, set()).add(id(ticket))
-        return ticket
-
-    def withdraw(self, ticket: ShareTicket) -> None:
-        with self._cv:
-            self._not_pending(ticket)
-            self._cv.notify_all()
-
-    def _not_pending(self, ticket: ShareTicket) -> None:
-        pending = self._pending.get(ticket.key)
-        if pending is not None:
-            pending.discard(id(ticket))
-            if not pending:
-                del self._pending[ticket.key]
-
-    def join(self, ticket: ShareTicket) -> ScanGroup:
-        """The group `ticket`'s scan runs in, once it is closed to newcomers."""
-        scan = ticket.scan
-        with self._cv:
-            self._not_pending(ticket)
-            group = self._open.get(ticket.key)
-            if group is not None and group.takes(scan):
-                group.members.append(scan)
-                self._cv.notify_all()  # its opener looks again at who is still to come
-                while not group.closed:
-                    self._cv.wait()
-                return group
-            self._groups += 1
-            group = ScanGroup(f"shared{self._groups}", [scan])
-            if self._open.get(ticket.key) is None:
-                self._open[ticket.key] = group
-                start = time.monotonic()
-                deadline, linger = start + self.wait_s, start + self.linger_s
-                while (left := deadline - time.monotonic()) > 0:
-                    if not self._pending.get(ticket.key) and not self._planning:  # nobody may still come
-                        left = linger - time.monotonic()
-                        if left <= 0:
-                            break
-                    self._cv.wait(left)
-                del self._open[ticket.key]
-            group.closed = True
-            self._cv.notify_all()
-            return group
+def fits(group: Group, scan: FileScanInstance) -> bool:
+    """Whether one process can take `scan` besides the group's members."""
+    slots = sum(len(m.probe_filters()) for m in group.members) + len(scan.probe_filters())
+    return len(group.members) < MAX_MEMBERS and slots <= RF_SLOTS
 
 
 @dataclass(eq=False)
-class ShareTicket:
-    sharing: ScanSharing
-    key: ShareKey
-    scan: FileScanInstance
+class SharedScanRun:
+    """A group's process: its first member runs it, the others wait for its outcome."""
 
-    def join(self) -> ScanGroup:
-        return self.sharing.join(self)
-
-    def withdraw(self) -> None:
-        self.sharing.withdraw(self)
-
-
-@dataclass(eq=False)
-class ScanGroup:
-    """Scans that run as one process: its first member runs it, the others wait for its outcome."""
-
-    name: str
-    members: list[FileScanInstance]
-    closed: bool = False
+    group: Group
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _done: threading.Event = field(default_factory=threading.Event)
     _started: bool = False
@@ -186,13 +85,13 @@ class ScanGroup:
     _error: Exception | None = None
     _events: dict[int, dict] = field(default_factory=dict)
 
-    def takes(self, scan: FileScanInstance) -> bool:
-        slots = sum(len(m.probe_filters()) for m in self.members) + len(scan.probe_filters())
-        return len(self.members) < MAX_MEMBERS and slots <= RF_SLOTS
+    @property
+    def members(self) -> list[FileScanInstance]:
+        return self.group.members
 
     @property
-    def alone(self) -> bool:
-        return len(self.members) == 1
+    def name(self) -> str:
+        return self.group.name
 
     def run(self, scan: FileScanInstance) -> PhaseStats:
         """Execute the group (its first caller does; the others wait) and return what `scan` did."""
@@ -262,7 +161,7 @@ class SharedScanProcess(ProcessNca):
     """The process of a group of more than one: the members' queries linked together, configured
     with all their ports one after the other (the generated table's order)."""
 
-    def __init__(self, group: ScanGroup, leader: FileScanInstance) -> None:
+    def __init__(self, group: SharedScanRun, leader: FileScanInstance) -> None:
         outputs = tuple(o for m in group.members for o in m.spec.outputs)
         refs = tuple(r for m in group.members for r in m.spec.output_refs)
         spec = replace(leader.spec, id=group.name, outputs=outputs, output_refs=refs)
