@@ -206,8 +206,6 @@ struct metadata_t {
     bit<16> i4;
     bit<16> i5;
     bit<16> i6;
-    bit<16> i7;
-    bit<8>  rh7;       /* TNA egress: kh7's outcome */
     bit<8>  rc;        /* TNA egress: cn<way>'s outcome (CN_COUNTED, CN_SPILL) */
     bit<32> seq_n;     /* TNA egress: out_seq's number for this output (a record's, an END's) */
     bit<8>  lost;      /* TNA egress: FINISH: `flushed` is not the FLUSHes sent */

@@ -7,10 +7,10 @@
  * Here the slot table is split between the two pipes of one Tofino 1 pipe's 2 x 12 MAU stages
  * (docs/switch.md, "Does it fit one Tofino pipe?"): the INGRESS pipe finds the job, checks the
  * datagram, counts it, and tries the ways: kl<w> (way w's first stage, tried while every earlier
- * way missed) and kh<w> (the stage after, for the way that took the key's first half) for w = 0..6,
- * and kl7; it then chooses the egress port (the recirculation port while tuples remain, else the
+ * way missed) and kh<w> (the stage after, for the way that took the key's first half) for the
+ * JG_WAYS = 7 ways; it then chooses the egress port (the recirculation port while tuples remain, else the
  * destination's) and tells the EGRESS pipe in a bridge header what it found. The egress pipe holds
- * kh7, every way's count and sums (cn<w>, s0_<w>, s1_<w>: a tuple uses one way, so these form no
+ * every way's count and sums (cn<w>, s0_<w>, s1_<w>: a tuple uses one way, so these form no
  * chain and need no stage order among ways), decides the record (a bypass, a spill, a flushed
  * slot), numbers and counts the output, and rewrites the datagram (Emit), or drops it when it
  * leaves nothing. END notices and malformed datagrams go to the controller from ingress.
@@ -108,7 +108,6 @@
 #define ROT4 { meta.key[31:0], meta.key[63:32] }
 #define ROT5 { meta.key[23:0], meta.key[63:24] }
 #define ROT6 { meta.key[15:0], meta.key[63:16] }
-#define ROT7 { meta.key[7:0], meta.key[63:8] }
 
 /* A 32-bit number's bytes reversed (little-endian wire bytes <-> a number), by an identity hash */
 #define BYTES_REVERSED(x) { x[7:0], x[15:8], x[23:16], x[31:24] }
@@ -129,12 +128,12 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 }
 
 /* Where the register arrays go (@stage). A stage has 4 stateful ALUs for both pipes, 48 for the
- * 47 arrays: ingress's kl<w> in stage 4 + w and kh<w> in the stage after (two a stage from 5 on),
- * so egress's 25 arrays fill stages 0..3 and what ingress leaves in 4..7 (its counts read only the
- * bridge: from stage 0; its sums the bridged numbers and x - 1: from stage 1), every stateful ALU
- * of 0..7: 0: cn0..cn3; 1: cn4..cn6, kh7; 2: cn7, s0_0, s1_0, s0_1; 3: s1_1, s0_2, s1_2, s0_3;
- * 4: kl0, s1_3, s0_4, s1_4; 5..7: kh<w>, kl<w+1> and way 5..7's sums. The counters take what is
- * left in 8..11 after the record's decision (egress stage 8). */
+ * 42 arrays: ingress's kl<w> in stage 4 + w and kh<w> in the stage after (two a stage from 5 on),
+ * so egress's 21 arrays fill stages 0..3 and what ingress leaves in 4..7 (its counts read only the
+ * bridge: from stage 0; its sums the bridged numbers and x - 1: from stage 1): 0: cn0..cn3; 1:
+ * cn4..cn6; 2: s0_0, s1_0, s0_1; 3: s1_1, s0_2, s1_2, s0_3; 4: kl0, s1_3, s0_4, s1_4; 5, 6: kh<w>,
+ * kl<w+1> and way 5's, 6's sums; 7: kh2, kl3. The counters take what is left in 8..11 after the
+ * record's decision (egress stage 8). */
 #define KL_STAGE_0 4
 #define KL_STAGE_1 5
 #define KL_STAGE_2 6
@@ -142,7 +141,6 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #define KL_STAGE_4 8
 #define KL_STAGE_5 9
 #define KL_STAGE_6 10
-#define KL_STAGE_7 11
 #define KH_STAGE_0 5
 #define KH_STAGE_1 6
 #define KH_STAGE_2 7
@@ -150,7 +148,6 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #define KH_STAGE_4 9
 #define KH_STAGE_5 10
 #define KH_STAGE_6 11
-#define KH_STAGE_7 1
 #define CN_STAGE_0 0
 #define CN_STAGE_1 0
 #define CN_STAGE_2 0
@@ -158,7 +155,6 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #define CN_STAGE_4 1
 #define CN_STAGE_5 1
 #define CN_STAGE_6 1
-#define CN_STAGE_7 2
 #define s0_STAGE_0 2
 #define s1_STAGE_0 2
 #define s0_STAGE_1 2
@@ -173,8 +169,6 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #define s1_STAGE_5 5
 #define s0_STAGE_6 6
 #define s1_STAGE_6 6
-#define s0_STAGE_7 7
-#define s1_STAGE_7 7
 /* The counters, two a stage in 8..11 beside the ways' kh and kl. Egress: the arrays end in stage 7,
  * the record's decision is in 8, out_kinds and the output's counters in 9 (they key on what
  * out_kinds keys on: records and out_seq, whose numbers go into the header in 10 and 11), a
@@ -227,13 +221,10 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
     action way_hash##W##_a() { meta.i##W = hash##W.get(ROT##W) & meta.mask; }                     \
     @stage(WAY_HASH_STAGE_##W)                                                                    \
     table way_hash##W { actions = { way_hash##W##_a; } default_action = way_hash##W##_a(); size = 1; }
-/* The ORs of four ways, one table (and logical table) a stage: they need no hash output, and their
- * ANDs are all in the stage before */
-#define WAY_BASE(A, B, C, D, N)                                                                   \
-    action way_base##N##_a() {                                                                    \
-        meta.i##A = meta.i##A | meta.base; meta.i##B = meta.i##B | meta.base;                     \
-        meta.i##C = meta.i##C | meta.base; meta.i##D = meta.i##D | meta.base;                     \
-    }                                                                                             \
+/* The ORs of up to four ways (ways 0..3, then 4..6), one table (and logical table) a stage: they
+ * need no hash output, and their ANDs are all in the stage before */
+#define WAY_BASE(ORS, N)                                                                          \
+    action way_base##N##_a() { ORS }                                                              \
     @stage(WAY_BASE_STAGE_##N)                                                                    \
     table way_base##N { actions = { way_base##N##_a; } default_action = way_base##N##_a(); size = 1; }
 /* The stages: a stage has 6 hash distribution outputs, for both pipes, and a stateful ALU's index
@@ -248,9 +239,9 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #define WAY_HASH_STAGE_4 3
 #define WAY_HASH_STAGE_5 3
 #define WAY_HASH_STAGE_6 3
-#define WAY_HASH_STAGE_7 3
 #define WAY_BASE_STAGE_03 3
-#define WAY_BASE_STAGE_47 4
+#define WAY_BASE_STAGE_46 4
+#define OR_BASE(W) meta.i##W = meta.i##W | meta.base;
 
 /* Way W's first stage: kl<W> tried by a tuple while every earlier way missed (the outcome, the way
  * and the index go to the bridge; a later way that is tried overwrites them), or taken by a FLUSH
@@ -311,7 +302,6 @@ control WayIndex(inout headers_t hdr, inout metadata_t meta) {
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash4;
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash5;
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash6;
-    Hash<bit<16>>(HashAlgorithm_t.CRC32) hash7;
     /* A tuple's NULL bits (the job table's action ANDed the null vector's first byte with each
      * mask: 0 or not), its count's increment, and whether the key is tried: a NULL key, or the one
      * key whose first half equals the tag (it would store the 0 of an empty slot), is not (a
@@ -349,8 +339,8 @@ control WayIndex(inout headers_t hdr, inout metadata_t meta) {
         default_action = tuple_bits(1, 1, 1, 0, KL_NONE);  /* (never: the last entry matches all) */
         size = 32;
     }
-    WAY_HASH(0) WAY_HASH(1) WAY_HASH(2) WAY_HASH(3) WAY_HASH(4) WAY_HASH(5) WAY_HASH(6) WAY_HASH(7)
-    WAY_BASE(0, 1, 2, 3, 03) WAY_BASE(4, 5, 6, 7, 47)
+    WAY_HASH(0) WAY_HASH(1) WAY_HASH(2) WAY_HASH(3) WAY_HASH(4) WAY_HASH(5) WAY_HASH(6)
+    WAY_BASE(OR_BASE(0) OR_BASE(1) OR_BASE(2) OR_BASE(3), 03) WAY_BASE(OR_BASE(4) OR_BASE(5) OR_BASE(6), 46)
 
     apply {
         /* FLUSH: seq = way << 16 | slot index in the job's block, little-endian: the way is bits
@@ -367,7 +357,7 @@ control WayIndex(inout headers_t hdr, inout metadata_t meta) {
              * which writes the bridge's, a stage later) */
             meta.i0 = meta.fi | meta.base; meta.i1 = meta.fi | meta.base; meta.i2 = meta.fi | meta.base;
             meta.i3 = meta.fi | meta.base; meta.i4 = meta.fi | meta.base; meta.i5 = meta.fi | meta.base;
-            meta.i6 = meta.fi | meta.base; meta.i7 = meta.fi | meta.base;
+            meta.i6 = meta.fi | meta.base;
             hdr.bridge.idx = meta.fi | meta.base;
         } else if (hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) {  /* this pass's tuple */
             /* the bridge fields the ways write are first written here, before Admit's outcome is
@@ -380,18 +370,17 @@ control WayIndex(inout headers_t hdr, inout metadata_t meta) {
             tuple_nulls.apply();  /* the NULL bits, the count's increment, r */
             if (meta.klo != 0) {
                 way_hash0.apply(); way_hash1.apply(); way_hash2.apply(); way_hash3.apply();
-                way_hash4.apply(); way_hash5.apply(); way_hash6.apply(); way_hash7.apply();
+                way_hash4.apply(); way_hash5.apply(); way_hash6.apply();
             }
         }
         /* the ways' ORs, under a test of their own (klo is 0 without a tuple: a FLUSH's are above) */
         if (meta.klo != 0) {
-            way_base03.apply(); way_base47.apply();
+            way_base03.apply(); way_base46.apply();
         }
     }
 }
 
-/* The ways' keys: kl<w> for every way, kh<w> for ways 0..6 (kh7's stage would be the 13th: it is
- * in the egress pipe, control Accumulator). */
+/* The ways' keys: kl<w> and kh<w> of every way (kl0 in stage 4 .. kh6 in 11). */
 control Aggregator(inout headers_t hdr, inout metadata_t meta) {
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) kl0;
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) kh0;
@@ -407,7 +396,6 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) kh5;
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) kl6;
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) kh6;
-    Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) kl7;
     KL_ACTIONS(0) KH_ACTIONS(0, meta.khi)
     KL_ACTIONS(1) KH_ACTIONS(1, meta.khi)
     KL_ACTIONS(2) KH_ACTIONS(2, meta.khi)
@@ -415,17 +403,16 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
     KL_ACTIONS(4) KH_ACTIONS(4, meta.khi)
     KL_ACTIONS(5) KH_ACTIONS(5, meta.khi)
     KL_ACTIONS(6) KH_ACTIONS(6, meta.khi)
-    KL_ACTIONS(7)
     TRY_WAY(0) KEY_WAY(0, hdr.bridge.rh) TRY_WAY(1) KEY_WAY(1, hdr.bridge.rh) TRY_WAY(2) KEY_WAY(2, hdr.bridge.rh)
     TRY_WAY(3) KEY_WAY(3, hdr.bridge.rh) TRY_WAY(4) KEY_WAY(4, hdr.bridge.rh) TRY_WAY(5) KEY_WAY(5, hdr.bridge.rh)
-    TRY_WAY(6) KEY_WAY(6, hdr.bridge.rh) TRY_WAY(7)
+    TRY_WAY(6) KEY_WAY(6, hdr.bridge.rh)
 
     apply {
         /* the ways' indexes, a FLUSH's way, a tuple's first bridge fields: WayIndex; a FLUSH takes
          * way <way>'s key halves, a tuple tries the ways */
         kl0_t.apply(); kh0_t.apply(); kl1_t.apply(); kh1_t.apply(); kl2_t.apply(); kh2_t.apply();
         kl3_t.apply(); kh3_t.apply(); kl4_t.apply(); kh4_t.apply(); kl5_t.apply(); kh5_t.apply();
-        kl6_t.apply(); kh6_t.apply(); kl7_t.apply();
+        kl6_t.apply(); kh6_t.apply();
     }
 }
 
@@ -847,9 +834,8 @@ parser SwitchEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
  * BMv2; PASS_REC_COUNTED), in the action that decides it */
 #define REC_COUNTED meta.rec = 1; meta.n_rec = meta.n_rec + 1; meta.rec_bytes = meta.rec_bytes + meta.rec_len;
 
-/* The slots' counts and sums, and way 7's last key half: the egress half of the slot table. */
+/* The slots' counts and sums: the egress half of the slot table. */
 control Accumulator(inout headers_t hdr, inout metadata_t meta) {
-    Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) kh7;
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) cn0;
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) s0_0;
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) s1_0;
@@ -871,19 +857,14 @@ control Accumulator(inout headers_t hdr, inout metadata_t meta) {
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) cn6;
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) s0_6;
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) s1_6;
-    Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) cn7;
-    Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) s0_7;
-    Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) s1_7;
-    KH_ACTIONS(7, hdr.bridge.key_lo)
     VALUE_ACTIONS(0) VALUE_ACTIONS(1) VALUE_ACTIONS(2) VALUE_ACTIONS(3)
-    VALUE_ACTIONS(4) VALUE_ACTIONS(5) VALUE_ACTIONS(6) VALUE_ACTIONS(7)
+    VALUE_ACTIONS(4) VALUE_ACTIONS(5) VALUE_ACTIONS(6)
     action refuse0() { meta.rej0 = 1; }
     action refuse1() { meta.rej1 = 1; }
-    KEY_WAY(7, meta.rh7)
     COUNT_WAY(0, hdr.bridge.rh) SUM_WAY(0, hdr.bridge.rh) COUNT_WAY(1, hdr.bridge.rh) SUM_WAY(1, hdr.bridge.rh)
     COUNT_WAY(2, hdr.bridge.rh) SUM_WAY(2, hdr.bridge.rh) COUNT_WAY(3, hdr.bridge.rh) SUM_WAY(3, hdr.bridge.rh)
     COUNT_WAY(4, hdr.bridge.rh) SUM_WAY(4, hdr.bridge.rh) COUNT_WAY(5, hdr.bridge.rh) SUM_WAY(5, hdr.bridge.rh)
-    COUNT_WAY(6, hdr.bridge.rh) SUM_WAY(6, hdr.bridge.rh) COUNT_WAY(7, meta.rh7) SUM_WAY(7, meta.rh7)
+    COUNT_WAY(6, hdr.bridge.rh) SUM_WAY(6, hdr.bridge.rh)
     FIT_TABLE(0, 1) FIT_TABLE(1, 2)
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) c_bytes;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) t0_bytes;
@@ -903,8 +884,7 @@ control Accumulator(inout headers_t hdr, inout metadata_t meta) {
      * A tuple whose key holds no slot (a NULL key, no room, another key with the same first half):
      * it goes on as a partial row of its own, its count 1 (little-endian) or 0, a value its own or
      * NULL. The key holds a slot when its way's kh said so, KH_SAME or KH_FRESH (bit 0 set): kh<w>'s
-     * outcome (bridge.rh) for ways 0..6, kh7's (meta.rh7) for way 7, each KH_NONE for the other
-     * ways. (The null byte OR'ed from the job's bits, s01_out_null both of them.)
+     * outcome (bridge.rh), KH_NONE when no way took the key. (The null byte OR'ed from the job's bits, s01_out_null both of them.)
      *
      * One table, not a bypass table and a spill table a stage after it (they write the same
      * fields), so that the output's counters are two stages after the ways' last sums. */
@@ -924,38 +904,38 @@ control Accumulator(inout headers_t hdr, inout metadata_t meta) {
     action spill_11(bit<64> c) { meta.r_count = c; R_S0 R_S1 meta.spilled = 1; REC_COUNTED }
     table decision {
         key = { meta.rc : ternary; meta.rej0 : ternary; meta.rej1 : ternary; hdr.bridge.cnt_inc : ternary;
-                hdr.bridge.rh : ternary; meta.rh7 : ternary;
+                hdr.bridge.rh : ternary;
                 hdr.bridge.key_null_hit : ternary; hdr.bridge.v0_null_hit : ternary; hdr.bridge.v1_null_hit : ternary; }
         actions = { bypass_000; bypass_001; bypass_010; bypass_011; bypass_100; bypass_101; bypass_110; bypass_111;
                     spill_00; spill_10; spill_01; spill_11; NoAction; }
         const entries = {
-            (CN_COUNTED, 1, 1, _, _, _, _, _, _): spill_11(0);
-            (CN_COUNTED, 1, 0, _, _, _, _, _, _): spill_10(0);
-            (CN_COUNTED, 0, 1, _, _, _, _, _, _): spill_01(0);
-            (CN_SPILL, 0, 0, 1, _, _, _, _, _): spill_00(0x0000008000000000);
-            (CN_SPILL, 0, 0, 0, _, _, _, _, _): spill_00(0xffffff7f00000000);
-            (CN_SPILL, 1, 0, 1, _, _, _, _, _): spill_10(0x0000008000000000);
-            (CN_SPILL, 1, 0, 0, _, _, _, _, _): spill_10(0xffffff7f00000000);
-            (CN_SPILL, 0, 1, 1, _, _, _, _, _): spill_01(0x0000008000000000);
-            (CN_SPILL, 0, 1, 0, _, _, _, _, _): spill_01(0xffffff7f00000000);
-            (CN_SPILL, 1, 1, 1, _, _, _, _, _): spill_11(0x0000008000000000);
-            (CN_SPILL, 1, 1, 0, _, _, _, _, _): spill_11(0xffffff7f00000000);
-            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 0, 0, 0): bypass_000(0);
-            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 0, 0, 1): bypass_001(0);
-            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 0, 1, 0): bypass_010(0);
-            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 0, 1, 1): bypass_011(0);
-            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 1, 0, 0): bypass_100(0);
-            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 1, 0, 1): bypass_101(0);
-            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 1, 1, 0): bypass_110(0);
-            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 1, 1, 1): bypass_111(0);
-            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 0, 0, 0): bypass_000(0x0100000000000000);
-            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 0, 0, 1): bypass_001(0x0100000000000000);
-            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 0, 1, 0): bypass_010(0x0100000000000000);
-            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 0, 1, 1): bypass_011(0x0100000000000000);
-            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 1, 0, 0): bypass_100(0x0100000000000000);
-            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 1, 0, 1): bypass_101(0x0100000000000000);
-            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 1, 1, 0): bypass_110(0x0100000000000000);
-            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 1, 1, 1): bypass_111(0x0100000000000000);
+            (CN_COUNTED, 1, 1, _, _, _, _, _): spill_11(0);
+            (CN_COUNTED, 1, 0, _, _, _, _, _): spill_10(0);
+            (CN_COUNTED, 0, 1, _, _, _, _, _): spill_01(0);
+            (CN_SPILL, 0, 0, 1, _, _, _, _): spill_00(0x0000008000000000);
+            (CN_SPILL, 0, 0, 0, _, _, _, _): spill_00(0xffffff7f00000000);
+            (CN_SPILL, 1, 0, 1, _, _, _, _): spill_10(0x0000008000000000);
+            (CN_SPILL, 1, 0, 0, _, _, _, _): spill_10(0xffffff7f00000000);
+            (CN_SPILL, 0, 1, 1, _, _, _, _): spill_01(0x0000008000000000);
+            (CN_SPILL, 0, 1, 0, _, _, _, _): spill_01(0xffffff7f00000000);
+            (CN_SPILL, 1, 1, 1, _, _, _, _): spill_11(0x0000008000000000);
+            (CN_SPILL, 1, 1, 0, _, _, _, _): spill_11(0xffffff7f00000000);
+            (_, _, _, 0, 0 &&& 1, 0, 0, 0): bypass_000(0);
+            (_, _, _, 0, 0 &&& 1, 0, 0, 1): bypass_001(0);
+            (_, _, _, 0, 0 &&& 1, 0, 1, 0): bypass_010(0);
+            (_, _, _, 0, 0 &&& 1, 0, 1, 1): bypass_011(0);
+            (_, _, _, 0, 0 &&& 1, 1, 0, 0): bypass_100(0);
+            (_, _, _, 0, 0 &&& 1, 1, 0, 1): bypass_101(0);
+            (_, _, _, 0, 0 &&& 1, 1, 1, 0): bypass_110(0);
+            (_, _, _, 0, 0 &&& 1, 1, 1, 1): bypass_111(0);
+            (_, _, _, 1, 0 &&& 1, 0, 0, 0): bypass_000(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 0, 0, 1): bypass_001(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 0, 1, 0): bypass_010(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 0, 1, 1): bypass_011(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 1, 0, 0): bypass_100(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 1, 0, 1): bypass_101(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 1, 1, 0): bypass_110(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 1, 1, 1): bypass_111(0x0100000000000000);
         }
         default_action = NoAction();  /* a key that holds its slot, and the slot took it all */
         size = 32;
@@ -1006,11 +986,9 @@ control Accumulator(inout headers_t hdr, inout metadata_t meta) {
             }
             /* the ways' counts and sums, after the values as numbers (Tofino 1 runs a sequence's
              * tables by next-table: a table placed after another of its sequence goes to a later
-             * stage, so what the sums need comes first, and way 7's last key half is in way 7's
-             * branch, not ahead of every way's) */
+             * stage, so what the sums need comes first) */
             VALUES_AT(0) else VALUES_AT(1) else VALUES_AT(2) else VALUES_AT(3)
             else VALUES_AT(4) else VALUES_AT(5) else VALUES_AT(6)
-            else if (hdr.bridge.way[2:0] == 7) { kh7_t.apply(); cn7_t.apply(); s0_7_t.apply(); s1_7_t.apply(); }
         }
         if ((hdr.ntu.flags & JG_F_FLUSH) != 0) {
             if (hdr.bridge.key_hi != 0 && (hdr.ntu.flags & JG_F_DISCARD) == 0) {  /* it held a key */

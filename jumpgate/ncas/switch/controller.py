@@ -181,9 +181,9 @@ def owner(name: str) -> type:
 # Where the programs put what a controller class owns, when not in SwitchIngress.<its p4_instance>.
 # Both programs select the values in control ValueSelect; the Tofino program splits the slot table
 # and the counters between its two pipes (docs/switch.md, "Does it fit one Tofino pipe?"): ingress
-# has kl<w> of every way and kh<w> of ways 0..6, egress kh7, the counts, the sums and the counters
-# of the switch's output.
-_EGRESS_SLOTS = ("kh7", *(r for w in range(defs.WAYS) for r in (f"cn{w}", f"s0_{w}", f"s1_{w}")))
+# has kl<w> and kh<w> of every way, egress the counts, the sums and the counters of the switch's
+# output.
+_EGRESS_SLOTS = tuple(r for w in range(defs.WAYS) for r in (f"cn{w}", f"s0_{w}", f"s1_{w}"))
 P4_PATHS: dict[str, dict[str, str]] = {
     "v1model": {"v0_select": "SwitchIngress.value_select", "v1_select": "SwitchIngress.value_select"},
     "tna": {"v0_select": "SwitchIngress.value_select", "v1_select": "SwitchIngress.value_select",
