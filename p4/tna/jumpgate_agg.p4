@@ -13,7 +13,10 @@
  * every way's count and sums (cn<w>, s0_<w>, s1_<w>: a tuple uses one way, so these form no
  * chain and need no stage order among ways), decides the record (a bypass, a spill, a flushed
  * slot), numbers and counts the output, and rewrites the datagram (Emit), or drops it when it
- * leaves nothing. END notices and malformed datagrams go to the controller from ingress.
+ * leaves nothing. END notices and malformed datagrams go to the controller from ingress. Version 2
+ * (acknowledged) input streams, as in the BMv2 program and the model: the ingress pipe drops a data
+ * datagram taken before (the ring `seen`, control SeenRing) and mirrors every one, and an END taken
+ * whole, to the session of its port; the egress pipe makes that copy its sender's answer.
  *
  * Tofino has no byte swap, and the NTF fields are little-endian: fields are compared and copied as
  * their wire bytes, and where a number must be computed with, its bytes are reordered by an
@@ -31,6 +34,7 @@
 #include <tna.p4>
 #endif
 
+#define JG_TAKES_UDP_V2  /* the shared parser also takes "NTU2" datagrams: control SeenRing */
 #include "../include/jumpgate_defs.p4"
 #include "../include/headers.p4"
 #define STAGE(n) @stage(n)
@@ -73,6 +77,13 @@
 #else
 #define RECIRC_PORT 68
 #endif
+
+/* A version 2 sender's answer (SeenRing, Answer) leaves by ingress mirroring: mirror type
+ * MIRROR_ANSWER, whose mirror header is one byte, ANSWER_KIND, where a bridge header has the job
+ * (below 64): the egress parser tells them apart by it */
+#define ANSWER_KIND 0x80
+#define MIRROR_ANSWER 1
+header answer_h { bit<8> kind; }
 
 /* A job's records are of one kind (rec<out_words>): the four stacks are never valid together, so
  * the compiler may overlay them (in PHV and tagalong containers). */
@@ -128,12 +139,16 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 }
 
 /* Where the register arrays go (@stage). A stage has 4 stateful ALUs for both pipes, 48 for the
- * 42 arrays: ingress's kl<w> in stage 4 + w and kh<w> in the stage after (two a stage from 5 on),
- * so egress's 21 arrays fill stages 0..3 and what ingress leaves in 4..7 (its counts read only the
- * bridge: from stage 0; its sums the bridged numbers and x - 1: from stage 1): 0: cn0..cn3; 1:
- * cn4..cn6; 2: s0_0, s1_0, s0_1; 3: s1_1, s0_2, s1_2, s0_3; 4: kl0, s1_3, s0_4, s1_4; 5, 6: kh<w>,
- * kl<w+1> and way 5's, 6's sums; 7: kh2, kl3. The counters take what is left in 8..11 after the
- * record's decision (egress stage 8). */
+ * 44 arrays: ingress's kl<w> in stage 4 + w and kh<w> in the stage after (two a stage from 5 on),
+ * the ring `seen` in stage 3 (SeenRing: its mark and index need the job, stage 0, and the mark's
+ * + 1, stage 1 or 2; the ways, from stage 4, wait for its outcome). The ring's 262,144 16-bit
+ * cells take 33 SRAM blocks and as many map RAMs of the stage's 48, so one 32,768-cell array (9
+ * map RAMs) shares stage 3 with it and its stage's other two stateful ALUs stay unused. Egress's
+ * 21 arrays (its counts read only the bridge: from stage 0; its sums the bridged numbers and x - 1:
+ * from stage 1) take what is left of 0..7: 0: cn0..cn3; 1: cn4..cn6; 2: s0_0, s1_0, s0_1, s1_1; 3:
+ * s0_3 (beside `seen`); 4: kl0, s1_3, s0_4, s1_4; 5, 6: kh<w>, kl<w+1> and way 5's, 6's sums; 7:
+ * kh2, kl3, s0_2, s1_2. The counters take what is left in 8..11 after the record's decision (egress
+ * stage 8). */
 #define KL_STAGE_0 4
 #define KL_STAGE_1 5
 #define KL_STAGE_2 6
@@ -158,9 +173,9 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #define s0_STAGE_0 2
 #define s1_STAGE_0 2
 #define s0_STAGE_1 2
-#define s1_STAGE_1 3
-#define s0_STAGE_2 3
-#define s1_STAGE_2 3
+#define s1_STAGE_1 2
+#define s0_STAGE_2 7
+#define s1_STAGE_2 7
 #define s0_STAGE_3 3
 #define s1_STAGE_3 4
 #define s0_STAGE_4 4
@@ -179,6 +194,8 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
  * pipe's counters there: docs/switch.md, steps 37 and 38.) */
 #define RECEIVED_STAGE 8
 #define TUPLES_STAGE 11
+#define REPEATS_STAGE 11
+#define SEEN_STAGE 3
 #define FLUSHED_STAGE 8
 #define OUT_SEQ_STAGE 9
 #define RECORDS_STAGE 9
@@ -418,7 +435,8 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
 
 /* Per job and input stream: data datagrams received (on their first pass); per job: tuples taken
  * (a pass each). An END from a sender goes to the controller with its stream's count. */
-control StreamCounters(inout headers_t hdr, inout metadata_t meta) {
+control StreamCounters(inout headers_t hdr, inout metadata_t meta,
+                       inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
     Register<bit<32>, bit<12>>(JG_STREAM_COUNTERS, 0) received;
     Register<bit<32>, bit<8>>(JG_MAX_JOBS, 0) tuples;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) received_bytes;
@@ -472,12 +490,106 @@ control StreamCounters(inout headers_t hdr, inout metadata_t meta) {
         size = 2;
     }
 
+    action receipt_a() { ig_dprsr_md.mirror_type = MIRROR_ANSWER; }
+    table receipt_t {
+        key = { meta.ring : exact; }
+        actions = { receipt_a; NoAction; }
+        const entries = { (1): receipt_a(); }
+        default_action = NoAction();
+        size = 1;
+    }
+
     apply {
         /* the stream number is below 64 (Admit): its first wire byte's bits 5:0 */
         meta.counter = meta.job[5:0] ++ hdr.ntu.stream[29:24];
         received_t.apply();
         end_count_t.apply();
         tuples_t.apply();
+        /* a version 2 sender's answer (SeenRing): a data datagram's receipt (taken now; a repeat's
+         * is SwitchIngress's), and an END's once the switch has taken every datagram before it
+         * (`received` equals its number; else its sender repeats what is missing and the END) */
+        receipt_t.apply();
+        if (meta.v2 == 1 && hdr.end.received[63:32] == hdr.ntu.seq[63:32]) {  /* (v2: SeenRing's v2_t) */
+            ig_dprsr_md.mirror_type = MIRROR_ANSWER;
+        }
+    }
+}
+
+/* Version 2 (acknowledged) input streams (docs/udp-transport.md, "A switch in a version 2 path"),
+ * as the BMv2 program's SeenRing and the model: a version 2 datagram is made a version 1 one for the
+ * rest of the pipeline (its records go out in the switch's own version 1 stream); its mirror copy,
+ * made by the ingress deparser (mirror session JG_RECEIPT_SESSION_BASE + its ingress port: the
+ * datagram as it arrived), becomes its sender's answer in the egress pipe (control Answer). The
+ * ring `seen`: a cell per sequence number modulo JG_SEEN per (job, stream), holding the mark of
+ * the datagram last taken in it, its pass over the ring counted from 1; a data datagram whose mark
+ * is not newer than its cell's, (int16)(cell - mark) >= 0, was taken before (also a repeat held
+ * back past a later pass over the cell, which the senders' window of JG_SEEN datagrams allows):
+ * it is dropped and counted in `repeats`; otherwise the cell takes its mark. */
+control SeenRing(inout headers_t hdr, inout metadata_t meta) {
+    Register<int<16>, bit<18>>(JG_SEEN_CELLS, 0) seen;
+    /* the cell: (job * JG_MAX_STREAMS + stream) * JG_SEEN + seq mod JG_SEEN, each below 64 (the
+     * stream: Admit refuses another; its first wire byte's 5:0), the sequence number's first wire
+     * byte's 5:0 */
+    Hash<bit<18>>(HashAlgorithm_t.IDENTITY) cell_index;
+
+    /* the mark's test and its write in one stateful ALU: the subtraction's sign, as BMv2's */
+    RegisterAction<int<16>, bit<18>, bit<8>>(seen) seen_mark = {
+        void apply(inout int<16> v, out bit<8> rep) {
+            if (v - (int<16>)meta.mark >= 0) { rep = 1; } else { v = (int<16>)meta.mark; rep = 0; }
+        }
+    };
+
+    /* the mark counts the ring's passes from 1 (0: an empty cell, older than any pass) */
+    action mark_a() {
+        meta.mark = meta.mark + 1;
+        hdr.ntu.magic = JG_UDP_MAGIC_BE;  /* (the rest of the version 1 header: SwitchIngress's v2_t) */
+        hdr.ntu.zero = 0;
+    }
+    table mark_t {
+        key = { meta.ring : exact; }
+        actions = { mark_a; NoAction; }
+        const entries = { (1): mark_a(); }
+        default_action = NoAction();
+        size = 1;
+    }
+    action seen_a() {
+        meta.repeat = seen_mark.execute(cell_index.get({ meta.job[5:0], hdr.ntu.stream[29:24], hdr.ntu.seq[61:56] }));
+    }
+    @stage(SEEN_STAGE)
+    table seen_t {
+        key = { meta.ring : exact; }
+        actions = { seen_a; NoAction; }
+        const entries = { (1): seen_a(); }
+        default_action = NoAction();
+        size = 1;
+    }
+
+    apply {
+        mark_t.apply();
+        seen_t.apply();
+    }
+}
+
+/* Per job: the version 2 data datagrams the ring dropped as taken before (SeenRing's outcome). A
+ * control of its own, applied at the end of the ways' sequence (its stage, 11, has a stateful ALU
+ * left), not in SeenRing's block, which the ways wait for. */
+control RepeatCounter(inout headers_t hdr, inout metadata_t meta) {
+    Register<bit<32>, bit<8>>(JG_MAX_JOBS, 0) repeats;
+    RegisterAction<bit<32>, bit<8>, bit<32>>(repeats) repeats_inc = {
+        void apply(inout bit<32> v) { v = v + 1; }
+    };
+    action repeats_a() { repeats_inc.execute(meta.job); }
+    @stage(REPEATS_STAGE)
+    table repeats_t {
+        key = { meta.repeat : exact; }
+        actions = { repeats_a; NoAction; }
+        const entries = { (1): repeats_a(); }
+        default_action = NoAction();
+        size = 1;
+    }
+
+    apply {
+        repeats_t.apply();
     }
 }
 
@@ -493,6 +605,46 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
     Admit() admit;
     Aggregator() aggregator;
     StreamCounters() counters;
+    SeenRing() seen_ring;
+    RepeatCounter() repeat_counter;
+    /* the mark's bits, (seq >> JG_SEEN_BITS) mod 2^16 of the little-endian u64: bits 21:16 of the
+     * number are its third wire byte's 5:0, 15:8 its second byte, 7:6 its first byte's 7:6 */
+    Hash<bit<16>>(HashAlgorithm_t.IDENTITY) mark_bits;
+    /* A version 2 datagram: a data datagram (a first copy or a repeat, RETX) is made version 1
+     * data for the rest of the pipeline (its flags 0 here, in stage 0, beside the job table: every
+     * test of the flags from stage 1 on sees them, Admit's in stage 1 among them; its magic and
+     * timestamp once the job is known, SeenRing's mark_t), goes through the ring (SeenRing) and is
+     * answered with a receipt; an END is answered once every datagram before it was taken
+     * (StreamCounters). A datagram to no job's port gets its flags back (the `forward` branch): it
+     * is some host's, passing through. */
+    action v2_data(bit<8> retx) {
+        meta.v2 = 1;
+        meta.ring = 1;
+        meta.retx = retx;
+        hdr.ntu.flags = 0;
+        meta.mark = mark_bits.get({ hdr.ntu.seq[45:40], hdr.ntu.seq[55:48], hdr.ntu.seq[63:62] });
+        meta.session = (bit<10>)ig_intr_md.ingress_port | JG_RECEIPT_SESSION_BASE;
+        meta.answer = ANSWER_KIND;
+    }
+    action v2_end() {
+        meta.v2 = 1;
+        meta.session = (bit<10>)ig_intr_md.ingress_port | JG_RECEIPT_SESSION_BASE;
+        meta.answer = ANSWER_KIND;
+    }
+    @stage(0)
+    table v2_t {
+        key = { hdr.ntu.magic : exact; hdr.ntu.flags : ternary; hdr.ntu.seq[31:0] : ternary; }
+        actions = { v2_data; v2_end; NoAction; }
+        /* an END's number's high word (its last four wire bytes) must be 0 to equal a 32-bit
+         * `received`: tested here, the rest by StreamCounters (a gateway compares 4 bytes at most) */
+        const entries = {
+            (JG_UDP_MAGIC2_BE, 0, _): v2_data(0);
+            (JG_UDP_MAGIC2_BE, JG_F_RETX, _): v2_data(1);
+            (JG_UDP_MAGIC2_BE, JG_F_END &&& JG_F_END, 0): v2_end();
+        }
+        default_action = NoAction();
+        size = 4;
+    }
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) stream_bytes;
     /* the output stream's number as wire bytes, for the bridge (written before the bridge is made
      * valid: on Tofino that sets its validity bit and leaves the fields as they are; a datagram
@@ -548,6 +700,7 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
         if (ig_intr_md.ingress_port == RECIRC_PORT) { meta.recirculated = 1; }
         if (hdr.ntu.isValid()) {
             job_config.apply(hdr, meta, hit);
+            v2_t.apply();
         }
         /* Two blocks under `hit`: the ways' indexes, Admit and Output; then the ways, the counters,
          * the bridge and the egress port, in Admit's branches. On Tofino 1 a block that reads what
@@ -557,8 +710,8 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
          * without waiting for them (they read nothing the ways write) */
         if (hit) {
             /* tuples remain after this pass's, or a sender's END: tested here, on the flags as
-             * parsed, not where the egress port is chosen (after ERROR may have been added to the
-             * flags, which would order that choice after every table of the ways) */
+             * parsed (a version 2 sender's made version 1), not where the egress port is chosen (after ERROR may have been added
+             * to the flags, which would order that choice after every table of the ways) */
             if ((hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) && hdr.ntu.count[15:8] > 1) { more = 1; }
             if ((hdr.ntu.flags & JG_F_END) != 0) { is_end = 1; }
             way_index.apply(hdr, meta);
@@ -572,14 +725,21 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
             value_select.apply(hdr, meta);
             hdr.bridge.v0w = meta.v0w;
             hdr.bridge.v1w = meta.v1w;
+            /* a version 2 data datagram through the ring, in stage 3 (its outcome `repeat` gates
+             * the ways, from stage 4): last in this block, which holds nothing else back */
+            seen_ring.apply(hdr, meta);
         } else if (hdr.ipv4.isValid()) {
             ig_tm_md.bypass_egress = 1;
             fwd = 1;
+            if (meta.retx == 1) { hdr.ntu.flags = JG_F_RETX; }  /* a host's repeat, passing through (v2_t) */
         }
         if (hit) {
-            if (ok) {
+            /* a version 2 data datagram the ring has seen taken (`repeat`, SeenRing) is dropped,
+             * and answered (its receipt: a lost receipt costs a repeat); one Admit refuses goes to
+             * the controller as any other */
+            if (ok && meta.repeat == 0) {
                 aggregator.apply(hdr, meta);
-                counters.apply(hdr, meta);
+                counters.apply(hdr, meta, ig_dprsr_md);
                 /* the values as numbers for the egress sums (their first four wire bytes reversed: a
                  * slot's sum takes values inside (-2^30, 2^30), whose high word is the sign): here,
                  * not in egress stage 0, whose hash outputs then go to the register arrays' indexes
@@ -637,14 +797,21 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
                         fwd = 1;
                     }
                 }
+            } else if (ok) {
+                ig_dprsr_md.drop_ctl = 1;  /* (the unicast copy: not the mirror copy) */
+                ig_dprsr_md.mirror_type = MIRROR_ANSWER;
             } else {
                 /* not tuples of the job's layout: to the controller, flagged ERROR (in the branch
                  * exclusive with everything that tests the flags: a write after them in a later
-                 * block would order that block after them) */
+                 * block would order that block after them). (SeenRing decides in Admit's stage: a
+                 * version 2 datagram refused here has marked its cell, which the model and the
+                 * BMv2 program leave alone; the job fails on the ERROR either way.) Not a repeat */
                 hdr.ntu.flags = hdr.ntu.flags | JG_F_ERROR;
+                meta.repeat = 0;
                 to_controller();
                 fwd = 1;
             }
+            repeat_counter.apply(hdr, meta);
         }
         /* last in the control flow: Tofino 1 places a table no earlier than the tables and tests
          * before it in its sequence, and the ways' first stage (4) cannot wait for this one's */
@@ -655,8 +822,15 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
 control SwitchIngressDeparser(packet_out pkt, inout headers_t hdr, in metadata_t meta,
                               in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
     Checksum() ipv4_checksum;
+    Mirror() mirror;
 
     apply {
+        /* a version 2 sender's answer: a copy of the datagram as it arrived, to the mirror session
+         * of its ingress port (JG_RECEIPT_SESSION_BASE + port; the operator's or the backend's,
+         * which cuts it to the header: its max_pkt_len), made the answer by the egress pipe */
+        if (ig_dprsr_md.mirror_type == MIRROR_ANSWER) {
+            mirror.emit<answer_h>(meta.session, { meta.answer });
+        }
         hdr.ipv4.hdr_checksum = ipv4_checksum.update({
             hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len, hdr.ipv4.identification,
             hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr,
@@ -672,6 +846,25 @@ parser SwitchEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
     state start {
         meta = { ... };
         pkt.extract(eg_intr_md);
+        /* a version 2 sender's answer (its mirror header) or what the ingress pipe sent on (its
+         * bridge header, whose first byte, the job, is below 64) */
+        transition select(pkt.lookahead<bit<8>>()) {
+            ANSWER_KIND: eg_answer;
+            default: eg_bridged;
+        }
+    }
+    /* the datagram as it arrived, up to its NTU header: the rest (its tuples, an END's payload) is
+     * cut off by its mirror session (max_pkt_len) */
+    state eg_answer {
+        pkt.advance(8);
+        meta.answer = 1;
+        pkt.extract(hdr.ethernet);
+        pkt.extract(hdr.ipv4);
+        pkt.extract(hdr.udp);
+        pkt.extract(hdr.ntu);
+        transition accept;
+    }
+    state eg_bridged {
         pkt.extract(hdr.bridge);  /* every datagram the ingress pipe sends here carries it */
         meta.job = hdr.bridge.job;
         meta.len_d0 = hdr.bridge.len_d0;
@@ -1188,17 +1381,52 @@ control SwitchEgress(inout headers_t hdr, inout metadata_t meta,
     action len_d1_a() { meta.len_d1 = meta.len_d0 + meta.rec_len; }
     table len_d1_t { actions = { len_d1_a; } default_action = len_d1_a(); size = 1; }
 
+    /* A version 2 sender's answer, from the mirror copy of its datagram (as it arrived), which
+     * the mirror session of the port it came in on sent to that port: back to where it came from,
+     * header only (the session cut the rest off), its timestamp (the header's last field) echoed.
+     * A data datagram's is a receipt, ACK with SACK: "datagram `seq` has arrived", taken now or
+     * before; an END's is the END answer, ACK with END at the END's number (the ingress pipe
+     * mirrors an END only once the switch has taken every datagram before it). As the BMv2
+     * program's Answer. */
+    action answer_a(bit<16> flags) {
+        bit<48> mac = hdr.ethernet.dst_addr;
+        hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
+        hdr.ethernet.src_addr = mac;
+        bit<32> ip = hdr.ipv4.dst_addr;
+        hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
+        hdr.ipv4.src_addr = ip;
+        bit<16> port = hdr.udp.dst_port;
+        hdr.udp.dst_port = hdr.udp.src_port;
+        hdr.udp.src_port = port;
+        hdr.ntu.flags = flags;
+        hdr.ntu.count = 0;
+        hdr.udp.len = 8 + JG_UDP_HEADER_BYTES;
+        hdr.udp.checksum = 0;
+        hdr.ipv4.total_len = 20 + 8 + JG_UDP_HEADER_BYTES;
+    }
+    table answer_t {
+        key = { hdr.ntu.flags : ternary; }
+        actions = { answer_a; }
+        const entries = { (JG_F_END &&& JG_F_END): answer_a(JG_F_ACK | JG_F_END); }
+        default_action = answer_a(JG_F_ACK | JG_F_SACK);
+        size = 1;
+    }
+
     apply {
-        /* (out_kind: OUT_NONE, or OUT_END for a FINISH, which becomes the output's END: the
-         * egress parser set it) */
-        fin_t.apply();
-        accumulator.apply(hdr, meta);  /* its counts in stage 0 */
-        len_d1_t.apply();
-        passes.apply(hdr, meta);
-        counters.apply(hdr, meta);
-        emit.apply(hdr, meta, hdr.ntu.seq, hdr.bridge.out_stream, hdr.end.tuples);
-        if (meta.out_kind == OUT_NONE) { eg_dprsr_md.drop_ctl = 1; }  /* it left nothing */
-        hdr.bridge.setInvalid();
+        if (meta.answer == 1) {
+            answer_t.apply();
+        } else {
+            /* (out_kind: OUT_NONE, or OUT_END for a FINISH, which becomes the output's END: the
+             * egress parser set it) */
+            fin_t.apply();
+            accumulator.apply(hdr, meta);  /* its counts in stage 0 */
+            len_d1_t.apply();
+            passes.apply(hdr, meta);
+            counters.apply(hdr, meta);
+            emit.apply(hdr, meta, hdr.ntu.seq, hdr.bridge.out_stream, hdr.end.tuples);
+            if (meta.out_kind == OUT_NONE) { eg_dprsr_md.drop_ctl = 1; }  /* it left nothing */
+            hdr.bridge.setInvalid();
+        }
     }
 }
 

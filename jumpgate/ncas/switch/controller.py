@@ -152,12 +152,11 @@ class SeenRing:
     """The ring of version 2 input streams (docs/udp-transport.md, "A switch in a version 2 path"):
     `seen`, defs.SEEN cells per (job, stream), and `repeats`, the datagrams per job it dropped.
     Reset when a job is configured: a mark another job left would drop this job's datagram of the
-    same number. Not in CONTROLS: the model and the BMv2 program (control SeenRing of
-    p4/v1model/jumpgate_agg.p4) have these registers, the Tofino program not yet (it takes version
-    1 streams)."""
+    same number. Not in CONTROLS: the model and both P4 programs have these registers (control
+    SeenRing of each program; the Tofino program's `repeats` is in control RepeatCounter)."""
 
-    p4_instance = "seen_ring"  # the instance name in SwitchIngress (p4/v1model/jumpgate_agg.p4)
-    programs = ("v1model",)  # the P4 programs that have it
+    p4_instance = "seen_ring"  # the instance name in SwitchIngress (p4/*/jumpgate_agg.p4)
+    programs = ("tna", "v1model")  # the P4 programs that have it
     registers = (defs.RING_REGISTER, defs.REPEATS_REGISTER)
 
     @staticmethod
@@ -188,7 +187,8 @@ P4_PATHS: dict[str, dict[str, str]] = {
     "v1model": {"v0_select": "SwitchIngress.value_select", "v1_select": "SwitchIngress.value_select"},
     "tna": {"v0_select": "SwitchIngress.value_select", "v1_select": "SwitchIngress.value_select",
             **{r: "SwitchEgress.accumulator" for r in _EGRESS_SLOTS},
-            **{r: "SwitchEgress.counters" for r in ("out_seq", "records", "flushed", "bypassed", "spilled")}},
+            **{r: "SwitchEgress.counters" for r in ("out_seq", "records", "flushed", "bypassed", "spilled")},
+            defs.RING_REGISTER: "SwitchIngress.seen_ring", defs.REPEATS_REGISTER: "SwitchIngress.repeat_counter"},
 }
 
 
