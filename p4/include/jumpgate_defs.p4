@@ -38,9 +38,10 @@
 #define JG_SEEN_BITS 6               /* log2(JG_SEEN) */
 #define JG_SEEN_CELLS 262144         /* JG_STREAM_COUNTERS * JG_SEEN */
 /* Receipts and END answers (the switch's answers to version 2 senders) leave through clone
- * session JG_RECEIPT_SESSION_BASE + p towards the sender on port p: the operator maps each port
- * the switch's senders are on to such a session (the BMv2 backend writes them for the ports of
- * its `forward` table; docs/switch.md). */
+ * (BMv2) or ingress mirror (Tofino) session JG_RECEIPT_SESSION_BASE + p towards the sender on
+ * port p: the operator maps each port the switch's senders are on to such a session (the BMv2 and
+ * the BF Runtime backend write them for the ports of the `forward` table; docs/switch.md). On
+ * Tofino 1 a mirror session id has 10 bits: 512 + a 9-bit port fits. */
 #define JG_RECEIPT_SESSION_BASE 512
 
 /* What the parser reads of a tuple: its null vector and up to 8 fixed 8-byte fields. */
