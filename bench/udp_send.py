@@ -167,7 +167,7 @@ class ModelRun:
 
 class SwitchJob:
     """A job on a fresh switch model process, configured through the controller classes exactly as
-    the plugin configures one (all 262,144 slots), its records going to a socket nobody reads."""
+    the plugin configures one (all 229,376 slots), its records going to a socket nobody reads."""
 
     def __init__(self, cache: Path, query: SwitchQuery) -> None:
         self.backend = ModelBackend()

@@ -206,9 +206,16 @@ struct metadata_t {
     bit<16> i4;
     bit<16> i5;
     bit<16> i6;
-    bit<16> i7;
-    bit<8>  rh7;       /* TNA egress: kh7's outcome */
     bit<8>  rc;        /* TNA egress: cn<way>'s outcome (CN_COUNTED, CN_SPILL) */
+    /* TNA, version 2 input streams (the ring `seen`; BMv2 keeps these in locals) */
+    bit<16> mark;      /* ingress: a data datagram's mark, (seq >> JG_SEEN_BITS) + 1 mod 2^16 */
+    bit<8>  v2;        /* ingress: a version 2 sender's data datagram, or its END (whose number fits 32 bits) */
+    bit<8>  ring;      /* ingress: a version 2 data datagram's first pass, through the ring */
+    bit<8>  retx;      /* ingress: ... flagged RETX (a repeat, as its sender sent it) */
+    bit<8>  repeat;    /* ingress: the ring's outcome, 1: taken before (dropped) */
+    bit<8>  answer;    /* egress: this is the mirror copy that answers its sender; ingress: its
+                        * mirror header's byte (ANSWER_KIND) */
+    bit<10> session;   /* ingress: the mirror session of its ingress port */
     bit<32> seq_n;     /* TNA egress: out_seq's number for this output (a record's, an END's) */
     bit<8>  lost;      /* TNA egress: FINISH: `flushed` is not the FLUSHes sent */
     bit<16> idx;

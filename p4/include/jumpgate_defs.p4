@@ -9,11 +9,13 @@
 /* The register hash table: JG_WAYS ways, each its own register arrays in its own MAU stages and its
  * own hash of the key (CRC-32 of the key's 8 bytes rotated by the way's number of bytes), each of
  * JG_WAY_SLOTS slots. A key tries way 0, 1, .. and stays in the first that holds it or has room.
- * Jobs lease an aligned power-of-two block of slot indices, the same block in every way. */
-#define JG_WAYS 8
+ * Jobs lease an aligned power-of-two block of slot indices, the same block in every way. Seven ways,
+ * not eight: the eighth's five register arrays are what Tofino 1 needed for the ring `seen` below
+ * (docs/switch.md, "Does it fit one Tofino pipe?"); seven still project 55.9x at sf 100. */
+#define JG_WAYS 7
 #define JG_WAY_SLOTS 32768
 #define JG_SLOT_BITS 15
-#define JG_TABLE_SLOTS 262144        /* JG_WAYS * JG_WAY_SLOTS */
+#define JG_TABLE_SLOTS 229376        /* JG_WAYS * JG_WAY_SLOTS */
 #define JG_BLOCK_SLOTS 512           /* the smallest lease, per way */
 #define JG_MAX_JOBS 64               /* JG_WAY_SLOTS / JG_BLOCK_SLOTS: job numbers 0 .. 63 */
 #define JG_FLUSH_WAY_SHIFT 16        /* a FLUSH's seq: way << 16 | slot index in the job's block */
@@ -36,9 +38,10 @@
 #define JG_SEEN_BITS 6               /* log2(JG_SEEN) */
 #define JG_SEEN_CELLS 262144         /* JG_STREAM_COUNTERS * JG_SEEN */
 /* Receipts and END answers (the switch's answers to version 2 senders) leave through clone
- * session JG_RECEIPT_SESSION_BASE + p towards the sender on port p: the operator maps each port
- * the switch's senders are on to such a session (the BMv2 backend writes them for the ports of
- * its `forward` table; docs/switch.md). */
+ * (BMv2) or ingress mirror (Tofino) session JG_RECEIPT_SESSION_BASE + p towards the sender on
+ * port p: the operator maps each port the switch's senders are on to such a session (the BMv2 and
+ * the BF Runtime backend write them for the ports of the `forward` table; docs/switch.md). On
+ * Tofino 1 a mirror session id has 10 bits: 512 + a 9-bit port fits. */
 #define JG_RECEIPT_SESSION_BASE 512
 
 /* What the parser reads of a tuple: its null vector and up to 8 fixed 8-byte fields. */

@@ -1,7 +1,7 @@
 /* The switch MODEL: a software stand-in for the P4 partial aggregator (p4/v1model, p4/tna), for
  * machines without a programmable switch. It is not an aggregator of its own design: it runs the
  * P4 pipeline's per-packet logic step for step, with the same tables (written by the plugin's
- * ModelBackend exactly as P4Runtime or BF Runtime would write them), the same registers (8 ways of
+ * ModelBackend exactly as P4Runtime or BF Runtime would write them), the same registers (7 ways of
  * 32K slots, the same encodings and spills), the same hashes (CRC-32 of the key's 8 wire bytes, rotated
  * by the way's number of bytes) and the
  * same output datagrams. docs/switch.md specifies the pipeline; p4/README.md maps each step to the
@@ -129,7 +129,7 @@ typedef struct {
   {"kl" #w, kl[w], JG_WAY_SLOTS}, {"kh" #w, kh[w], JG_WAY_SLOTS}, {"cn" #w, cn[w], JG_WAY_SLOTS},         \
       {"s0_" #w, s0r[w], JG_WAY_SLOTS}, {"s1_" #w, s1r[w], JG_WAY_SLOTS}
 static const reg_desc REGISTERS[] = {
-    WAY_REGS(0), WAY_REGS(1), WAY_REGS(2), WAY_REGS(3), WAY_REGS(4), WAY_REGS(5), WAY_REGS(6), WAY_REGS(7),
+    WAY_REGS(0), WAY_REGS(1), WAY_REGS(2), WAY_REGS(3), WAY_REGS(4), WAY_REGS(5), WAY_REGS(6),
     {"received", received, JG_STREAM_COUNTERS}, {"out_seq", out_seq, JG_MAX_JOBS},
     {"flushed", flushed, JG_MAX_JOBS},      {"bypassed", bypassed, JG_MAX_JOBS},
     {"spilled", spilled, JG_MAX_JOBS},      {"tuples", tuples, JG_MAX_JOBS},
@@ -137,7 +137,7 @@ static const reg_desc REGISTERS[] = {
     {"repeats", repeats, JG_MAX_JOBS},
 };
 #define NREGISTERS (sizeof REGISTERS / sizeof REGISTERS[0])
-_Static_assert(JG_WAYS == 8, "WAY_REGS lists eight ways");
+_Static_assert(JG_WAYS == 7, "WAY_REGS lists seven ways");
 _Static_assert(JG_WAY_SLOTS == 1 << JG_SLOT_BITS && JG_TABLE_SLOTS == JG_WAYS * JG_WAY_SLOTS, "sizes");
 _Static_assert(JG_SEEN == 1 << JG_SEEN_BITS && JG_SEEN_CELLS == JG_STREAM_COUNTERS * JG_SEEN, "ring sizes");
 _Static_assert(JG_SEEN == JG_UDP_SACK_WINDOW, "the senders' window towards the switch is the ring's reach");
@@ -351,6 +351,7 @@ static void flush_slot(const ctx_t *c, uint64_t seq, int discard) {
   uint32_t w = (uint32_t)(seq >> JG_FLUSH_WAY_SHIFT) & 7u;
   uint32_t idx = jb->base | ((uint32_t)seq & jb->mask & (JG_WAY_SLOTS - 1));
   flushed[c->j]++;
+  if (w >= JG_WAYS) return; /* no such way (the field has room for eight): nothing taken, as in the P4 programs */
   uint32_t lo = kl[w][idx], last = kh[w][idx], count = cn[w][idx], t0 = s0r[w][idx], t1 = s1r[w][idx];
   kl[w][idx] = kh[w][idx] = cn[w][idx] = s0r[w][idx] = s1r[w][idx] = 0; /* read and clear, as the P4 does */
   if (lo == 0 || discard) return;

@@ -7,13 +7,16 @@
  * Here the slot table is split between the two pipes of one Tofino 1 pipe's 2 x 12 MAU stages
  * (docs/switch.md, "Does it fit one Tofino pipe?"): the INGRESS pipe finds the job, checks the
  * datagram, counts it, and tries the ways: kl<w> (way w's first stage, tried while every earlier
- * way missed) and kh<w> (the stage after, for the way that took the key's first half) for w = 0..6,
- * and kl7; it then chooses the egress port (the recirculation port while tuples remain, else the
+ * way missed) and kh<w> (the stage after, for the way that took the key's first half) for the
+ * JG_WAYS = 7 ways; it then chooses the egress port (the recirculation port while tuples remain, else the
  * destination's) and tells the EGRESS pipe in a bridge header what it found. The egress pipe holds
- * kh7, every way's count and sums (cn<w>, s0_<w>, s1_<w>: a tuple uses one way, so these form no
+ * every way's count and sums (cn<w>, s0_<w>, s1_<w>: a tuple uses one way, so these form no
  * chain and need no stage order among ways), decides the record (a bypass, a spill, a flushed
  * slot), numbers and counts the output, and rewrites the datagram (Emit), or drops it when it
- * leaves nothing. END notices and malformed datagrams go to the controller from ingress.
+ * leaves nothing. END notices and malformed datagrams go to the controller from ingress. Version 2
+ * (acknowledged) input streams, as in the BMv2 program and the model: the ingress pipe drops a data
+ * datagram taken before (the ring `seen`, control SeenRing) and mirrors every one, and an END taken
+ * whole, to the session of its port; the egress pipe makes that copy its sender's answer.
  *
  * Tofino has no byte swap, and the NTF fields are little-endian: fields are compared and copied as
  * their wire bytes, and where a number must be computed with, its bytes are reordered by an
@@ -31,6 +34,7 @@
 #include <tna.p4>
 #endif
 
+#define JG_TAKES_UDP_V2  /* the shared parser also takes "NTU2" datagrams: control SeenRing */
 #include "../include/jumpgate_defs.p4"
 #include "../include/headers.p4"
 #define STAGE(n) @stage(n)
@@ -74,6 +78,13 @@
 #define RECIRC_PORT 68
 #endif
 
+/* A version 2 sender's answer (SeenRing, Answer) leaves by ingress mirroring: mirror type
+ * MIRROR_ANSWER, whose mirror header is one byte, ANSWER_KIND, where a bridge header has the job
+ * (below 64): the egress parser tells them apart by it */
+#define ANSWER_KIND 0x80
+#define MIRROR_ANSWER 1
+header answer_h { bit<8> kind; }
+
 /* A job's records are of one kind (rec<out_words>): the four stacks are never valid together, so
  * the compiler may overlay them (in PHV and tagalong containers). */
 #define REC_STR(x) #x
@@ -108,7 +119,6 @@
 #define ROT4 { meta.key[31:0], meta.key[63:32] }
 #define ROT5 { meta.key[23:0], meta.key[63:24] }
 #define ROT6 { meta.key[15:0], meta.key[63:16] }
-#define ROT7 { meta.key[7:0], meta.key[63:8] }
 
 /* A 32-bit number's bytes reversed (little-endian wire bytes <-> a number), by an identity hash */
 #define BYTES_REVERSED(x) { x[7:0], x[15:8], x[23:16], x[31:24] }
@@ -129,12 +139,16 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 }
 
 /* Where the register arrays go (@stage). A stage has 4 stateful ALUs for both pipes, 48 for the
- * 47 arrays: ingress's kl<w> in stage 4 + w and kh<w> in the stage after (two a stage from 5 on),
- * so egress's 25 arrays fill stages 0..3 and what ingress leaves in 4..7 (its counts read only the
- * bridge: from stage 0; its sums the bridged numbers and x - 1: from stage 1), every stateful ALU
- * of 0..7: 0: cn0..cn3; 1: cn4..cn6, kh7; 2: cn7, s0_0, s1_0, s0_1; 3: s1_1, s0_2, s1_2, s0_3;
- * 4: kl0, s1_3, s0_4, s1_4; 5..7: kh<w>, kl<w+1> and way 5..7's sums. The counters take what is
- * left in 8..11 after the record's decision (egress stage 8). */
+ * 44 arrays: ingress's kl<w> in stage 4 + w and kh<w> in the stage after (two a stage from 5 on),
+ * the ring `seen` in stage 3 (SeenRing: its mark and index need the job, stage 0, and the mark's
+ * + 1, stage 1 or 2; the ways, from stage 4, wait for its outcome). The ring's 262,144 16-bit
+ * cells take 33 SRAM blocks and as many map RAMs of the stage's 48, so one 32,768-cell array (9
+ * map RAMs) shares stage 3 with it and its stage's other two stateful ALUs stay unused. Egress's
+ * 21 arrays (its counts read only the bridge: from stage 0; its sums the bridged numbers and x - 1:
+ * from stage 1) take what is left of 0..7: 0: cn0..cn3; 1: cn4..cn6; 2: s0_0, s1_0, s0_1, s1_1; 3:
+ * s0_3 (beside `seen`); 4: kl0, s1_3, s0_4, s1_4; 5, 6: kh<w>, kl<w+1> and way 5's, 6's sums; 7:
+ * kh2, kl3, s0_2, s1_2. The counters take what is left in 8..11 after the record's decision (egress
+ * stage 8). */
 #define KL_STAGE_0 4
 #define KL_STAGE_1 5
 #define KL_STAGE_2 6
@@ -142,7 +156,6 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #define KL_STAGE_4 8
 #define KL_STAGE_5 9
 #define KL_STAGE_6 10
-#define KL_STAGE_7 11
 #define KH_STAGE_0 5
 #define KH_STAGE_1 6
 #define KH_STAGE_2 7
@@ -150,7 +163,6 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #define KH_STAGE_4 9
 #define KH_STAGE_5 10
 #define KH_STAGE_6 11
-#define KH_STAGE_7 1
 #define CN_STAGE_0 0
 #define CN_STAGE_1 0
 #define CN_STAGE_2 0
@@ -158,13 +170,12 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #define CN_STAGE_4 1
 #define CN_STAGE_5 1
 #define CN_STAGE_6 1
-#define CN_STAGE_7 2
 #define s0_STAGE_0 2
 #define s1_STAGE_0 2
 #define s0_STAGE_1 2
-#define s1_STAGE_1 3
-#define s0_STAGE_2 3
-#define s1_STAGE_2 3
+#define s1_STAGE_1 2
+#define s0_STAGE_2 7
+#define s1_STAGE_2 7
 #define s0_STAGE_3 3
 #define s1_STAGE_3 4
 #define s0_STAGE_4 4
@@ -173,8 +184,6 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #define s1_STAGE_5 5
 #define s0_STAGE_6 6
 #define s1_STAGE_6 6
-#define s0_STAGE_7 7
-#define s1_STAGE_7 7
 /* The counters, two a stage in 8..11 beside the ways' kh and kl. Egress: the arrays end in stage 7,
  * the record's decision is in 8, out_kinds and the output's counters in 9 (they key on what
  * out_kinds keys on: records and out_seq, whose numbers go into the header in 10 and 11), a
@@ -185,6 +194,8 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
  * pipe's counters there: docs/switch.md, steps 37 and 38.) */
 #define RECEIVED_STAGE 8
 #define TUPLES_STAGE 11
+#define REPEATS_STAGE 11
+#define SEEN_STAGE 3
 #define FLUSHED_STAGE 8
 #define OUT_SEQ_STAGE 9
 #define RECORDS_STAGE 9
@@ -227,13 +238,10 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
     action way_hash##W##_a() { meta.i##W = hash##W.get(ROT##W) & meta.mask; }                     \
     @stage(WAY_HASH_STAGE_##W)                                                                    \
     table way_hash##W { actions = { way_hash##W##_a; } default_action = way_hash##W##_a(); size = 1; }
-/* The ORs of four ways, one table (and logical table) a stage: they need no hash output, and their
- * ANDs are all in the stage before */
-#define WAY_BASE(A, B, C, D, N)                                                                   \
-    action way_base##N##_a() {                                                                    \
-        meta.i##A = meta.i##A | meta.base; meta.i##B = meta.i##B | meta.base;                     \
-        meta.i##C = meta.i##C | meta.base; meta.i##D = meta.i##D | meta.base;                     \
-    }                                                                                             \
+/* The ORs of up to four ways (ways 0..3, then 4..6), one table (and logical table) a stage: they
+ * need no hash output, and their ANDs are all in the stage before */
+#define WAY_BASE(ORS, N)                                                                          \
+    action way_base##N##_a() { ORS }                                                              \
     @stage(WAY_BASE_STAGE_##N)                                                                    \
     table way_base##N { actions = { way_base##N##_a; } default_action = way_base##N##_a(); size = 1; }
 /* The stages: a stage has 6 hash distribution outputs, for both pipes, and a stateful ALU's index
@@ -248,9 +256,9 @@ parser SwitchIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta
 #define WAY_HASH_STAGE_4 3
 #define WAY_HASH_STAGE_5 3
 #define WAY_HASH_STAGE_6 3
-#define WAY_HASH_STAGE_7 3
 #define WAY_BASE_STAGE_03 3
-#define WAY_BASE_STAGE_47 4
+#define WAY_BASE_STAGE_46 4
+#define OR_BASE(W) meta.i##W = meta.i##W | meta.base;
 
 /* Way W's first stage: kl<W> tried by a tuple while every earlier way missed (the outcome, the way
  * and the index go to the bridge; a later way that is tried overwrites them), or taken by a FLUSH
@@ -311,7 +319,6 @@ control WayIndex(inout headers_t hdr, inout metadata_t meta) {
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash4;
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash5;
     Hash<bit<16>>(HashAlgorithm_t.CRC32) hash6;
-    Hash<bit<16>>(HashAlgorithm_t.CRC32) hash7;
     /* A tuple's NULL bits (the job table's action ANDed the null vector's first byte with each
      * mask: 0 or not), its count's increment, and whether the key is tried: a NULL key, or the one
      * key whose first half equals the tag (it would store the 0 of an empty slot), is not (a
@@ -349,8 +356,8 @@ control WayIndex(inout headers_t hdr, inout metadata_t meta) {
         default_action = tuple_bits(1, 1, 1, 0, KL_NONE);  /* (never: the last entry matches all) */
         size = 32;
     }
-    WAY_HASH(0) WAY_HASH(1) WAY_HASH(2) WAY_HASH(3) WAY_HASH(4) WAY_HASH(5) WAY_HASH(6) WAY_HASH(7)
-    WAY_BASE(0, 1, 2, 3, 03) WAY_BASE(4, 5, 6, 7, 47)
+    WAY_HASH(0) WAY_HASH(1) WAY_HASH(2) WAY_HASH(3) WAY_HASH(4) WAY_HASH(5) WAY_HASH(6)
+    WAY_BASE(OR_BASE(0) OR_BASE(1) OR_BASE(2) OR_BASE(3), 03) WAY_BASE(OR_BASE(4) OR_BASE(5) OR_BASE(6), 46)
 
     apply {
         /* FLUSH: seq = way << 16 | slot index in the job's block, little-endian: the way is bits
@@ -367,7 +374,7 @@ control WayIndex(inout headers_t hdr, inout metadata_t meta) {
              * which writes the bridge's, a stage later) */
             meta.i0 = meta.fi | meta.base; meta.i1 = meta.fi | meta.base; meta.i2 = meta.fi | meta.base;
             meta.i3 = meta.fi | meta.base; meta.i4 = meta.fi | meta.base; meta.i5 = meta.fi | meta.base;
-            meta.i6 = meta.fi | meta.base; meta.i7 = meta.fi | meta.base;
+            meta.i6 = meta.fi | meta.base;
             hdr.bridge.idx = meta.fi | meta.base;
         } else if (hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) {  /* this pass's tuple */
             /* the bridge fields the ways write are first written here, before Admit's outcome is
@@ -380,18 +387,17 @@ control WayIndex(inout headers_t hdr, inout metadata_t meta) {
             tuple_nulls.apply();  /* the NULL bits, the count's increment, r */
             if (meta.klo != 0) {
                 way_hash0.apply(); way_hash1.apply(); way_hash2.apply(); way_hash3.apply();
-                way_hash4.apply(); way_hash5.apply(); way_hash6.apply(); way_hash7.apply();
+                way_hash4.apply(); way_hash5.apply(); way_hash6.apply();
             }
         }
         /* the ways' ORs, under a test of their own (klo is 0 without a tuple: a FLUSH's are above) */
         if (meta.klo != 0) {
-            way_base03.apply(); way_base47.apply();
+            way_base03.apply(); way_base46.apply();
         }
     }
 }
 
-/* The ways' keys: kl<w> for every way, kh<w> for ways 0..6 (kh7's stage would be the 13th: it is
- * in the egress pipe, control Accumulator). */
+/* The ways' keys: kl<w> and kh<w> of every way (kl0 in stage 4 .. kh6 in 11). */
 control Aggregator(inout headers_t hdr, inout metadata_t meta) {
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) kl0;
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) kh0;
@@ -407,7 +413,6 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) kh5;
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) kl6;
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) kh6;
-    Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) kl7;
     KL_ACTIONS(0) KH_ACTIONS(0, meta.khi)
     KL_ACTIONS(1) KH_ACTIONS(1, meta.khi)
     KL_ACTIONS(2) KH_ACTIONS(2, meta.khi)
@@ -415,23 +420,23 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
     KL_ACTIONS(4) KH_ACTIONS(4, meta.khi)
     KL_ACTIONS(5) KH_ACTIONS(5, meta.khi)
     KL_ACTIONS(6) KH_ACTIONS(6, meta.khi)
-    KL_ACTIONS(7)
     TRY_WAY(0) KEY_WAY(0, hdr.bridge.rh) TRY_WAY(1) KEY_WAY(1, hdr.bridge.rh) TRY_WAY(2) KEY_WAY(2, hdr.bridge.rh)
     TRY_WAY(3) KEY_WAY(3, hdr.bridge.rh) TRY_WAY(4) KEY_WAY(4, hdr.bridge.rh) TRY_WAY(5) KEY_WAY(5, hdr.bridge.rh)
-    TRY_WAY(6) KEY_WAY(6, hdr.bridge.rh) TRY_WAY(7)
+    TRY_WAY(6) KEY_WAY(6, hdr.bridge.rh)
 
     apply {
         /* the ways' indexes, a FLUSH's way, a tuple's first bridge fields: WayIndex; a FLUSH takes
          * way <way>'s key halves, a tuple tries the ways */
         kl0_t.apply(); kh0_t.apply(); kl1_t.apply(); kh1_t.apply(); kl2_t.apply(); kh2_t.apply();
         kl3_t.apply(); kh3_t.apply(); kl4_t.apply(); kh4_t.apply(); kl5_t.apply(); kh5_t.apply();
-        kl6_t.apply(); kh6_t.apply(); kl7_t.apply();
+        kl6_t.apply(); kh6_t.apply();
     }
 }
 
 /* Per job and input stream: data datagrams received (on their first pass); per job: tuples taken
  * (a pass each). An END from a sender goes to the controller with its stream's count. */
-control StreamCounters(inout headers_t hdr, inout metadata_t meta) {
+control StreamCounters(inout headers_t hdr, inout metadata_t meta,
+                       inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
     Register<bit<32>, bit<12>>(JG_STREAM_COUNTERS, 0) received;
     Register<bit<32>, bit<8>>(JG_MAX_JOBS, 0) tuples;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) received_bytes;
@@ -485,12 +490,106 @@ control StreamCounters(inout headers_t hdr, inout metadata_t meta) {
         size = 2;
     }
 
+    action receipt_a() { ig_dprsr_md.mirror_type = MIRROR_ANSWER; }
+    table receipt_t {
+        key = { meta.ring : exact; }
+        actions = { receipt_a; NoAction; }
+        const entries = { (1): receipt_a(); }
+        default_action = NoAction();
+        size = 1;
+    }
+
     apply {
         /* the stream number is below 64 (Admit): its first wire byte's bits 5:0 */
         meta.counter = meta.job[5:0] ++ hdr.ntu.stream[29:24];
         received_t.apply();
         end_count_t.apply();
         tuples_t.apply();
+        /* a version 2 sender's answer (SeenRing): a data datagram's receipt (taken now; a repeat's
+         * is SwitchIngress's), and an END's once the switch has taken every datagram before it
+         * (`received` equals its number; else its sender repeats what is missing and the END) */
+        receipt_t.apply();
+        if (meta.v2 == 1 && hdr.end.received[63:32] == hdr.ntu.seq[63:32]) {  /* (v2: SeenRing's v2_t) */
+            ig_dprsr_md.mirror_type = MIRROR_ANSWER;
+        }
+    }
+}
+
+/* Version 2 (acknowledged) input streams (docs/udp-transport.md, "A switch in a version 2 path"),
+ * as the BMv2 program's SeenRing and the model: a version 2 datagram is made a version 1 one for the
+ * rest of the pipeline (its records go out in the switch's own version 1 stream); its mirror copy,
+ * made by the ingress deparser (mirror session JG_RECEIPT_SESSION_BASE + its ingress port: the
+ * datagram as it arrived), becomes its sender's answer in the egress pipe (control Answer). The
+ * ring `seen`: a cell per sequence number modulo JG_SEEN per (job, stream), holding the mark of
+ * the datagram last taken in it, its pass over the ring counted from 1; a data datagram whose mark
+ * is not newer than its cell's, (int16)(cell - mark) >= 0, was taken before (also a repeat held
+ * back past a later pass over the cell, which the senders' window of JG_SEEN datagrams allows):
+ * it is dropped and counted in `repeats`; otherwise the cell takes its mark. */
+control SeenRing(inout headers_t hdr, inout metadata_t meta) {
+    Register<int<16>, bit<18>>(JG_SEEN_CELLS, 0) seen;
+    /* the cell: (job * JG_MAX_STREAMS + stream) * JG_SEEN + seq mod JG_SEEN, each below 64 (the
+     * stream: Admit refuses another; its first wire byte's 5:0), the sequence number's first wire
+     * byte's 5:0 */
+    Hash<bit<18>>(HashAlgorithm_t.IDENTITY) cell_index;
+
+    /* the mark's test and its write in one stateful ALU: the subtraction's sign, as BMv2's */
+    RegisterAction<int<16>, bit<18>, bit<8>>(seen) seen_mark = {
+        void apply(inout int<16> v, out bit<8> rep) {
+            if (v - (int<16>)meta.mark >= 0) { rep = 1; } else { v = (int<16>)meta.mark; rep = 0; }
+        }
+    };
+
+    /* the mark counts the ring's passes from 1 (0: an empty cell, older than any pass) */
+    action mark_a() {
+        meta.mark = meta.mark + 1;
+        hdr.ntu.magic = JG_UDP_MAGIC_BE;  /* (the rest of the version 1 header: SwitchIngress's v2_t) */
+        hdr.ntu.zero = 0;
+    }
+    table mark_t {
+        key = { meta.ring : exact; }
+        actions = { mark_a; NoAction; }
+        const entries = { (1): mark_a(); }
+        default_action = NoAction();
+        size = 1;
+    }
+    action seen_a() {
+        meta.repeat = seen_mark.execute(cell_index.get({ meta.job[5:0], hdr.ntu.stream[29:24], hdr.ntu.seq[61:56] }));
+    }
+    @stage(SEEN_STAGE)
+    table seen_t {
+        key = { meta.ring : exact; }
+        actions = { seen_a; NoAction; }
+        const entries = { (1): seen_a(); }
+        default_action = NoAction();
+        size = 1;
+    }
+
+    apply {
+        mark_t.apply();
+        seen_t.apply();
+    }
+}
+
+/* Per job: the version 2 data datagrams the ring dropped as taken before (SeenRing's outcome). A
+ * control of its own, applied at the end of the ways' sequence (its stage, 11, has a stateful ALU
+ * left), not in SeenRing's block, which the ways wait for. */
+control RepeatCounter(inout headers_t hdr, inout metadata_t meta) {
+    Register<bit<32>, bit<8>>(JG_MAX_JOBS, 0) repeats;
+    RegisterAction<bit<32>, bit<8>, bit<32>>(repeats) repeats_inc = {
+        void apply(inout bit<32> v) { v = v + 1; }
+    };
+    action repeats_a() { repeats_inc.execute(meta.job); }
+    @stage(REPEATS_STAGE)
+    table repeats_t {
+        key = { meta.repeat : exact; }
+        actions = { repeats_a; NoAction; }
+        const entries = { (1): repeats_a(); }
+        default_action = NoAction();
+        size = 1;
+    }
+
+    apply {
+        repeats_t.apply();
     }
 }
 
@@ -506,6 +605,46 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
     Admit() admit;
     Aggregator() aggregator;
     StreamCounters() counters;
+    SeenRing() seen_ring;
+    RepeatCounter() repeat_counter;
+    /* the mark's bits, (seq >> JG_SEEN_BITS) mod 2^16 of the little-endian u64: bits 21:16 of the
+     * number are its third wire byte's 5:0, 15:8 its second byte, 7:6 its first byte's 7:6 */
+    Hash<bit<16>>(HashAlgorithm_t.IDENTITY) mark_bits;
+    /* A version 2 datagram: a data datagram (a first copy or a repeat, RETX) is made version 1
+     * data for the rest of the pipeline (its flags 0 here, in stage 0, beside the job table: every
+     * test of the flags from stage 1 on sees them, Admit's in stage 1 among them; its magic and
+     * timestamp once the job is known, SeenRing's mark_t), goes through the ring (SeenRing) and is
+     * answered with a receipt; an END is answered once every datagram before it was taken
+     * (StreamCounters). A datagram to no job's port gets its flags back (the `forward` branch): it
+     * is some host's, passing through. */
+    action v2_data(bit<8> retx) {
+        meta.v2 = 1;
+        meta.ring = 1;
+        meta.retx = retx;
+        hdr.ntu.flags = 0;
+        meta.mark = mark_bits.get({ hdr.ntu.seq[45:40], hdr.ntu.seq[55:48], hdr.ntu.seq[63:62] });
+        meta.session = (bit<10>)ig_intr_md.ingress_port | JG_RECEIPT_SESSION_BASE;
+        meta.answer = ANSWER_KIND;
+    }
+    action v2_end() {
+        meta.v2 = 1;
+        meta.session = (bit<10>)ig_intr_md.ingress_port | JG_RECEIPT_SESSION_BASE;
+        meta.answer = ANSWER_KIND;
+    }
+    @stage(0)
+    table v2_t {
+        key = { hdr.ntu.magic : exact; hdr.ntu.flags : ternary; hdr.ntu.seq[31:0] : ternary; }
+        actions = { v2_data; v2_end; NoAction; }
+        /* an END's number's high word (its last four wire bytes) must be 0 to equal a 32-bit
+         * `received`: tested here, the rest by StreamCounters (a gateway compares 4 bytes at most) */
+        const entries = {
+            (JG_UDP_MAGIC2_BE, 0, _): v2_data(0);
+            (JG_UDP_MAGIC2_BE, JG_F_RETX, _): v2_data(1);
+            (JG_UDP_MAGIC2_BE, JG_F_END &&& JG_F_END, 0): v2_end();
+        }
+        default_action = NoAction();
+        size = 4;
+    }
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) stream_bytes;
     /* the output stream's number as wire bytes, for the bridge (written before the bridge is made
      * valid: on Tofino that sets its validity bit and leaves the fields as they are; a datagram
@@ -561,6 +700,7 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
         if (ig_intr_md.ingress_port == RECIRC_PORT) { meta.recirculated = 1; }
         if (hdr.ntu.isValid()) {
             job_config.apply(hdr, meta, hit);
+            v2_t.apply();
         }
         /* Two blocks under `hit`: the ways' indexes, Admit and Output; then the ways, the counters,
          * the bridge and the egress port, in Admit's branches. On Tofino 1 a block that reads what
@@ -570,8 +710,8 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
          * without waiting for them (they read nothing the ways write) */
         if (hit) {
             /* tuples remain after this pass's, or a sender's END: tested here, on the flags as
-             * parsed, not where the egress port is chosen (after ERROR may have been added to the
-             * flags, which would order that choice after every table of the ways) */
+             * parsed (a version 2 sender's made version 1), not where the egress port is chosen (after ERROR may have been added
+             * to the flags, which would order that choice after every table of the ways) */
             if ((hdr.ntu.flags == 0 || hdr.ntu.flags == JG_F_PASS) && hdr.ntu.count[15:8] > 1) { more = 1; }
             if ((hdr.ntu.flags & JG_F_END) != 0) { is_end = 1; }
             way_index.apply(hdr, meta);
@@ -585,14 +725,21 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
             value_select.apply(hdr, meta);
             hdr.bridge.v0w = meta.v0w;
             hdr.bridge.v1w = meta.v1w;
+            /* a version 2 data datagram through the ring, in stage 3 (its outcome `repeat` gates
+             * the ways, from stage 4): last in this block, which holds nothing else back */
+            seen_ring.apply(hdr, meta);
         } else if (hdr.ipv4.isValid()) {
             ig_tm_md.bypass_egress = 1;
             fwd = 1;
+            if (meta.retx == 1) { hdr.ntu.flags = JG_F_RETX; }  /* a host's repeat, passing through (v2_t) */
         }
         if (hit) {
-            if (ok) {
+            /* a version 2 data datagram the ring has seen taken (`repeat`, SeenRing) is dropped,
+             * and answered (its receipt: a lost receipt costs a repeat); one Admit refuses goes to
+             * the controller as any other */
+            if (ok && meta.repeat == 0) {
                 aggregator.apply(hdr, meta);
-                counters.apply(hdr, meta);
+                counters.apply(hdr, meta, ig_dprsr_md);
                 /* the values as numbers for the egress sums (their first four wire bytes reversed: a
                  * slot's sum takes values inside (-2^30, 2^30), whose high word is the sign): here,
                  * not in egress stage 0, whose hash outputs then go to the register arrays' indexes
@@ -650,14 +797,21 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
                         fwd = 1;
                     }
                 }
+            } else if (ok) {
+                ig_dprsr_md.drop_ctl = 1;  /* (the unicast copy: not the mirror copy) */
+                ig_dprsr_md.mirror_type = MIRROR_ANSWER;
             } else {
                 /* not tuples of the job's layout: to the controller, flagged ERROR (in the branch
                  * exclusive with everything that tests the flags: a write after them in a later
-                 * block would order that block after them) */
+                 * block would order that block after them). (SeenRing decides in Admit's stage: a
+                 * version 2 datagram refused here has marked its cell, which the model and the
+                 * BMv2 program leave alone; the job fails on the ERROR either way.) Not a repeat */
                 hdr.ntu.flags = hdr.ntu.flags | JG_F_ERROR;
+                meta.repeat = 0;
                 to_controller();
                 fwd = 1;
             }
+            repeat_counter.apply(hdr, meta);
         }
         /* last in the control flow: Tofino 1 places a table no earlier than the tables and tests
          * before it in its sequence, and the ways' first stage (4) cannot wait for this one's */
@@ -668,8 +822,15 @@ control SwitchIngress(inout headers_t hdr, inout metadata_t meta,
 control SwitchIngressDeparser(packet_out pkt, inout headers_t hdr, in metadata_t meta,
                               in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
     Checksum() ipv4_checksum;
+    Mirror() mirror;
 
     apply {
+        /* a version 2 sender's answer: a copy of the datagram as it arrived, to the mirror session
+         * of its ingress port (JG_RECEIPT_SESSION_BASE + port; the operator's or the backend's,
+         * which cuts it to the header: its max_pkt_len), made the answer by the egress pipe */
+        if (ig_dprsr_md.mirror_type == MIRROR_ANSWER) {
+            mirror.emit<answer_h>(meta.session, { meta.answer });
+        }
         hdr.ipv4.hdr_checksum = ipv4_checksum.update({
             hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv, hdr.ipv4.total_len, hdr.ipv4.identification,
             hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src_addr,
@@ -685,6 +846,25 @@ parser SwitchEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
     state start {
         meta = { ... };
         pkt.extract(eg_intr_md);
+        /* a version 2 sender's answer (its mirror header) or what the ingress pipe sent on (its
+         * bridge header, whose first byte, the job, is below 64) */
+        transition select(pkt.lookahead<bit<8>>()) {
+            ANSWER_KIND: eg_answer;
+            default: eg_bridged;
+        }
+    }
+    /* the datagram as it arrived, up to its NTU header: the rest (its tuples, an END's payload) is
+     * cut off by its mirror session (max_pkt_len) */
+    state eg_answer {
+        pkt.advance(8);
+        meta.answer = 1;
+        pkt.extract(hdr.ethernet);
+        pkt.extract(hdr.ipv4);
+        pkt.extract(hdr.udp);
+        pkt.extract(hdr.ntu);
+        transition accept;
+    }
+    state eg_bridged {
         pkt.extract(hdr.bridge);  /* every datagram the ingress pipe sends here carries it */
         meta.job = hdr.bridge.job;
         meta.len_d0 = hdr.bridge.len_d0;
@@ -847,9 +1027,8 @@ parser SwitchEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
  * BMv2; PASS_REC_COUNTED), in the action that decides it */
 #define REC_COUNTED meta.rec = 1; meta.n_rec = meta.n_rec + 1; meta.rec_bytes = meta.rec_bytes + meta.rec_len;
 
-/* The slots' counts and sums, and way 7's last key half: the egress half of the slot table. */
+/* The slots' counts and sums: the egress half of the slot table. */
 control Accumulator(inout headers_t hdr, inout metadata_t meta) {
-    Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) kh7;
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) cn0;
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) s0_0;
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) s1_0;
@@ -871,19 +1050,14 @@ control Accumulator(inout headers_t hdr, inout metadata_t meta) {
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) cn6;
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) s0_6;
     Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) s1_6;
-    Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) cn7;
-    Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) s0_7;
-    Register<bit<32>, bit<16>>(JG_WAY_SLOTS, 0) s1_7;
-    KH_ACTIONS(7, hdr.bridge.key_lo)
     VALUE_ACTIONS(0) VALUE_ACTIONS(1) VALUE_ACTIONS(2) VALUE_ACTIONS(3)
-    VALUE_ACTIONS(4) VALUE_ACTIONS(5) VALUE_ACTIONS(6) VALUE_ACTIONS(7)
+    VALUE_ACTIONS(4) VALUE_ACTIONS(5) VALUE_ACTIONS(6)
     action refuse0() { meta.rej0 = 1; }
     action refuse1() { meta.rej1 = 1; }
-    KEY_WAY(7, meta.rh7)
     COUNT_WAY(0, hdr.bridge.rh) SUM_WAY(0, hdr.bridge.rh) COUNT_WAY(1, hdr.bridge.rh) SUM_WAY(1, hdr.bridge.rh)
     COUNT_WAY(2, hdr.bridge.rh) SUM_WAY(2, hdr.bridge.rh) COUNT_WAY(3, hdr.bridge.rh) SUM_WAY(3, hdr.bridge.rh)
     COUNT_WAY(4, hdr.bridge.rh) SUM_WAY(4, hdr.bridge.rh) COUNT_WAY(5, hdr.bridge.rh) SUM_WAY(5, hdr.bridge.rh)
-    COUNT_WAY(6, hdr.bridge.rh) SUM_WAY(6, hdr.bridge.rh) COUNT_WAY(7, meta.rh7) SUM_WAY(7, meta.rh7)
+    COUNT_WAY(6, hdr.bridge.rh) SUM_WAY(6, hdr.bridge.rh)
     FIT_TABLE(0, 1) FIT_TABLE(1, 2)
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) c_bytes;
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) t0_bytes;
@@ -903,8 +1077,7 @@ control Accumulator(inout headers_t hdr, inout metadata_t meta) {
      * A tuple whose key holds no slot (a NULL key, no room, another key with the same first half):
      * it goes on as a partial row of its own, its count 1 (little-endian) or 0, a value its own or
      * NULL. The key holds a slot when its way's kh said so, KH_SAME or KH_FRESH (bit 0 set): kh<w>'s
-     * outcome (bridge.rh) for ways 0..6, kh7's (meta.rh7) for way 7, each KH_NONE for the other
-     * ways. (The null byte OR'ed from the job's bits, s01_out_null both of them.)
+     * outcome (bridge.rh), KH_NONE when no way took the key. (The null byte OR'ed from the job's bits, s01_out_null both of them.)
      *
      * One table, not a bypass table and a spill table a stage after it (they write the same
      * fields), so that the output's counters are two stages after the ways' last sums. */
@@ -924,38 +1097,38 @@ control Accumulator(inout headers_t hdr, inout metadata_t meta) {
     action spill_11(bit<64> c) { meta.r_count = c; R_S0 R_S1 meta.spilled = 1; REC_COUNTED }
     table decision {
         key = { meta.rc : ternary; meta.rej0 : ternary; meta.rej1 : ternary; hdr.bridge.cnt_inc : ternary;
-                hdr.bridge.rh : ternary; meta.rh7 : ternary;
+                hdr.bridge.rh : ternary;
                 hdr.bridge.key_null_hit : ternary; hdr.bridge.v0_null_hit : ternary; hdr.bridge.v1_null_hit : ternary; }
         actions = { bypass_000; bypass_001; bypass_010; bypass_011; bypass_100; bypass_101; bypass_110; bypass_111;
                     spill_00; spill_10; spill_01; spill_11; NoAction; }
         const entries = {
-            (CN_COUNTED, 1, 1, _, _, _, _, _, _): spill_11(0);
-            (CN_COUNTED, 1, 0, _, _, _, _, _, _): spill_10(0);
-            (CN_COUNTED, 0, 1, _, _, _, _, _, _): spill_01(0);
-            (CN_SPILL, 0, 0, 1, _, _, _, _, _): spill_00(0x0000008000000000);
-            (CN_SPILL, 0, 0, 0, _, _, _, _, _): spill_00(0xffffff7f00000000);
-            (CN_SPILL, 1, 0, 1, _, _, _, _, _): spill_10(0x0000008000000000);
-            (CN_SPILL, 1, 0, 0, _, _, _, _, _): spill_10(0xffffff7f00000000);
-            (CN_SPILL, 0, 1, 1, _, _, _, _, _): spill_01(0x0000008000000000);
-            (CN_SPILL, 0, 1, 0, _, _, _, _, _): spill_01(0xffffff7f00000000);
-            (CN_SPILL, 1, 1, 1, _, _, _, _, _): spill_11(0x0000008000000000);
-            (CN_SPILL, 1, 1, 0, _, _, _, _, _): spill_11(0xffffff7f00000000);
-            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 0, 0, 0): bypass_000(0);
-            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 0, 0, 1): bypass_001(0);
-            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 0, 1, 0): bypass_010(0);
-            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 0, 1, 1): bypass_011(0);
-            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 1, 0, 0): bypass_100(0);
-            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 1, 0, 1): bypass_101(0);
-            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 1, 1, 0): bypass_110(0);
-            (_, _, _, 0, 0 &&& 1, 0 &&& 1, 1, 1, 1): bypass_111(0);
-            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 0, 0, 0): bypass_000(0x0100000000000000);
-            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 0, 0, 1): bypass_001(0x0100000000000000);
-            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 0, 1, 0): bypass_010(0x0100000000000000);
-            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 0, 1, 1): bypass_011(0x0100000000000000);
-            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 1, 0, 0): bypass_100(0x0100000000000000);
-            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 1, 0, 1): bypass_101(0x0100000000000000);
-            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 1, 1, 0): bypass_110(0x0100000000000000);
-            (_, _, _, 1, 0 &&& 1, 0 &&& 1, 1, 1, 1): bypass_111(0x0100000000000000);
+            (CN_COUNTED, 1, 1, _, _, _, _, _): spill_11(0);
+            (CN_COUNTED, 1, 0, _, _, _, _, _): spill_10(0);
+            (CN_COUNTED, 0, 1, _, _, _, _, _): spill_01(0);
+            (CN_SPILL, 0, 0, 1, _, _, _, _): spill_00(0x0000008000000000);
+            (CN_SPILL, 0, 0, 0, _, _, _, _): spill_00(0xffffff7f00000000);
+            (CN_SPILL, 1, 0, 1, _, _, _, _): spill_10(0x0000008000000000);
+            (CN_SPILL, 1, 0, 0, _, _, _, _): spill_10(0xffffff7f00000000);
+            (CN_SPILL, 0, 1, 1, _, _, _, _): spill_01(0x0000008000000000);
+            (CN_SPILL, 0, 1, 0, _, _, _, _): spill_01(0xffffff7f00000000);
+            (CN_SPILL, 1, 1, 1, _, _, _, _): spill_11(0x0000008000000000);
+            (CN_SPILL, 1, 1, 0, _, _, _, _): spill_11(0xffffff7f00000000);
+            (_, _, _, 0, 0 &&& 1, 0, 0, 0): bypass_000(0);
+            (_, _, _, 0, 0 &&& 1, 0, 0, 1): bypass_001(0);
+            (_, _, _, 0, 0 &&& 1, 0, 1, 0): bypass_010(0);
+            (_, _, _, 0, 0 &&& 1, 0, 1, 1): bypass_011(0);
+            (_, _, _, 0, 0 &&& 1, 1, 0, 0): bypass_100(0);
+            (_, _, _, 0, 0 &&& 1, 1, 0, 1): bypass_101(0);
+            (_, _, _, 0, 0 &&& 1, 1, 1, 0): bypass_110(0);
+            (_, _, _, 0, 0 &&& 1, 1, 1, 1): bypass_111(0);
+            (_, _, _, 1, 0 &&& 1, 0, 0, 0): bypass_000(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 0, 0, 1): bypass_001(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 0, 1, 0): bypass_010(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 0, 1, 1): bypass_011(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 1, 0, 0): bypass_100(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 1, 0, 1): bypass_101(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 1, 1, 0): bypass_110(0x0100000000000000);
+            (_, _, _, 1, 0 &&& 1, 1, 1, 1): bypass_111(0x0100000000000000);
         }
         default_action = NoAction();  /* a key that holds its slot, and the slot took it all */
         size = 32;
@@ -1006,11 +1179,9 @@ control Accumulator(inout headers_t hdr, inout metadata_t meta) {
             }
             /* the ways' counts and sums, after the values as numbers (Tofino 1 runs a sequence's
              * tables by next-table: a table placed after another of its sequence goes to a later
-             * stage, so what the sums need comes first, and way 7's last key half is in way 7's
-             * branch, not ahead of every way's) */
+             * stage, so what the sums need comes first) */
             VALUES_AT(0) else VALUES_AT(1) else VALUES_AT(2) else VALUES_AT(3)
             else VALUES_AT(4) else VALUES_AT(5) else VALUES_AT(6)
-            else if (hdr.bridge.way[2:0] == 7) { kh7_t.apply(); cn7_t.apply(); s0_7_t.apply(); s1_7_t.apply(); }
         }
         if ((hdr.ntu.flags & JG_F_FLUSH) != 0) {
             if (hdr.bridge.key_hi != 0 && (hdr.ntu.flags & JG_F_DISCARD) == 0) {  /* it held a key */
@@ -1210,17 +1381,52 @@ control SwitchEgress(inout headers_t hdr, inout metadata_t meta,
     action len_d1_a() { meta.len_d1 = meta.len_d0 + meta.rec_len; }
     table len_d1_t { actions = { len_d1_a; } default_action = len_d1_a(); size = 1; }
 
+    /* A version 2 sender's answer, from the mirror copy of its datagram (as it arrived), which
+     * the mirror session of the port it came in on sent to that port: back to where it came from,
+     * header only (the session cut the rest off), its timestamp (the header's last field) echoed.
+     * A data datagram's is a receipt, ACK with SACK: "datagram `seq` has arrived", taken now or
+     * before; an END's is the END answer, ACK with END at the END's number (the ingress pipe
+     * mirrors an END only once the switch has taken every datagram before it). As the BMv2
+     * program's Answer. */
+    action answer_a(bit<16> flags) {
+        bit<48> mac = hdr.ethernet.dst_addr;
+        hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
+        hdr.ethernet.src_addr = mac;
+        bit<32> ip = hdr.ipv4.dst_addr;
+        hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
+        hdr.ipv4.src_addr = ip;
+        bit<16> port = hdr.udp.dst_port;
+        hdr.udp.dst_port = hdr.udp.src_port;
+        hdr.udp.src_port = port;
+        hdr.ntu.flags = flags;
+        hdr.ntu.count = 0;
+        hdr.udp.len = 8 + JG_UDP_HEADER_BYTES;
+        hdr.udp.checksum = 0;
+        hdr.ipv4.total_len = 20 + 8 + JG_UDP_HEADER_BYTES;
+    }
+    table answer_t {
+        key = { hdr.ntu.flags : ternary; }
+        actions = { answer_a; }
+        const entries = { (JG_F_END &&& JG_F_END): answer_a(JG_F_ACK | JG_F_END); }
+        default_action = answer_a(JG_F_ACK | JG_F_SACK);
+        size = 1;
+    }
+
     apply {
-        /* (out_kind: OUT_NONE, or OUT_END for a FINISH, which becomes the output's END: the
-         * egress parser set it) */
-        fin_t.apply();
-        accumulator.apply(hdr, meta);  /* its counts in stage 0 */
-        len_d1_t.apply();
-        passes.apply(hdr, meta);
-        counters.apply(hdr, meta);
-        emit.apply(hdr, meta, hdr.ntu.seq, hdr.bridge.out_stream, hdr.end.tuples);
-        if (meta.out_kind == OUT_NONE) { eg_dprsr_md.drop_ctl = 1; }  /* it left nothing */
-        hdr.bridge.setInvalid();
+        if (meta.answer == 1) {
+            answer_t.apply();
+        } else {
+            /* (out_kind: OUT_NONE, or OUT_END for a FINISH, which becomes the output's END: the
+             * egress parser set it) */
+            fin_t.apply();
+            accumulator.apply(hdr, meta);  /* its counts in stage 0 */
+            len_d1_t.apply();
+            passes.apply(hdr, meta);
+            counters.apply(hdr, meta);
+            emit.apply(hdr, meta, hdr.ntu.seq, hdr.bridge.out_stream, hdr.end.tuples);
+            if (meta.out_kind == OUT_NONE) { eg_dprsr_md.drop_ctl = 1; }  /* it left nothing */
+            hdr.bridge.setInvalid();
+        }
     }
 }
 

@@ -49,7 +49,6 @@ control SwitchVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
 #define ROT4 { meta.key[31:0], meta.key[63:32] }
 #define ROT5 { meta.key[23:0], meta.key[63:24] }
 #define ROT6 { meta.key[15:0], meta.key[63:16] }
-#define ROT7 { meta.key[7:0], meta.key[63:8] }
 
 /* Way W's first stage: its hash, then kl<W>: the key's first half (the slot is this key's, or
  * empty and now this key's), or another key's, and the key tries the next way. Tried only while
@@ -149,11 +148,6 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
     register<bit<32>>(JG_WAY_SLOTS) cn6;
     register<bit<32>>(JG_WAY_SLOTS) s0_6;
     register<bit<32>>(JG_WAY_SLOTS) s1_6;
-    register<bit<32>>(JG_WAY_SLOTS) kl7;
-    register<bit<32>>(JG_WAY_SLOTS) kh7;
-    register<bit<32>>(JG_WAY_SLOTS) cn7;
-    register<bit<32>>(JG_WAY_SLOTS) s0_7;
-    register<bit<32>>(JG_WAY_SLOTS) s1_7;
 
     apply {
         bit<32> i;
@@ -168,7 +162,7 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
             bit<3> way = seq[18:16];
             i = (bit<32>)(meta.base | (seq[15:0] & meta.mask));
             x = 0; k = 0; c = 0; t0 = 0; t1 = 0;
-            TAKE_WAY(0) TAKE_WAY(1) TAKE_WAY(2) TAKE_WAY(3) TAKE_WAY(4) TAKE_WAY(5) TAKE_WAY(6) TAKE_WAY(7)
+            TAKE_WAY(0) TAKE_WAY(1) TAKE_WAY(2) TAKE_WAY(3) TAKE_WAY(4) TAKE_WAY(5) TAKE_WAY(6)
             if (x != 0 && (hdr.ntu.flags & JG_F_DISCARD) == 0) {
                 meta.key = (x ^ meta.tag) ++ k;
                 meta.r_count = (bit<64>)c;
@@ -195,13 +189,13 @@ control Aggregator(inout headers_t hdr, inout metadata_t meta) {
             meta.way = NO_WAY;
             meta.fresh = 0;
             if (meta.bypass == 0) {
-                TRY_WAY(0) TRY_WAY(1) TRY_WAY(2) TRY_WAY(3) TRY_WAY(4) TRY_WAY(5) TRY_WAY(6) TRY_WAY(7)
+                TRY_WAY(0) TRY_WAY(1) TRY_WAY(2) TRY_WAY(3) TRY_WAY(4) TRY_WAY(5) TRY_WAY(6)
                 if (meta.way == NO_WAY) {
                     meta.bypass = 1;  /* no way had room: on downstream */
                 }
             }
             if (meta.bypass == 0) {
-                AT_WAY(0) AT_WAY(1) AT_WAY(2) AT_WAY(3) AT_WAY(4) AT_WAY(5) AT_WAY(6) AT_WAY(7)
+                AT_WAY(0) AT_WAY(1) AT_WAY(2) AT_WAY(3) AT_WAY(4) AT_WAY(5) AT_WAY(6)
             }
             if (meta.bypass == 1) {
                 /* the tuple as a partial row of its own */

@@ -3,8 +3,8 @@ int64 keys, some NULL keys, some values beyond 2^30 (no slot takes them: they go
 values near 2^29 (a slot takes one, the next spills), through the switch MODEL (p4/model) into a
 software final aggregation that sends the result to the client over UDP.
 
-The job leases 4096 slot indices per way (JUMPGATE_SWITCH_SLOTS; 32,768 slots in its 8 ways, a
-fraction of the switch's 262,144), so most of the rows go on past its slots at once, so the scan's datagrams reach the model about as
+The job leases 4096 slot indices per way (JUMPGATE_SWITCH_SLOTS; 28,672 slots in its 7 ways, a
+fraction of the switch's 229,376), so most of the rows go on past its slots at once, so the scan's datagrams reach the model about as
 fast as the scan can send them. The model once fell behind here and its receive buffer dropped
 datagrams, the scan's END copies (sent last) among them; the switch then waited for that END for
 ever and the final aggregation waited out its 60 s idle timeout. Now the job must finish in seconds
@@ -26,6 +26,7 @@ import pytest
 from jumpgate.client import JobFailed, Jumpgate
 from jumpgate.client.errors import StreamError
 from jumpgate.local_server import LocalServer
+from jumpgate.ncas.switch import defs
 
 from .conftest import switch_model_server
 
@@ -33,7 +34,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ROWS, KEYS = 400_000, 150_000
 WAY_SLOTS = 4096  # the job's lease per way (JUMPGATE_SWITCH_SLOTS)
-SLOTS = 8 * WAY_SLOTS  # in its 8 ways (docs/switch.md): far fewer than the groups
+SLOTS = defs.WAYS * WAY_SLOTS  # in its 7 ways (docs/switch.md): far fewer than the groups
 IDLE_TIMEOUT_S = 60  # the receivers' default udp.idle_ms: what a lost END used to cost
 EXECUTE_WITHIN_S = 10  # the job's execute phase (about a second here), well inside the idle timeout
 WALL_WITHIN_S = 30  # the whole job, building its NCAs included (a cold cache on a loaded machine)

@@ -569,6 +569,24 @@ class BfRuntimeBackend(_RemoteSwitch):
     (controller.p4_path)."""
 
     kind = "tofino"
+    # p4/tna/jumpgate_agg.p4 has the ring `seen` and answers version 2 senders: receipts and END
+    # answers leave by ingress mirroring to session JG_RECEIPT_SESSION_BASE + the port the datagram
+    # came in on, which prepare_answers makes for every port of the `forward` table (or the URL's
+    # `answer_ports`)
+    udp_version = 2
+    # what a mirror session keeps of a datagram: its mirror header (1 byte) and Ethernet, IPv4, UDP
+    # and NTU headers. (The answer's IPv4 and UDP lengths say 52 and 32 bytes whatever is kept: more
+    # would reach its sender as Ethernet padding.)
+    ANSWER_BYTES = 1 + 14 + 20 + 8 + defs.UDP_HEADER_BYTES
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self._answer_ports: set[int] = set()  # ports whose mirror session this backend made
+        listed = self.options.get("answer_ports")
+        try:
+            self.answer_ports = {int(p) for p in listed.split(",")} if listed else None
+        except ValueError:
+            raise ValueError(f"switch URL: answer_ports={listed!r} is not a comma-separated list of port numbers") from None
 
     def _connect(self, cache_dir: Path) -> None:
         try:
@@ -615,6 +633,37 @@ class BfRuntimeBackend(_RemoteSwitch):
             t = self._table(c.register)
             t.entry_add(self.target, [t.make_key([self.gc.KeyTuple("$REGISTER_INDEX", c.index)])],
                         [t.make_data([self.gc.DataTuple(f"{self._name(c.register)}.f1", c.value)])])
+
+    def forward_ports(self) -> set[int]:
+        """The ports of the operator's `forward` table: where the switch's senders are."""
+        t = self.info.table_get("pipe.SwitchIngress.forward")  # the operator's, in no controller class
+        ports = set()
+        for data, _ in t.entry_get(self.target, None, {"from_hw": False}):
+            port = data.to_dict().get("port")
+            if port is not None:
+                ports.add(int(port))
+        return ports
+
+    def prepare_answers(self) -> None:
+        """An ingress mirror session JG_RECEIPT_SESSION_BASE + p to port p for every port p a sender
+        can be on (BF Runtime's `$mirror.cfg`), which keeps ANSWER_BYTES of the datagram: the
+        program mirrors a version 2 datagram to the session of the port it came in on, and its
+        egress pipe makes the copy the sender's receipt or END answer (docs/switch.md)."""
+        gc = self.gc
+        ports = self.answer_ports if self.answer_ports is not None else self.forward_ports()
+        t = self.info.table_get("$mirror.cfg")
+        for port in sorted(ports - self._answer_ports):
+            key = [t.make_key([gc.KeyTuple("$sid", defs.RECEIPT_SESSION_BASE + port)])]
+            data = [t.make_data([gc.DataTuple("$direction", str_val="INGRESS"),
+                                 gc.DataTuple("$ucast_egress_port", port),
+                                 gc.DataTuple("$ucast_egress_port_valid", bool_val=True),
+                                 gc.DataTuple("$session_enable", bool_val=True),
+                                 gc.DataTuple("$max_pkt_len", self.ANSWER_BYTES)], "$normal")]
+            try:
+                t.entry_add(self.target, key, data)
+            except Exception:  # a session an earlier run left: made again as this one needs it
+                t.entry_mod(self.target, key, data)
+        self._answer_ports |= ports
 
     def read_register(self, name: str, index: int, count: int = 1) -> list[int]:
         t = self._table(name)

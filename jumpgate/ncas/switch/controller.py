@@ -152,12 +152,11 @@ class SeenRing:
     """The ring of version 2 input streams (docs/udp-transport.md, "A switch in a version 2 path"):
     `seen`, defs.SEEN cells per (job, stream), and `repeats`, the datagrams per job it dropped.
     Reset when a job is configured: a mark another job left would drop this job's datagram of the
-    same number. Not in CONTROLS: the model and the BMv2 program (control SeenRing of
-    p4/v1model/jumpgate_agg.p4) have these registers, the Tofino program not yet (it takes version
-    1 streams)."""
+    same number. Not in CONTROLS: the model and both P4 programs have these registers (control
+    SeenRing of each program; the Tofino program's `repeats` is in control RepeatCounter)."""
 
-    p4_instance = "seen_ring"  # the instance name in SwitchIngress (p4/v1model/jumpgate_agg.p4)
-    programs = ("v1model",)  # the P4 programs that have it
+    p4_instance = "seen_ring"  # the instance name in SwitchIngress (p4/*/jumpgate_agg.p4)
+    programs = ("tna", "v1model")  # the P4 programs that have it
     registers = (defs.RING_REGISTER, defs.REPEATS_REGISTER)
 
     @staticmethod
@@ -181,14 +180,15 @@ def owner(name: str) -> type:
 # Where the programs put what a controller class owns, when not in SwitchIngress.<its p4_instance>.
 # Both programs select the values in control ValueSelect; the Tofino program splits the slot table
 # and the counters between its two pipes (docs/switch.md, "Does it fit one Tofino pipe?"): ingress
-# has kl<w> of every way and kh<w> of ways 0..6, egress kh7, the counts, the sums and the counters
-# of the switch's output.
-_EGRESS_SLOTS = ("kh7", *(r for w in range(defs.WAYS) for r in (f"cn{w}", f"s0_{w}", f"s1_{w}")))
+# has kl<w> and kh<w> of every way, egress the counts, the sums and the counters of the switch's
+# output.
+_EGRESS_SLOTS = tuple(r for w in range(defs.WAYS) for r in (f"cn{w}", f"s0_{w}", f"s1_{w}"))
 P4_PATHS: dict[str, dict[str, str]] = {
     "v1model": {"v0_select": "SwitchIngress.value_select", "v1_select": "SwitchIngress.value_select"},
     "tna": {"v0_select": "SwitchIngress.value_select", "v1_select": "SwitchIngress.value_select",
             **{r: "SwitchEgress.accumulator" for r in _EGRESS_SLOTS},
-            **{r: "SwitchEgress.counters" for r in ("out_seq", "records", "flushed", "bypassed", "spilled")}},
+            **{r: "SwitchEgress.counters" for r in ("out_seq", "records", "flushed", "bypassed", "spilled")},
+            defs.RING_REGISTER: "SwitchIngress.seen_ring", defs.REPEATS_REGISTER: "SwitchIngress.repeat_counter"},
 }
 
 

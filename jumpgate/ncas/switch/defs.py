@@ -46,7 +46,8 @@ MAX_SUMS = 2  # registers s0_* and s1_*
 SEEN: int = _D["JG_SEEN"]
 SEEN_BITS: int = _D["JG_SEEN_BITS"]
 SEEN_CELLS: int = _D["JG_SEEN_CELLS"]
-RECEIPT_SESSION_BASE: int = _D["JG_RECEIPT_SESSION_BASE"]  # clone session of port p: this + p
+RECEIPT_SESSION_BASE: int = _D["JG_RECEIPT_SESSION_BASE"]  # clone (BMv2) or mirror (Tofino) session of port p: this + p
+UDP_HEADER_BYTES: int = _D["JG_UDP_HEADER_BYTES"]
 
 # Registers, as named in both P4 programs and the model. Per way w, in pipeline order, each of
 # WAY_SLOTS 32-bit cells: kl<w> (the key's first four wire bytes XOR the job's tag; 0 = empty),
@@ -59,8 +60,8 @@ SLOT_REGISTERS = tuple(r for way in WAY_REGISTERS for r in way)
 # records, input tuples taken through the table (tuples), tuples in the output datagrams (records).
 JOB_REGISTERS = ("out_seq", "flushed", "bypassed", "spilled", "tuples", "records")
 STREAM_REGISTER = "received"  # data datagrams taken per (job, stream): job * MAX_STREAMS + stream
-# The ring of version 2 streams and the datagrams per job it dropped as taken before. Only the model
-# has them so far; the P4 programs take version 1 only (docs/udp-transport.md says what is missing).
+# The ring of version 2 streams and the datagrams per job it dropped as taken before: the model and
+# both P4 programs (docs/udp-transport.md, "A switch in a version 2 path").
 RING_REGISTER, REPEATS_REGISTER = "seen", "repeats"
 
 
