@@ -9,13 +9,13 @@ import argparse
 import json
 import logging
 import os
-import select
 import sys
 import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..contract.readiness import wait_readable
 from .common import HelpFormatter
 from .run import add_parser as add_run_parser
 from .show import add_parsers as add_show_parsers
@@ -138,7 +138,7 @@ def _exit_with_parent(server) -> None:
         except (AttributeError, OSError):
             fd = None
         if fd is not None:
-            select.select([fd], [], [])
+            wait_readable(fd, None)
             os.close(fd)
         else:
             while os.getppid() == parent:

@@ -12,7 +12,6 @@ next to the job state and cancels the job early.
 """
 from __future__ import annotations
 
-import select
 import socket
 import threading
 import time
@@ -22,6 +21,7 @@ import pyarrow as pa
 
 from ..contract.errors import StreamError
 from ..contract.ntf import NtfLayout
+from ..contract.readiness import wait_readable
 from ..contract.tcp import HEADER_SIZE
 from .ntf import (
     ScannedStream,
@@ -186,7 +186,7 @@ class Receiver:
         accepted = 0
         try:
             while accepted < self.expected and not self._stop.is_set():
-                ready, _, _ = select.select([self._sock], [], [], POLL_S)
+                ready = wait_readable(self._sock, POLL_S)
                 if not ready:
                     continue
                 conn, peer = self._sock.accept()

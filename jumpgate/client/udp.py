@@ -27,7 +27,6 @@ datagram's tuples are appended to its stream's buffer, and decoding reuses the T
 """
 from __future__ import annotations
 
-import select
 import socket
 import struct
 import threading
@@ -39,6 +38,7 @@ import pyarrow as pa
 
 from ..contract.errors import StreamError
 from ..contract.ntf import NtfLayout
+from ..contract.readiness import wait_readable
 from ..contract.tcp import end_marker, stream_header
 from ..contract.udp import (
     ACK_REPORT_MAX,
@@ -232,7 +232,7 @@ class UdpReceiver:
         view = memoryview(buf)
         try:
             while not self._stop.is_set():
-                ready, _, _ = select.select([self._sock], [], [], POLL_S)
+                ready = wait_readable(self._sock, POLL_S)
                 if ready:
                     read = 0
                     while True:  # drain what is queued before looking at the clock again

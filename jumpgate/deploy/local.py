@@ -12,13 +12,13 @@ directory.
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..contract.readiness import wait_readable
 from ..nca.deployment import ControlChannel, Deployer, Host
 from .affinity import pin
 from .warm import WarmPool, WarmSettings
@@ -37,7 +37,7 @@ def _wait_exit(p: subprocess.Popen, timeout: float) -> bool:
             return False
         return True
     try:
-        select.select([fd], [], [], timeout)
+        wait_readable(fd, timeout)
     finally:
         os.close(fd)
     return p.poll() is not None

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import logging
 import os
-import select
 import shutil
 import signal
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..contract.readiness import wait_readable
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +181,7 @@ def stop(orphan: Orphan, grace: float = 2.0) -> bool:
                 signal.pidfd_send_signal(fd, sig)
             except ProcessLookupError:
                 return True
-            if select.select([fd], [], [], wait)[0]:  # readable: it exited
+            if wait_readable(fd, wait):  # readable: it exited
                 return True
         return False
     finally:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import select
 import socket
 import subprocess
 import threading
@@ -27,6 +26,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from ...contract.readiness import wait_readable
 from ...nca.interface import NcaError
 from . import defs
 from .controller import RegisterFill, RegisterWrite, TableEntry, p4_path
@@ -186,7 +186,7 @@ class ModelBackend(SwitchBackend):
         if proc is None:
             raise NcaError("the switch model is not running")
         # the model answers every command at once, with one whole line; none means it died
-        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        ready = wait_readable(proc.stdout, timeout)
         line = proc.stdout.readline() if ready else b""
         if not line:
             raise NcaError("the switch model stopped answering")

@@ -38,13 +38,13 @@ import json
 import logging
 import os
 import random
-import select
 import socket
 import threading
 import time
 from pathlib import Path
 
 from ...contract.ntf import NtfLayout
+from ...contract.readiness import wait_readable
 from ...contract.types import Kind
 from ...contract.udp import (
     END_PAYLOAD,
@@ -414,7 +414,7 @@ class SwitchInstance(NcaInstance):
         while len(complete) < expected:
             if self._destroyed.is_set():
                 raise NcaError("cancelled")
-            ready, _, _ = select.select([sock], [], [], POLL_S)
+            ready = wait_readable(sock, POLL_S)
             if not ready:
                 complete |= self._taken_whole(ends, acked - complete)
                 self._overdue_ends(watch, [s for s in range(expected) if s not in complete], ends)
