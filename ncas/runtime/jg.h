@@ -115,6 +115,8 @@ int jg_rf_test(jg_ctx *ctx, uint32_t slot, int null, uint64_t hash, const int64_
 
 #define JG_ROW_OK 0
 #define JG_ROW_ERROR (-1)
+/* jg_query.tuples only: a tuple does not fit its NTF layout (*why says how) */
+#define JG_TUPLE_MALFORMED (-2)
 
 /* ------------------------------------------------------------------ the generated query */
 typedef int (*jg_row_fn)(jg_ctx *ctx, const jg_val *row);
@@ -143,6 +145,11 @@ typedef struct {
   uint32_t nrf;
   const uint32_t *rf_nkeys;
   const uint32_t *const *rf_keys;
+  /* optional (NULL: `rows` or `row`): called instead by the NTF relay with `n` tuples of the
+   * layout of `columns`, which it reads itself with loads generated for that layout (only the
+   * columns it uses; no jg_val rows built by the runtime, no per-field type dispatch). As `rows`,
+   * or JG_TUPLE_MALFORMED with *why set when a tuple does not fit the layout. */
+  int (*tuples)(jg_ctx *ctx, const uint8_t *const *tuples, const uint32_t *lens, uint32_t n, const char **why);
 } jg_query;
 
 /* Defined by generated code. */

@@ -2,7 +2,8 @@
  * write output port 0 (or whatever the row function emits). The smallest real user of the TCP
  * receiver and the NTF decoder, which join and aggregation NCAs reuse. It is the driver of the
  * NTF filter/project NCA (generated code re-encodes) and of the shuffle NCA (generated code hashes
- * the keys and forwards the raw input tuple, jg_input_tuple, to one of its output ports).
+ * the keys and forwards the raw input tuple, jg_input_tuple, to one of its output ports), and of
+ * the aggregation NCA, whose generated JG_QUERY.tuples reads the tuples itself.
  *
  * The input layout is the contract §2 layout of JG_QUERY.columns, so for an NTF-reading query the
  * generator lists every field of the upstream schema, in order (not only the referenced ones).
@@ -82,13 +83,35 @@ static int relay_rows(void *arg, jg_ctx *ctx, const uint8_t *const *tuples, cons
   return 0;
 }
 
+/* A query that reads NTF tuples itself (JG_QUERY.tuples, an aggregation) gets them as they came. */
+static int relay_query_tuples(void *arg, jg_ctx *ctx, const uint8_t *const *tuples, const uint32_t *lens,
+                              size_t n, jgr_error *err) {
+  (void)arg;
+  for (size_t at = 0; at < n; at += ROWS_PER_CALL) {
+    const uint32_t m = n - at < ROWS_PER_CALL ? (uint32_t)(n - at) : ROWS_PER_CALL;
+    const char *why = "malformed";
+    jgr_scratch_reset(ctx);
+    const int r = JG_QUERY.tuples(ctx, tuples + at, lens + at, m, &why);
+    if (JGR_UNLIKELY(r == JG_TUPLE_MALFORMED)) {
+      jgr_error_set(err, "input port 0: malformed tuple: %s", why);
+      return -1;
+    }
+    if (JGR_UNLIKELY(r != JG_ROW_OK || ctx->flags != 0)) {
+      jgr_row_error(ctx, err);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 static int relay_work(jgr_proc *p, int phase, jg_ctx *ctx, jgr_error *err) {
   (void)phase;
   relay_state *st = p->driver_state;
   size_t nrows = JG_QUERY.rows ? ROWS_PER_CALL : 1;
   jg_val *row = calloc(nrows * (st->layout.nfields ? st->layout.nfields : 1), sizeof *row);
   batch_arg a = {&st->layout, row};
-  int rc = jgr_in_run(st->in, ctx, JG_QUERY.rows ? relay_rows : relay_tuples, &a, err);
+  jgr_tuples_fn fn = JG_QUERY.tuples ? relay_query_tuples : JG_QUERY.rows ? relay_rows : relay_tuples;
+  int rc = jgr_in_run(st->in, ctx, fn, &a, err);
   free(row);
   return rc == 0 ? jgr_call_finish(ctx, err) : rc;
 }

@@ -12,6 +12,7 @@ import json
 import math
 import random
 import socket
+import struct
 import threading
 from decimal import Decimal
 from pathlib import Path
@@ -316,6 +317,35 @@ def test_ntf_complete_on_several_streams_and_threads(root):
     assert ev["event"] == "done", ev
     assert ev["stats"]["tuples_in"] == 6000
     assert_same_groups(rows, duck(root, "SELECT dt, b, count(*), sum(e), min(s), avg(i) FROM SRC GROUP BY ALL"))
+
+
+def _bad_string(tuple_: bytes, layout, name: str) -> bytes:
+    """`tuple_` with string field `name`'s (offset, length) pointing past its end."""
+    f = next(f for f in layout.fields if f.name == name)
+    t = bytearray(tuple_)
+    t[f.null_bit // 8] &= ~(1 << (f.null_bit % 8))
+    struct.pack_into("<II", t, f.offset, len(t) - 2, 10)
+    return bytes(t)
+
+
+@pytest.mark.parametrize("bad,message", [
+    ("short", "malformed tuple: tuple shorter than the layout's fixed size"),
+    ("string_read", "malformed tuple: string field points outside the tuple"),
+    ("string_unread", "malformed tuple: string field points outside the tuple"),
+])
+def test_ntf_malformed_tuples_fail_the_job(root, bad, message):
+    """The aggregation NCA reads NTF tuples with generated code (query_tuples), which rejects a
+    malformed tuple as the runtime's decoder does, strings it does not read included."""
+    schema, streams = passthrough(root)
+    good = [t for s in streams for t in s]
+    layout = generate_ntf(schema)
+    broken = {"short": good[7][:16], "string_read": _bad_string(good[7], layout, "s"),
+              "string_unread": _bad_string(good[7], layout, HOSTILE)}[bad]
+    ops = [agg([("k", "k")], [("n", "count_star", None), ("mx", "max", "s")])]
+    rows, _, _, ev = run_ntf(ops, schema, [good[:7] + [broken] + good[8:100]], root=root)
+    assert ev["event"] == "error", ev
+    assert message in ev["message"], ev
+    assert "input port 0" in ev["message"], ev
 
 
 def test_large_string_keys_and_growth(root, tmp_path):

@@ -52,7 +52,8 @@ class JoinQuery:
 
 
 def fields(layout) -> tuple[list[tuple[str, str, int]], int]:
-    return [(f.name, f.type.kind.value, f.offset) for f in layout.fields], layout.fixed_size
+    return [(f.name, "int128" if f.type.is_wide_decimal else f.type.kind.value, f.offset) for f in layout.fields], \
+        layout.fixed_size
 
 
 def send(port: int, data: bytes) -> None:
@@ -306,6 +307,19 @@ def test_join_float_and_boolean_keys(cache):
              {"x": 1.5, "b": True}, {"x": None, "b": True}]
     _, _, got = run_join(q, [[q.build_tuple(b) for b in build]], [[q.probe_tuple(p) for p in probe]])
     assert sorted(repr(r) for r in got) == sorted(repr(r) for r in [(-0.0, True), (nan, False), (1.5, True)])
+
+
+def test_join_carries_wide_decimals_whole(cache):
+    """Wide decimals (16 bytes in NTF) on either side come out with all their digits: the batch
+    functions read them as 128-bit values, not as their low 8 bytes."""
+    q = JoinQuery(cache, {"build_keys": ["bk"], "probe_keys": ["pk"], "type": "inner"},
+                  probe={"pk": "int64", "pw": "decimal(25,2)"}, build={"bk": "int64", "bw": "decimal(38,0)"})
+    big = [10**24 - 1, -(10**24) + 7, 2**64 + 5, -(2**63) - 1, 0, None]
+    build = [{"bk": i, "bw": (-1) ** i * (10**37 + i) if i < 5 else None} for i in range(6)]
+    probe = [{"pk": i, "pw": w} for i, w in enumerate(big)]
+    _, _, got = run_join(q, [[q.build_tuple(b) for b in build]], [[q.probe_tuple(p) for p in probe]])
+    want = [(p["pk"], p["pw"], b["bk"], b["bw"]) for p in probe for b in build if b["bk"] == p["pk"]]
+    assert sorted(got, key=repr) == sorted(want, key=repr)
 
 
 def test_join_key_error_fails_the_phase(cache):

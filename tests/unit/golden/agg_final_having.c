@@ -193,9 +193,21 @@ static inline int q_apply(jg_agg_table *t, const q_pending *p) {
   return JG_ROW_OK;
 }
 
-/* Rows in batches (the NTF driver calls this directly; a scan calls query_row): evaluate and
- * hash up to Q_BATCH rows prefetching their slots, then prefetch their first candidate entries,
- * then apply them: the table's cache misses overlap instead of following each other.
+/* The second half of a batch of evaluated rows: prefetch their first candidate entries (their
+ * slots were prefetched as they were evaluated), then apply them: the table's cache misses
+ * overlap instead of following each other. */
+static inline int q_apply_batch(jg_agg_table *t, const q_pending *batch, uint32_t kept) {
+  for (uint32_t r = 0; r < kept; r++) {
+    const uint64_t s = t->slots[batch[r].h & t->mask];
+    if (s) __builtin_prefetch((q_entry *)t->entries + ((uint32_t)s - 1));
+  }
+  for (uint32_t r = 0; r < kept; r++)
+    if (q_apply(t, &batch[r]) != JG_ROW_OK) return JG_ROW_ERROR;
+  return JG_ROW_OK;
+}
+
+/* Rows in batches (a scan's batches; query_row): evaluate and hash up to Q_BATCH rows prefetching
+ * their slots, then apply them.
  * final aggregation: 2 group key(s); count_star, sum, max, avg; 0 filter(s) before, 1 after */
 #define Q_BATCH 64
 
@@ -231,12 +243,116 @@ static int query_rows(jg_ctx *ctx, const jg_val *rows, uint32_t n) {
       __builtin_prefetch(&t->slots[p->h & t->mask]);
       kept++;
     }
-    for (uint32_t r = 0; r < kept; r++) {
-      const uint64_t s = t->slots[batch[r].h & t->mask];
-      if (s) __builtin_prefetch((q_entry *)t->entries + ((uint32_t)s - 1));
+    if (q_apply_batch(t, batch, kept) != JG_ROW_OK) return JG_ROW_ERROR;
+  }
+  return JG_ROW_OK;
+}
+
+/* NTF tuples in batches (the NTF relay calls this instead of query_rows): each tuple's used
+ * columns read at their offsets in the layout (fixed part 64 bytes) into a row on the
+ * stack, then as query_rows. */
+static int query_tuples(jg_ctx *ctx, const uint8_t *const *tuples, const uint32_t *lens, uint32_t n,
+                        const char **why) {
+  jg_agg_table *const t = q_table(ctx);
+  if (!t) return JG_ROW_ERROR;
+  q_pending batch[Q_BATCH];
+  for (uint32_t base = 0; base < n; base += Q_BATCH) {
+    const uint32_t m = n - base < Q_BATCH ? n - base : Q_BATCH;
+    uint32_t kept = 0;
+    for (uint32_t r = 0; r < m; r++) {
+      jg_val row[7];
+      q_pending *const p = &batch[kept];
+      {
+        const uint8_t *const t = tuples[base + r]; /* the tuple, as the reading code names it */
+        const uint32_t len = lens[base + r];
+        (void)t;
+        (void)len;
+        if (__builtin_expect(len < 64u, 0)) {
+          *why = "tuple shorter than the layout's fixed size";
+          return JG_TUPLE_MALFORMED;
+        }
+        /* row[0]: int64 at offset 8, null bit 0 */
+        {
+          const uint8_t null = (t[0] >> 0) & 1u;
+          int64_t x;
+          __builtin_memcpy(&x, t + 8, 8);
+          row[0].null = null;
+          row[0].v.i = null ? 0 : x;
+        }
+        /* row[1]: boolean at offset 16, null bit 1 */
+        {
+          const uint8_t null = (t[0] >> 1) & 1u;
+          const int64_t x = t[16] != 0;
+          row[1].null = null;
+          row[1].v.i = null ? 0 : x;
+        }
+        /* row[2]: int64 at offset 24, null bit 2 */
+        {
+          const uint8_t null = (t[0] >> 2) & 1u;
+          int64_t x;
+          __builtin_memcpy(&x, t + 24, 8);
+          row[2].null = null;
+          row[2].v.i = null ? 0 : x;
+        }
+        /* row[3]: decimal(18,2) at offset 32, null bit 3 */
+        {
+          const uint8_t null = (t[0] >> 3) & 1u;
+          int64_t x;
+          __builtin_memcpy(&x, t + 32, 8);
+          row[3].null = null;
+          row[3].v.i = null ? 0 : x;
+        }
+        /* row[4]: string at offset 40, null bit 4 */
+        if (!((t[0] >> 4) & 1u)) {
+          uint32_t s[2]; /* offset, length */
+          __builtin_memcpy(s, t + 40, 8);
+          if (__builtin_expect(s[0] > len || s[1] > len - s[0], 0)) { *why = "string field points outside the tuple"; return JG_TUPLE_MALFORMED; }
+          row[4].null = 0;
+          row[4].v.s.p = (const char *)t + s[0];
+          row[4].v.s.n = s[1];
+        } else {
+          row[4].null = 1;
+          row[4].v.i = 0;
+        }
+        /* row[5]: float64 at offset 48, null bit 5 */
+        {
+          const uint8_t null = (t[0] >> 5) & 1u;
+          int64_t x;
+          __builtin_memcpy(&x, t + 48, 8);
+          row[5].null = null;
+          row[5].v.i = null ? 0 : x;
+        }
+        /* row[6]: int64 at offset 56, null bit 6 */
+        {
+          const uint8_t null = (t[0] >> 6) & 1u;
+          int64_t x;
+          __builtin_memcpy(&x, t + 56, 8);
+          row[6].null = null;
+          row[6].v.i = null ? 0 : x;
+        }
+      }
+      p->k0 = row[0].v.i;
+      p->k0n = (uint8_t)row[0].null;
+      p->k1 = row[1].v.i;
+      p->k1n = (uint8_t)row[1].null;
+      p->a0 = row[2].v.i;
+      p->a0n = (uint8_t)row[2].null;
+      p->a1 = row[3].v.i;
+      p->a1n = (uint8_t)row[3].null;
+      p->a2 = row[4].v.s;
+      p->a2n = (uint8_t)row[4].null;
+      p->a3 = row[5].v.f;
+      p->a3n = (uint8_t)row[5].null;
+      p->c3 = row[6].v.i;
+      p->c3n = (uint8_t)row[6].null;
+      /* group key hash (jg_hash v1) */
+      p->h = JG_HASH_SEED;
+      p->h = jg_hash_combine(p->h, (row[0].null ? JG_HASH_NULL : jg_hash_int(row[0].v.i)));
+      p->h = jg_hash_combine(p->h, (row[1].null ? JG_HASH_NULL : jg_hash_int(row[1].v.i)));
+      __builtin_prefetch(&t->slots[p->h & t->mask]);
+      kept++;
     }
-    for (uint32_t r = 0; r < kept; r++)
-      if (q_apply(t, &batch[r]) != JG_ROW_OK) return JG_ROW_ERROR;
+    if (q_apply_batch(t, batch, kept) != JG_ROW_OK) return JG_ROW_ERROR;
   }
   return JG_ROW_OK;
 }
@@ -259,4 +375,5 @@ const jg_query JG_QUERY = {
   .row = query_row,
   .finish = query_finish,
   .rows = query_rows,
+  .tuples = query_tuples,
 };

@@ -210,9 +210,21 @@ static inline int q_apply(jg_agg_table *t, const q_pending *p) {
   return JG_ROW_OK;
 }
 
-/* Rows in batches (the NTF driver calls this directly; a scan calls query_row): evaluate and
- * hash up to Q_BATCH rows prefetching their slots, then prefetch their first candidate entries,
- * then apply them: the table's cache misses overlap instead of following each other.
+/* The second half of a batch of evaluated rows: prefetch their first candidate entries (their
+ * slots were prefetched as they were evaluated), then apply them: the table's cache misses
+ * overlap instead of following each other. */
+static inline int q_apply_batch(jg_agg_table *t, const q_pending *batch, uint32_t kept) {
+  for (uint32_t r = 0; r < kept; r++) {
+    const uint64_t s = t->slots[batch[r].h & t->mask];
+    if (s) __builtin_prefetch((q_entry *)t->entries + ((uint32_t)s - 1));
+  }
+  for (uint32_t r = 0; r < kept; r++)
+    if (q_apply(t, &batch[r]) != JG_ROW_OK) return JG_ROW_ERROR;
+  return JG_ROW_OK;
+}
+
+/* Rows in batches (a scan's batches; query_row): evaluate and hash up to Q_BATCH rows prefetching
+ * their slots, then apply them.
  * partial aggregation: 3 group key(s); count_star, count, sum, sum, min, max, avg; 1 filter(s) before, 0 after */
 #define Q_BATCH 64
 
@@ -263,12 +275,7 @@ static int query_rows(jg_ctx *ctx, const jg_val *rows, uint32_t n) {
       __builtin_prefetch(&t->slots[p->h & t->mask]);
       kept++;
     }
-    for (uint32_t r = 0; r < kept; r++) {
-      const uint64_t s = t->slots[batch[r].h & t->mask];
-      if (s) __builtin_prefetch((q_entry *)t->entries + ((uint32_t)s - 1));
-    }
-    for (uint32_t r = 0; r < kept; r++)
-      if (q_apply(t, &batch[r]) != JG_ROW_OK) return JG_ROW_ERROR;
+    if (q_apply_batch(t, batch, kept) != JG_ROW_OK) return JG_ROW_ERROR;
   }
   return JG_ROW_OK;
 }

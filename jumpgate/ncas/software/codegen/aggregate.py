@@ -16,6 +16,8 @@ and agg_table.c):
   docs/hashing.md) into a batch of pending rows while prefetching their table slots, then
   `q_apply` per pending row: the probe loop with the key comparison inlined and the accumulator
   updates. No per-value type dispatch, and the table's cache misses of a batch overlap;
+- `query_tuples` (the aggregation NCA over NTF): the same, reading each tuple's used columns with
+  loads at the layout's offsets (ntf_read.py) instead of the runtime's generic decoder;
 - `q_same_key`, `q_copy`, `q_merge`: whole entries, for merging the workers' tables;
 - `q_emit`: one entry's output row, the partial states (partial mode) or the final values, then
   the filters and projections after the aggregate, written as one NTF tuple.
@@ -47,6 +49,7 @@ from .csyntax import (
     same_representation,
 )
 from .expr import ExprCompiler, compare_condition, count_subtrees
+from .ntf_read import read_plan
 from .scan import RowEnv, column_table, emit_runtime_filters, fold_scan, used_columns
 from .templates import render_query
 
@@ -476,12 +479,19 @@ def generate_aggregate_query(ops: Sequence[Operation], layout: NtfLayout, input_
     copy = [f"d->k{i} = jg_agg_store_str(t, s->k{i});" for i, k in enumerate(keys) if k.type.kind is Kind.STRING]
     copy += [line for a in accs for line in a.copy_strings()]
     entry, align = _entry_members(plan, key_nullable, accs)
+    # over NTF input, the generated code reads the tuples itself: the columns the expressions read,
+    # and every string bounds-checked (a malformed tuple fails as the runtime's decoder fails it)
+    tuple_reads, fixed_size = None, 0
+    if not plan.scan:
+        read = set(used_columns(row_exprs))
+        tuple_reads, fixed_size = read_plan(schema, [i in read for i in range(len(schema))], [1] * len(schema))
     return render_query("agg_query.c.j2", pool, kind="scan with aggregation" if plan.scan else "aggregation",
                   row_eval=row_eval,
                   pending=pending, apply=_apply_body(keys, args, accs), emit=emit, entry=entry, align=align,
                   same_key=_same_key(plan, key_nullable), copy=copy, merge=[line for a in accs for line in a.merge()],
                   mode=_MODE[plan.mode], nkeys=len(plan.keys), columns=column_table(schema, used, named=plan.scan),
-                  summary=_summary(plan), runtime_filters=[[used.index(i) for i in cols] for cols in runtime_filters])
+                  summary=_summary(plan), runtime_filters=[[used.index(i) for i in cols] for cols in runtime_filters],
+                  tuple_reads=tuple_reads, fixed_size=fixed_size)
 
 
 def _evaluate(plan: AggPlan, pool: LiteralPool, used: list[int], row_exprs: list[Expr], skip: str,

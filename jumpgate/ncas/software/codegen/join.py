@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ....contract.ntf import NtfLayout, generate_ntf
+from ....contract.ntf import NtfLayout
 from ....contract.types import DataType, Kind, Schema
 from ....dataflow.expr import Column, Expr, walk
 from ....dataflow.plan import Join, JoinType, Operation
@@ -39,6 +39,7 @@ from .csyntax import (
     same_representation,
 )
 from .expr import ExprCompiler, count_subtrees
+from .ntf_read import read_plan
 from .templates import render_query
 
 JOIN_TYPE_C = {JoinType.INNER: "JG_JOIN_INNER", JoinType.LEFT_SEMI: "JG_JOIN_LEFT_SEMI",
@@ -198,23 +199,6 @@ def _column_table(schema: Schema, first_row_index: int) -> list[dict]:
     return rows
 
 
-def _decode_plan(schema: Schema, decode: Sequence[int], check: Sequence[int] | None = None) -> tuple[list[dict], int]:
-    """How the generated code reads one side's NTF tuples (the contract layout of `schema`): the
-    fields to decode (`decode`) or, strings only, to check the bounds of (`check`), with their
-    offsets, null bits and access widths; and the layout's fixed size."""
-    layout = generate_ntf(schema)
-    fields = []
-    for i, f in enumerate(layout.fields):
-        string = f.type.kind is Kind.STRING
-        if not decode[i] and not (string and check and check[i]):
-            continue
-        access = "str" if string else "bool" if f.size == 1 else "i32" if f.size == 4 else "i64"
-        fields.append({"index": i, "type": str(f.type), "offset": f.offset, "null_bit": f.null_bit,
-                       "null_byte": f.null_bit >> 3, "null_shift": f.null_bit & 7, "access": access,
-                       "decode": bool(decode[i])})
-    return fields, layout.fixed_size
-
-
 def generate_join_query(ops: Sequence[Operation], probe_schema: Schema, build_schema: Schema,
                         layout: NtfLayout) -> str:
     """C source of a hash-join NCA's query: JG_QUERY (probe columns, output function) and JG_JOIN.
@@ -238,11 +222,11 @@ def generate_join_query(ops: Sequence[Operation], probe_schema: Schema, build_sc
     nprobe, nbuild = len(probe_schema), len(build_schema)
     probe_used = [max(u) for u in zip(_used(joined, 0, nprobe), _used(join.probe_keys, 0, nprobe), strict=True)]
     build_used = _used(joined, nprobe, nbuild)
-    probe_decode, probe_fixed = _decode_plan(probe_schema, probe_used)
+    probe_decode, probe_fixed = read_plan(probe_schema, probe_used)
     # the build side: the key columns are read when a row arrives (every string checked, as the whole
     # tuple is stored), the columns `build_used` names when a row matches
-    build_batch_decode, build_fixed = _decode_plan(build_schema, _used(join.build_keys, 0, nbuild), [1] * nbuild)
-    build_decode, _ = _decode_plan(build_schema, build_used)
+    build_batch_decode, build_fixed = read_plan(build_schema, _used(join.build_keys, 0, nbuild), [1] * nbuild)
+    build_decode, _ = read_plan(build_schema, build_used)
     condition_reads_build = bool(join.condition) and _reads_build([join.condition], plan.nprobe)
     output_reads_build = _reads_build(exprs, plan.nprobe)
     emits_pairs = join.type in (JoinType.INNER, JoinType.LEFT_OUTER, JoinType.RIGHT_OUTER)
