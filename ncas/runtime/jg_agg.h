@@ -99,6 +99,95 @@ static inline jg_str jg_agg_key_str(jg_agg_table *t, jg_str s) {
 /* A copy of `s` in the table's arena (copying entries between tables). */
 jg_str jg_agg_store_str(jg_agg_table *t, jg_str s);
 
+/* A string group key as an entry holds it, in the 16 bytes of a jg_str: its length, then the key
+ * itself when it has at most 12 bytes (zero-padded), else its first 4 bytes and a pointer to all
+ * of it in the table's arena (the representation of Umbra's and DuckDB's strings). Two keys
+ * compare without touching other memory unless both are longer than 12 bytes and agree on length
+ * and first 4 bytes: a probe that finds its group's entry needs no second cache miss for the key's
+ * bytes, and no memcmp call. */
+#define JG_KEY_INLINE 12u
+typedef struct {
+  uint32_t n;
+  char b[12];
+} __attribute__((aligned(8))) jg_key_str;
+
+static inline const char *jg_key_ptr(const jg_key_str *k) {
+  const char *p;
+  __builtin_memcpy(&p, k->b + 4, 8);
+  return p;
+}
+
+/* The key form of `s`; a key longer than 12 bytes points at s's own bytes (a probe's key). Built
+ * in two 64-bit words from loads that stay within the string (overlapping ones for 4 to 12 bytes),
+ * never from byte copies into memory, which the probe's 8-byte loads would then wait for. */
+static inline uint64_t jg_key_load4(const char *p) {
+  uint32_t x;
+  __builtin_memcpy(&x, p, 4);
+  return x;
+}
+static inline jg_key_str jg_key_of(jg_str s) {
+  const uint64_t n = s.n;
+  uint64_t w0 = n, w1 = 0; /* w0: length, then bytes 0..3; w1: bytes 4..11, or the pointer */
+  if (n > JG_KEY_INLINE) {
+    w0 |= jg_key_load4(s.p) << 32;
+    __builtin_memcpy(&w1, &s.p, 8);
+  } else if (n >= 8) {
+    uint64_t a;
+    __builtin_memcpy(&a, s.p, 8);
+    w0 |= a << 32;
+    w1 = (a >> 32) | (jg_key_load4(s.p + n - 4) >> (8 * (12 - n)) << 32);
+  } else if (n >= 4) {
+    w0 |= jg_key_load4(s.p) << 32;
+    w1 = jg_key_load4(s.p + n - 4) >> (8 * (8 - n));
+  } else if (n > 0) {
+    const uint64_t b = (uint64_t)(uint8_t)s.p[0] | (uint64_t)(uint8_t)s.p[n >> 1] << 8 | (uint64_t)(uint8_t)s.p[n - 1] << 16;
+    w0 |= (b & ((1ull << (8 * n)) - 1)) << 32;
+  }
+  jg_key_str k;
+  __builtin_memcpy(&k, &w0, 8);
+  __builtin_memcpy((char *)&k + 8, &w1, 8);
+  return k;
+}
+
+static inline int jg_key_eq(const jg_key_str *a, const jg_key_str *b) {
+  uint64_t x, y;
+  __builtin_memcpy(&x, a, 8); /* length and first 4 bytes */
+  __builtin_memcpy(&y, b, 8);
+  if (x != y) return 0;
+  if (a->n <= JG_KEY_INLINE) {
+    __builtin_memcpy(&x, a->b + 4, 8);
+    __builtin_memcpy(&y, b->b + 4, 8);
+    return x == y;
+  }
+  return __builtin_memcmp(jg_key_ptr(a) + 4, jg_key_ptr(b) + 4, a->n - 4) == 0;
+}
+
+/* The key's bytes, as long as `k` stays where it is (an entry's key: inline bytes are in the entry). */
+static inline jg_str jg_key_view(const jg_key_str *k) {
+  jg_str s = {k->n <= JG_KEY_INLINE ? k->b : jg_key_ptr(k), k->n};
+  return s;
+}
+
+/* A probe's key `k` as the new entry of table `t` keeps it: a long key's bytes copied into the
+ * space jg_agg_insert reserved (the caller passed `extra` = jg_key_extra of its keys). */
+static inline uint64_t jg_key_extra(jg_str s) { return s.n > JG_KEY_INLINE ? s.n : 0; }
+static inline jg_key_str jg_agg_key_keep(jg_agg_table *t, jg_key_str k) {
+  if (k.n > JG_KEY_INLINE) {
+    const jg_str s = jg_agg_key_str(t, (jg_str){jg_key_ptr(&k), k.n});
+    __builtin_memcpy(k.b + 4, &s.p, 8);
+  }
+  return k;
+}
+
+/* Another table's entry key `k` copied into table `t` (merging; allocates). */
+static inline jg_key_str jg_agg_key_store(jg_agg_table *t, jg_key_str k) {
+  if (k.n > JG_KEY_INLINE) {
+    const jg_str s = jg_agg_store_str(t, (jg_str){jg_key_ptr(&k), k.n});
+    __builtin_memcpy(k.b + 4, &s.p, 8);
+  }
+  return k;
+}
+
 /* Store string `s` as an entry's min/max value `*dst`, whose buffer holds `*cap` bytes: in place
  * when it fits, else in new arena space (in partial mode the bound is checked at the next
  * insert, so one row may exceed it by that row's strings). */

@@ -26,7 +26,7 @@ typedef struct {
   uint64_t hash;
   __int128 s2;
   __int128 s6;
-  jg_str k0;
+  jg_key_str k0;
   int64_t k1;
   double k2;
   int64_t c0;
@@ -50,6 +50,7 @@ typedef struct {
   uint64_t h;
   jg_str k0;
   uint8_t k0n;
+  jg_key_str k0q;
   int64_t k1;
   uint8_t k1n;
   double k2;
@@ -73,7 +74,7 @@ static int q_same_key(const void *av, const void *bv) {
   const q_entry *a = av, *b = bv;
   (void)a, (void)b;
   return a->kn0 == b->kn0 &&
-         (a->k0.n == b->k0.n && __builtin_memcmp(a->k0.p, b->k0.p, b->k0.n) == 0) &&
+         jg_key_eq(&a->k0, &b->k0) &&
          a->kn1 == b->kn1 &&
          a->k1 == b->k1 &&
          a->kn2 == b->kn2 &&
@@ -86,7 +87,7 @@ static void q_copy(jg_agg_table *t, void *dst, const void *src) {
   const q_entry *s = src;
   (void)t;
   *d = *s;
-  d->k0 = jg_agg_store_str(t, s->k0);
+  d->k0 = jg_agg_key_store(t, s->k0);
   d->m4 = jg_agg_store_str(t, s->m4);
   d->cap4 = d->m4.n;
 }
@@ -132,12 +133,12 @@ static int q_emit(jg_ctx *ctx, const void *entry) {
   const int n6 = !(e->c6 != 0);
   const int64_t t7 = (int64_t)e->c6;
   /* output tuple: 11 fields, fixed part 96 bytes */
-  const uint64_t len = 96u + (uint64_t)(e->kn0 ? 0 : e->k0.n) + (uint64_t)(n4 ? 0 : t4.n);
+  const uint64_t len = 96u + (uint64_t)(e->kn0 ? 0 : jg_key_view(&e->k0).n) + (uint64_t)(n4 ? 0 : t4.n);
   if (len > 2147483647u) { jg_fail(ctx, jg_message(ctx, 1u)); return JG_ROW_ERROR; }
   uint8_t *const o = jg_emit(jg_output(ctx, 0), (uint32_t)len);
   uint32_t pos = 96u;
   /* field 0: string at offset 8, null bit 0 */
-  if (e->kn0) o[0] |= 1u; else { const jg_str w = e->k0; const uint32_t h[2] = {pos, w.n}; __builtin_memcpy(o + 8, h, 8); __builtin_memcpy(o + pos, w.p, w.n); pos += w.n; }
+  if (e->kn0) o[0] |= 1u; else { const jg_str w = jg_key_view(&e->k0); const uint32_t h[2] = {pos, w.n}; __builtin_memcpy(o + 8, h, 8); __builtin_memcpy(o + pos, w.p, w.n); pos += w.n; }
   /* field 1: int64 at offset 16, null bit 1 */
   if (e->kn1) o[0] |= 2u; else { const int64_t w = e->k1; __builtin_memcpy(o + 16, &w, 8); }
   /* field 2: float64 at offset 24, null bit 2 */
@@ -184,10 +185,10 @@ static inline int q_apply(jg_agg_table *t, const q_pending *p) {
   for (uint64_t i = p->h & t->mask;; i = (i + 1) & t->mask) {
     const uint64_t s = t->slots[i];
     if (s == 0) {
-      e = (q_entry *)jg_agg_insert(t, p->h, i, (p->k0n ? 0 : (uint64_t)p->k0.n));
+      e = (q_entry *)jg_agg_insert(t, p->h, i, (p->k0n ? 0 : jg_key_extra(p->k0)));
       if (!e) return JG_ROW_ERROR;
       e->kn0 = (uint8_t)p->k0n;
-      e->k0 = p->k0n ? Q_EMPTY_STR : jg_agg_key_str(t, p->k0);
+      e->k0 = p->k0n ? (jg_key_str){0} : jg_agg_key_keep(t, p->k0q);
       e->kn1 = (uint8_t)p->k1n;
       e->k1 = p->k1n ? 0 : p->k1;
       e->kn2 = (uint8_t)p->k2n;
@@ -196,7 +197,7 @@ static inline int q_apply(jg_agg_table *t, const q_pending *p) {
     }
     if ((s >> 32) == (p->h >> 32)) {
       e = (q_entry *)t->entries + ((uint32_t)s - 1);
-      if ((e->kn0 == p->k0n && (p->k0n || (e->k0.n == p->k0.n && __builtin_memcmp(e->k0.p, p->k0.p, p->k0.n) == 0))) && (e->kn1 == p->k1n && (p->k1n || e->k1 == p->k1)) && (e->kn2 == p->k2n && (p->k2n || (e->k2 == p->k2 || (e->k2 != e->k2 && p->k2 != p->k2))))) break;
+      if ((e->kn0 == p->k0n && (p->k0n || jg_key_eq(&e->k0, &p->k0q))) && (e->kn1 == p->k1n && (p->k1n || e->k1 == p->k1)) && (e->kn2 == p->k2n && (p->k2n || (e->k2 == p->k2 || (e->k2 != e->k2 && p->k2 != p->k2))))) break;
     }
   }
   /* aggregates */
@@ -251,6 +252,7 @@ static int query_rows(jg_ctx *ctx, const jg_val *rows, uint32_t n) {
       const double t3 = row[1].v.f * 2.0;
       p->k0 = row[3].v.s;
       p->k0n = (uint8_t)row[3].null;
+      p->k0q = p->k0n ? (jg_key_str){0} : jg_key_of(p->k0);
       p->k1 = t1;
       p->k1n = (uint8_t)row[5].null;
       p->k2 = row[1].v.f;

@@ -5,7 +5,7 @@ projections, `aggregate`, filters and projections).
 What is generated (template ncas/templates/agg_query.c.j2, runtime half in ncas/runtime/jg_agg.h
 and agg_table.c):
 
-- `q_entry`: the hash, the group keys (strings point into the table's arena) and one accumulator
+- `q_entry`: the hash, the group keys (strings as jg_key_str: up to 12 bytes inline, longer ones in the table's arena) and one accumulator
   per aggregate: counts in int64 (in final mode, where counts are added up, int128); sums of
   integers and decimals in int128, checked against the result type only when emitted, so an
   overflow is a data error and never a wrong answer (sums of wide decimals, whose values may have
@@ -271,7 +271,7 @@ class _Acc:
         return []
 
 
-_LAYOUT = {"__int128": (16, 16), "jg_str": (16, 8), "int64_t": (8, 8), "double": (8, 8), "uint32_t": (4, 4),
+_LAYOUT = {"__int128": (16, 16), "jg_str": (16, 8), "jg_key_str": (16, 8), "int64_t": (8, 8), "double": (8, 8), "uint32_t": (4, 4),
            "uint8_t": (1, 1)}  # C type: (size, alignment) on x86-64
 
 
@@ -282,7 +282,8 @@ def _entry_members(plan: AggPlan, key_nullable: list[bool], accs: list[_Acc]) ->
     cache line (the runtime aligns the entry array to 64 bytes): one miss per probed group."""
     members: list[tuple[str, str]] = []
     for i, (_, e) in enumerate(plan.keys):
-        members.append((_member_type(e.type), f"k{i}"))  # type: ignore[arg-type]
+        key_type = "jg_key_str" if e.type.kind is Kind.STRING else _member_type(e.type)  # type: ignore[union-attr]
+        members.append((key_type, f"k{i}"))
         if key_nullable[i]:
             members.append(("uint8_t", f"kn{i}"))
     for a in accs:
@@ -324,8 +325,11 @@ def _values_equal(kind: Kind, a: str, b: str) -> str:
 
 
 def _key_matches(i: int, v: CValue, nullable: bool) -> str:
-    """C condition: entry `e`'s key i equals the row's value `v`."""
-    same = _values_equal(v.type.kind, f"e->k{i}", v.value)
+    """C condition: entry `e`'s key i equals the row's value `v` (a string: its key form, `v`q)."""
+    if v.type.kind is Kind.STRING:
+        same = f"jg_key_eq(&e->k{i}, &{v.value}q)"
+    else:
+        same = _values_equal(v.type.kind, f"e->k{i}", v.value)
     if not nullable:
         return same
     return f"e->kn{i} == {v.null} && ({v.null} || {same})"
@@ -333,10 +337,10 @@ def _key_matches(i: int, v: CValue, nullable: bool) -> str:
 
 def _key_store(i: int, v: CValue, nullable: bool) -> list[str]:
     kind = v.type.kind
-    value = f"jg_agg_key_str(t, {v.value})" if kind is Kind.STRING else v.value
+    value = f"jg_agg_key_keep(t, {v.value}q)" if kind is Kind.STRING else v.value
     if not nullable:
         return [f"e->k{i} = {value};"]
-    zero = {Kind.STRING: "Q_EMPTY_STR", Kind.FLOAT64: "0.0"}.get(kind, "0")
+    zero = {Kind.STRING: "(jg_key_str){0}", Kind.FLOAT64: "0.0"}.get(kind, "0")
     return [f"e->kn{i} = (uint8_t){v.null};", f"e->k{i} = {v.null} ? {zero} : {value};"]
 
 
@@ -345,7 +349,10 @@ def _same_key(plan: AggPlan, key_nullable: list[bool]) -> str:
     for i, (_, e) in enumerate(plan.keys):
         if key_nullable[i]:
             terms.append(f"a->kn{i} == b->kn{i}")  # NULL keys are stored as zero values
-        terms.append(_values_equal(e.type.kind, f"a->k{i}", f"b->k{i}"))  # type: ignore[union-attr]
+        if e.type.kind is Kind.STRING:  # type: ignore[union-attr]
+            terms.append(f"jg_key_eq(&a->k{i}, &b->k{i})")
+        else:
+            terms.append(_values_equal(e.type.kind, f"a->k{i}", f"b->k{i}"))  # type: ignore[union-attr]
     return " &&\n         ".join(terms) or "1"
 
 
@@ -476,7 +483,7 @@ def generate_aggregate_query(ops: Sequence[Operation], layout: NtfLayout, input_
     row_eval, keys, args, pending = _evaluate(plan, pool, used, row_exprs, "continue;", runtime_filters)
     key_nullable = [not k.never_null for k in keys]
     emit = _emit_body(plan, accs, key_nullable, pool, layout)
-    copy = [f"d->k{i} = jg_agg_store_str(t, s->k{i});" for i, k in enumerate(keys) if k.type.kind is Kind.STRING]
+    copy = [f"d->k{i} = jg_agg_key_store(t, s->k{i});" for i, k in enumerate(keys) if k.type.kind is Kind.STRING]
     copy += [line for a in accs for line in a.copy_strings()]
     entry, align = _entry_members(plan, key_nullable, accs)
     # over NTF input, the generated code reads the tuples itself: the columns the expressions read,
@@ -522,6 +529,10 @@ def _evaluate(plan: AggPlan, pool: LiteralPool, used: list[int], row_exprs: list
         v = comp.compile(e)
         hashes.append(_key_hash(v))
         keys.append(pend(v, f"k{i}"))
+        if v.type.kind is Kind.STRING:  # the key form the probe compares (jg_agg.h); a NULL's value is not read
+            members.append(f"jg_key_str k{i}q;")
+            form = f"jg_key_of(p->k{i})" if v.never_null else f"p->k{i}n ? (jg_key_str){{0}} : jg_key_of(p->k{i})"
+            stores.append(f"p->k{i}q = {form};")
     args = []
     for j, c in enumerate(plan.calls):
         comp.where = f"aggregate '{c.name}'"
@@ -541,7 +552,8 @@ def _apply_body(keys: list[CValue], args: list[tuple[CValue | None, CValue | Non
     """Statements of q_apply: find or insert the pending row's group, update its accumulators."""
     body = FunctionBody()
     nullable = [not k.never_null for k in keys]
-    extra = " + ".join(f"(uint64_t){k.value}.n" if k.never_null else f"({k.null} ? 0 : (uint64_t){k.value}.n)"
+    # arena bytes for the new entry's keys: only keys longer than a key's 12 inline bytes take any
+    extra = " + ".join(f"jg_key_extra({k.value})" if k.never_null else f"({k.null} ? 0 : jg_key_extra({k.value}))"
                        for k in keys if k.type.kind is Kind.STRING) or "0"
     match = " && ".join(f"({_key_matches(i, k, nullable[i])})" for i, k in enumerate(keys)) or "1"
     body.line("q_entry *e = NULL;")
@@ -572,7 +584,8 @@ def _emit_body(plan: AggPlan, accs: list[_Acc], key_nullable: list[bool], pool: 
     fields = list(plan.agg_schema.fields)
     values: list[CValue | None] = []
     for i, (_, e) in enumerate(plan.keys):
-        values.append(CValue(f"e->k{i}", f"e->kn{i}" if key_nullable[i] else "0", e.type))  # type: ignore[arg-type]
+        stored = f"jg_key_view(&e->k{i})" if e.type.kind is Kind.STRING else f"e->k{i}"  # type: ignore[union-attr]
+        values.append(CValue(stored, f"e->kn{i}" if key_nullable[i] else "0", e.type))  # type: ignore[arg-type]
     emitter = _Emitter(body, plan)
     for acc in accs:
         width = 2 if plan.mode is AggMode.PARTIAL and acc.call.fn is AggFn.AVG else 1
