@@ -37,7 +37,9 @@ runs the same GROUP BY over the same rows in its own table, with 1 thread and wi
 as `SELECT count(*), sum(s), sum(c) FROM (SELECT k, sum(v) AS s, count(*) AS c FROM t GROUP BY
 k)`: the outer query uses every aggregate, which DuckDB's optimizer would otherwise drop (a bare
 `count(*)` over the groups made it a GROUP BY of the keys alone, never reading `v`), and its
-answer is checked against the data.
+answer is checked against the data. Each round runs the NCA, then DuckDB; the ratio (NCA tuples
+per CPU second against DuckDB's rows/s, one thread each) is taken per round and reported as the
+median over rounds with its range, so that load drifting over the run does not favour either.
 
     .venv/bin/python bench/join_aggregate.py aggregate                   # 10M rows, 100K groups
     .venv/bin/python bench/join_aggregate.py aggregate --rows 1M --repeat 1
@@ -381,44 +383,42 @@ def bench_aggregate(args) -> None:
     con = duckdb.connect()
     # the dense keys spread over the int64 range, distinct as before (an odd multiplier is a bijection)
     spread = (keys.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)).view(np.int64)
-    nca_cpu, duck_one = {}, {}  # per case: the NCA's tuples per CPU second (1 thread), DuckDB's rows/s (1 thread)
+    # Each round runs the NCA and then DuckDB with the same number of threads, and the ratio is taken
+    # per round: a shared machine's load drifts over seconds, and a ratio of medians taken minutes
+    # apart mixed that drift into the comparison.
+    ratios: dict[str, list[float]] = {}  # per case: per round, NCA tuples per CPU second / DuckDB rows/s (1 thread)
     for case in ("int64", "int64-spread", "string"):
         key_type = "string" if case == "string" else "int64"
         binary = aggregate_binary(Path(args.cache), key_type)
         case_keys = spread if case == "int64-spread" else keys
         encode = ntf_streams if key_type == "int64" else string_streams
-        for threads in sorted({1, cores}):
-            streams = encode(case_keys, values, threads)
-            runs = []
-            for _ in range(args.repeat):
-                stats, out = run_aggregate_nca(binary, streams, threads)
-                assert out == distinct == stats["agg_groups_out"], (out, distinct, stats)
-                runs.append(stats)
-            wall, cpu = med([r["wall_ns"] for r in runs]), med([r["cpu_ns"] for r in runs])
-            if threads == 1:
-                nca_cpu[case] = rate(rows, cpu)
-            print(f"  NCA {case:12} keys, {threads} thread(s): {rate(rows, wall) / 1e6:6.2f} M tuples/s wall "
-                  f"({wall / 1e6:7.1f} ms), {rate(rows, med([busy(r) for r in runs])) / 1e6:6.2f} M/s busy, "
-                  f"{rate(rows, cpu) / 1e6:6.2f} M/s CPU; table {runs[0]['agg_table_bytes'] / 2**20:.1f} MiB")
         column = case_keys if key_type == "int64" else np.char.add(b"key-", np.char.zfill(keys.astype("S7"), 7)).astype(str)
         con.register("arrow_t", pa.table({"k": column, "v": values}))
         con.execute("CREATE OR REPLACE TABLE t AS SELECT * FROM arrow_t")
         for threads in sorted({1, cores}):
+            streams = encode(case_keys, values, threads)
             con.execute(f"SET threads = {threads}")
-            times = []
+            runs, times = [], []
             for _ in range(args.repeat):
+                stats, out = run_aggregate_nca(binary, streams, threads)
+                assert out == distinct == stats["agg_groups_out"], (out, distinct, stats)
+                runs.append(stats)
                 t0 = time.perf_counter_ns()
                 (n, total, count), = con.execute(DUCKDB_AGGREGATE).fetchall()
                 times.append(time.perf_counter_ns() - t0)
                 assert (n, total, count) == (distinct, int(values.sum()), rows)
+            wall, cpu = med([r["wall_ns"] for r in runs]), med([r["cpu_ns"] for r in runs])
             if threads == 1:
-                duck_one[case] = rate(rows, med(times))
+                ratios[case] = [rate(rows, r["cpu_ns"]) / rate(rows, d) for r, d in zip(runs, times, strict=True)]
+            print(f"  NCA {case:12} keys, {threads} thread(s): {rate(rows, wall) / 1e6:6.2f} M tuples/s wall "
+                  f"({wall / 1e6:7.1f} ms), {rate(rows, med([busy(r) for r in runs])) / 1e6:6.2f} M/s busy, "
+                  f"{rate(rows, cpu) / 1e6:6.2f} M/s CPU; table {runs[0]['agg_table_bytes'] / 2**20:.1f} MiB")
             print(f"  DuckDB {case:12} keys, {threads} thread(s): {rate(rows, med(times)) / 1e6:6.2f} M rows/s "
                   f"({med(times) / 1e6:7.1f} ms)")
     con.close()
-    for case in nca_cpu:
-        print(f"  ratio {case}: {nca_cpu[case] / duck_one[case]:.2f}x DuckDB (NCA tuples per CPU second against "
-              f"DuckDB's rows/s, one thread each)")
+    for case, rs in ratios.items():
+        print(f"  ratio {case}: {med(rs):.2f}x DuckDB (median of {len(rs)} rounds, {min(rs):.2f}x to {max(rs):.2f}x; "
+              f"NCA tuples per CPU second against DuckDB's rows/s, one thread each, in the same round)")
     print(f"  load average {os.getloadavg()[0]:.2f} (1 min) at the end; {os.cpu_count()} cores")
 
 

@@ -268,6 +268,7 @@ static int conn_parse(jgr_in *in, conn *c, jg_ctx *ctx, jgr_tuples_fn fn, void *
     if (c->len - pos - 4 < L) {
       if (4 + (size_t)L > c->cap) { /* a tuple larger than the buffer: grow to fit it */
         if (n > 0) { /* hand over the batch first: its pointers are into the old buffer */
+          ctx->stats.tuples_in += n; /* per batch: per tuple it was a load-add-store in the loop */
           if (fn(arg, ctx, tuples, lens, n, err) != 0) return -1;
           c->count += n;
           n = 0;
@@ -284,15 +285,16 @@ static int conn_parse(jgr_in *in, conn *c, jg_ctx *ctx, jgr_tuples_fn fn, void *
     }
     tuples[n] = c->buf + pos + 4;
     lens[n] = L;
-    ctx->stats.tuples_in++;
     pos += 4 + (size_t)L;
     if (++n == BATCH) {
+      ctx->stats.tuples_in += n; /* per batch: per tuple it was a load-add-store in the loop */
       if (fn(arg, ctx, tuples, lens, n, err) != 0) return -1;
       c->count += n;
       n = 0;
     }
   }
   if (n > 0) {
+    ctx->stats.tuples_in += n; /* per batch: per tuple it was a load-add-store in the loop */
     if (fn(arg, ctx, tuples, lens, n, err) != 0) return -1;
     c->count += n;
   }

@@ -236,7 +236,7 @@ static int query_rows(jg_ctx *ctx, const jg_val *rows, uint32_t n) {
       p->a3n = (uint8_t)row[5].null;
       p->c3 = row[6].v.i;
       p->c3n = (uint8_t)row[6].null;
-      /* group key hash (jg_hash v1) */
+      /* group key hash (jg_hash v1 row hash) */
       p->h = JG_HASH_SEED;
       p->h = jg_hash_combine(p->h, (row[0].null ? JG_HASH_NULL : jg_hash_int(row[0].v.i)));
       p->h = jg_hash_combine(p->h, (row[1].null ? JG_HASH_NULL : jg_hash_int(row[1].v.i)));
@@ -345,7 +345,7 @@ static int query_tuples(jg_ctx *ctx, const uint8_t *const *tuples, const uint32_
       p->a3n = (uint8_t)row[5].null;
       p->c3 = row[6].v.i;
       p->c3n = (uint8_t)row[6].null;
-      /* group key hash (jg_hash v1) */
+      /* group key hash (jg_hash v1 row hash) */
       p->h = JG_HASH_SEED;
       p->h = jg_hash_combine(p->h, (row[0].null ? JG_HASH_NULL : jg_hash_int(row[0].v.i)));
       p->h = jg_hash_combine(p->h, (row[1].null ? JG_HASH_NULL : jg_hash_int(row[1].v.i)));

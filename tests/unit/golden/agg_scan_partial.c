@@ -269,7 +269,7 @@ static int query_rows(jg_ctx *ctx, const jg_val *rows, uint32_t n) {
       p->a5n = (uint8_t)row[1].null;
       p->a6 = row[0].v.i;
       p->a6n = (uint8_t)row[0].null;
-      /* group key hash (jg_hash v1) */
+      /* group key hash (jg_hash v1 row hash) */
       p->h = JG_HASH_SEED;
       p->h = jg_hash_combine(p->h, (row[3].null ? JG_HASH_NULL : jg_hash_bytes(row[3].v.s.p, row[3].v.s.n)));
       p->h = jg_hash_combine(p->h, (row[5].null ? JG_HASH_NULL : jg_hash_int(t1)));

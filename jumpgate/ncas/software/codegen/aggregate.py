@@ -13,7 +13,7 @@ and agg_table.c):
   (strings copied into the arena); avg as sum and count;
 - `query_rows` (and `query_row`, one row): the filters before the aggregate, the group keys and
   aggregate arguments as expressions over each input row and the key hash (jg_hash v1,
-  docs/hashing.md) into a batch of pending rows while prefetching their table slots, then
+  docs/hashing.md: the row hash, or with one key that key's value hash) into a batch of pending rows while prefetching their table slots, then
   `q_apply` per pending row: the probe loop with the key comparison inlined and the accumulator
   updates. No per-value type dispatch, and the table's cache misses of a batch overlap;
 - `query_tuples` (the aggregation NCA over NTF): the same, reading each tuple's used columns with
@@ -541,10 +541,14 @@ def _evaluate(plan: AggPlan, pool: LiteralPool, used: list[int], row_exprs: list
         args.append((a, n))
     for line in stores:
         body.line(line)
-    body.comment("group key hash (jg_hash v1)")
-    body.line("p->h = JG_HASH_SEED;")
-    for h in hashes:
-        body.line(f"p->h = jg_hash_combine(p->h, {h});")
+    if len(hashes) == 1:  # the key's own value hash is already mixed: no second fmix64 per row
+        body.comment("group key hash (jg_hash v1 value hash of the one key)")
+        body.line(f"p->h = {hashes[0]};")
+    else:
+        body.comment("group key hash (jg_hash v1 row hash)")
+        body.line("p->h = JG_HASH_SEED;")
+        for h in hashes:
+            body.line(f"p->h = jg_hash_combine(p->h, {h});")
     return body.text(), keys, args, members
 
 
