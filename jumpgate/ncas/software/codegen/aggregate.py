@@ -5,17 +5,19 @@ projections, `aggregate`, filters and projections).
 What is generated (template ncas/templates/agg_query.c.j2, runtime half in ncas/runtime/jg_agg.h
 and agg_table.c):
 
-- `q_entry`: the hash, the group keys (strings as jg_key_str: up to 12 bytes inline, longer ones in the table's arena) and one accumulator
-  per aggregate: counts in int64 (in final mode, where counts are added up, int128); sums of
-  integers and decimals in int128, checked against the result type only when emitted, so an
-  overflow is a data error and never a wrong answer (sums of wide decimals, whose values may have
-  38 digits, also check each addition against 128 bits: `_Acc.checked_sum`); sums of float64 in double; min/max values
-  (strings copied into the arena); avg as sum and count;
+- `q_entry`: the hash, the group keys (strings as jg_key_str: up to 12 bytes inline, longer ones
+  in the table's arena) and one accumulator per aggregate: counts in int64 (in final mode, where
+  counts are added up, int128); sums of integers and decimals in int128, checked against the
+  result type only when emitted, so an overflow is a data error and never a wrong answer (sums of
+  wide decimals, whose values may have 38 digits, also check each addition against 128 bits:
+  `_Acc.checked_sum`); sums of float64 in double; min/max values (strings copied into the
+  arena); avg as sum and count;
 - `query_rows` (and `query_row`, one row): the filters before the aggregate, the group keys and
   aggregate arguments as expressions over each input row and the key hash (jg_hash v1,
-  docs/hashing.md: the row hash, or with one key that key's value hash) into a batch of pending rows while prefetching their table slots, then
-  `q_apply` per pending row: the probe loop with the key comparison inlined and the accumulator
-  updates. No per-value type dispatch, and the table's cache misses of a batch overlap;
+  docs/hashing.md: the row hash, or with one key that key's value hash) into a batch of pending
+  rows while prefetching their table slots, then `q_apply` per pending row: the probe loop with
+  the key comparison inlined and the accumulator updates. No per-value type dispatch, and the
+  table's cache misses of a batch overlap;
 - `query_tuples` (the aggregation NCA over NTF): the same, reading each tuple's used columns with
   loads at the layout's offsets (ntf_read.py) instead of the runtime's generic decoder;
 - `q_same_key`, `q_copy`, `q_merge`: whole entries, for merging the workers' tables;
@@ -271,8 +273,8 @@ class _Acc:
         return []
 
 
-_LAYOUT = {"__int128": (16, 16), "jg_str": (16, 8), "jg_key_str": (16, 8), "int64_t": (8, 8), "double": (8, 8), "uint32_t": (4, 4),
-           "uint8_t": (1, 1)}  # C type: (size, alignment) on x86-64
+_LAYOUT = {"__int128": (16, 16), "jg_str": (16, 8), "jg_key_str": (16, 8), "int64_t": (8, 8), "double": (8, 8),
+           "uint32_t": (4, 4), "uint8_t": (1, 1)}  # C type: (size, alignment) on x86-64
 
 
 def _entry_members(plan: AggPlan, key_nullable: list[bool], accs: list[_Acc]) -> tuple[list[str], int]:
