@@ -501,13 +501,14 @@ static int deliver(dgram *g, int n, jg_ctx *ctx, jgr_tuples_fn fn, void *arg, jg
       tuples[k] = g[i].data + pos + 4;
       lens[k++] = L;
       pos += 4 + (size_t)L;
-      ctx->stats.tuples_in++;
       if (k == MAXT) {
+        ctx->stats.tuples_in += k; /* per batch, as in_tcp.c counts them */
         if (fn(arg, ctx, tuples, lens, k, err) != 0) return -1;
         k = 0;
       }
     }
   }
+  ctx->stats.tuples_in += k;
   return k ? fn(arg, ctx, tuples, lens, k, err) : 0;
 }
 
