@@ -203,7 +203,8 @@ def job_stats(url: str, since: float) -> list[dict]:
     """Where the time of the last timed run with Jumpgate went: per job it ran (created after
     `since`, epoch seconds; dry runs of planning end cancelled and are left out), its execute span
     and per NCA its implementation, wall, busy and CPU time and tuples in and out (the server's
-    timeline, GET /v1/jobs/{id}). Only to read the figures: a failure leaves the list empty."""
+    timeline, GET /v1/jobs/{id}), and the duration of every phase. Only to read the figures: a
+    failure leaves the list empty."""
     import httpx
 
     out = []
@@ -226,8 +227,12 @@ def job_stats(url: str, since: float) -> list[dict]:
                              # a shared scan's read is every member's: count it once per group
                              "shared_group": next((st["shared_scan"]["group"] for st in stages
                                                    if "shared_scan" in st), None)})
+            phases = job["timeline"]["phases"]
             out.append({"job_id": line["job_id"], "state": line["state"],
-                        "execute_ms": job["timeline"]["phases"].get("execute", {}).get("duration_ms"),
+                        "execute_ms": phases.get("execute", {}).get("duration_ms"),
+                        # every phase (parse, mapping, compile, allocate, configure, execute, ...): the
+                        # job's fixed cost around its execute span
+                        "phases_ms": {k: v.get("duration_ms") for k, v in phases.items()},
                         "ncas": ncas})
     except Exception as e:  # the stats are a reading aid, never fatal to the benchmark
         print(f"  (job stats unavailable: {e})", flush=True)
