@@ -5,16 +5,14 @@ the key form holds exactly the contract's bytes, views back to the string, and c
 exactly when the strings are equal, also for strings that share length and prefix."""
 from __future__ import annotations
 
-import atexit
 import shutil
 import subprocess
-import tempfile
 from functools import cache
 from pathlib import Path
 
 import pytest
 
-from .test_codegen_harness import RUNTIME
+from .fixtures.c_driver import build_c_driver
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc")
 
@@ -82,15 +80,7 @@ int main(void) {
 
 @cache
 def driver() -> Path:
-    out = Path(tempfile.mkdtemp(prefix="jg-agg-keys-"))
-    atexit.register(shutil.rmtree, out, True)
-    (out / "driver.c").write_text(DRIVER)
-    exe = out / "driver"
-    cmd = ["gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", f"-I{RUNTIME}",
-           str(out / "driver.c"), "-o", str(exe)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return exe
+    return build_c_driver("agg-keys", DRIVER)
 
 
 def test_key_strings_at_every_length():

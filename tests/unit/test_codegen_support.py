@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_codegen_harness import RUNTIME
+from .fixtures.c_driver import build_c_driver
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc")
 
@@ -173,16 +173,7 @@ int main(void) {
 
 @cache
 def driver() -> Path:
-    import tempfile
-
-    out = Path(tempfile.mkdtemp(prefix="jg-expr-support-"))
-    (out / "driver.c").write_text(DRIVER)
-    exe = out / "driver"
-    cmd = ["gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", f"-I{RUNTIME}",
-           str(RUNTIME / "expr_support.c"), str(out / "driver.c"), "-o", str(exe)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return exe
+    return build_c_driver("expr-support", DRIVER, ("expr_support.c",))
 
 
 def ask(lines: list[str]) -> list[str]:

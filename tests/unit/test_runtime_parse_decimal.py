@@ -4,19 +4,17 @@ decimal module: exact values rounded half away from zero to the scale, exponents
 that is not a decimal number and -2 for a value (or a type) beyond the precision."""
 from __future__ import annotations
 
-import atexit
 import decimal
 import random
 import re
 import shutil
 import subprocess
-import tempfile
 from functools import cache
 from pathlib import Path
 
 import pytest
 
-from .test_codegen_harness import RUNTIME
+from .fixtures.c_driver import build_c_driver
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="no gcc")
 
@@ -65,15 +63,7 @@ int main(void) {
 
 @cache
 def driver() -> Path:
-    out = Path(tempfile.mkdtemp(prefix="jg-parse-decimal-"))
-    atexit.register(shutil.rmtree, out, True)
-    (out / "driver.c").write_text(DRIVER)
-    exe = out / "driver"
-    cmd = ["gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", f"-I{RUNTIME}",
-           str(RUNTIME / "parse.c"), str(out / "driver.c"), "-o", str(exe)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return exe
+    return build_c_driver("parse-decimal", DRIVER, ("parse.c",))
 
 
 def parse(cases: list[tuple[int, str, int, int]]) -> list[str]:
