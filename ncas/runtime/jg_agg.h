@@ -12,8 +12,8 @@
  * 0 (empty) or (upper 32 bits of the hash) << 32 | (entry index + 1); entries live densely in
  * insertion order in a separate array (so emitting, merging and clearing touch only used memory,
  * and growth rehashes slots without moving entries). Every entry starts with its 64-bit hash.
- * Load factor at most 1/4. Strings (group keys, min/max values) are copied into an arena of
- * chunks owned by the table.
+ * Load factor at most 1/4. String group keys of up to 12 bytes live in the entry (jg_key_str,
+ * below); longer ones and min/max strings are copied into an arena of chunks owned by the table.
  *
  * Modes (contract §1): partial keeps the table within `param agg.table_bytes` (default 8 MiB,
  * counting slots, entries and arena chunks) and, when an insert would exceed it, emits every entry

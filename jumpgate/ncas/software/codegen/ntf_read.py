@@ -36,9 +36,9 @@ def read_plan(schema: Schema, decode: Sequence[int | bool],
         string = f.type.kind is Kind.STRING
         if not decode[i] and not (string and check and check[i]):
             continue
-        fields.append(FieldRead(index=i, type=str(f.type), offset=f.offset, null_bit=f.null_bit, null_byte=f.null_bit >> 3,
-                                null_shift=f.null_bit & 7, access=_access(string, f.size),
-                                decode=bool(decode[i])))
+        fields.append(FieldRead(index=i, type=str(f.type), offset=f.offset, null_bit=f.null_bit,
+                                null_byte=f.null_bit >> 3, null_shift=f.null_bit & 7,
+                                access=_access(string, f.size), decode=bool(decode[i])))
     return fields, layout.fixed_size
 
 
