@@ -97,3 +97,25 @@ def test_make_check(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert "jgrt check: ok" in proc.stdout
+
+
+def test_runtime_hash_notices_an_edited_source(monkeypatch, tmp_path):
+    """The hash is memoized between looks at the files (RUNTIME_RECHECK_S): within the interval an
+    edit is not looked for, after it an edited source changes the hash, and an untouched tree
+    keeps it."""
+    import shutil
+
+    shutil.copytree(runtime_dir(), tmp_path / "runtime")
+    monkeypatch.setenv(build.ENV_SOURCES, str(tmp_path))
+    monkeypatch.setattr(build, "RUNTIME_RECHECK_S", 3600.0)
+    first = build.runtime_hash()
+    source = tmp_path / "runtime" / "jg.h"
+    source.write_text(source.read_text() + "\n/* edited */\n")
+    assert build.runtime_hash() == first  # not looked at again within the interval
+    monkeypatch.setattr(build, "RUNTIME_RECHECK_S", 0.0)
+    edited = build.runtime_hash()
+    assert edited != first
+    assert build.runtime_hash() == edited  # looked at again, nothing changed
+    source.write_text(source.read_text().replace("\n/* edited */\n", ""))
+    os.utime(source, ns=(0, 0))  # a different mtime, the original bytes
+    assert build.runtime_hash() == first

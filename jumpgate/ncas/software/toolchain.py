@@ -41,10 +41,14 @@ class NcaBuildError(JumpgateError):
 
 def nca_sources_dir() -> Path:
     """The ncas/ directory: the repository's, next to the jumpgate package, unless overridden."""
-    env = os.environ.get(ENV_SOURCES)
-    if env:
-        return Path(env).resolve()
-    return Path(__file__).resolve().parents[3] / "ncas"
+    return _resolved_sources(os.environ.get(ENV_SOURCES) or None)
+
+
+@functools.lru_cache(maxsize=8)
+def _resolved_sources(env: str | None) -> Path:
+    # Resolving walks every component of the path with a system call each; every NCA compile of
+    # every job asks, from threads that then queue for the GIL, so it is done once per setting.
+    return Path(env).resolve() if env else Path(__file__).resolve().parents[3] / "ncas"
 
 
 def runtime_dir() -> Path:

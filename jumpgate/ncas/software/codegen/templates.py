@@ -5,22 +5,18 @@ from typed trees; no request text is ever handed to a template except as `c_byte
 """
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from pathlib import Path
 
 import jinja2
 
+from ..toolchain import nca_sources_dir
 from .csyntax import LiteralPool
 from .messages import GeneratedSource
 
-ENV_SOURCES = "JUMPGATE_NCA_SOURCES"  # the ncas/ directory (runtime/ and templates/), as build.py reads it
-
 
 def template_dir() -> Path:
-    root = os.environ.get(ENV_SOURCES)
-    base = Path(root).resolve() if root else Path(__file__).resolve().parents[4] / "ncas"
-    return base / "templates"
+    return nca_sources_dir() / "templates"
 
 
 @lru_cache(maxsize=4)
