@@ -44,13 +44,20 @@ def root(tmp_path_factory):
     return path
 
 
+_CHAINS = 0
+
+
 def chain(n: int, sends: bool = False) -> dict:
     """read -> n filters -> send; with `sends`, every filter also feeds a send of its own (so
-    nothing fuses: n NCAs)."""
+    nothing fuses: n NCAs). Every call's conditions are new texts, so that each timed run parses
+    them (the parser remembers the trees of texts it has seen: dataflow/parse.py)."""
+    global _CHAINS
+    _CHAINS += 1
+    salt = _CHAINS * 1_000_000
     ops = [{"kind": "read", "name": "r", "path": "t.jsonl", "format": "json", "schema": SCHEMA}]
     prev = "r"
     for i in range(n):
-        ops.append({"kind": "filter", "name": f"f{i}", "input": prev, "condition": f"a <> {i}"})
+        ops.append({"kind": "filter", "name": f"f{i}", "input": prev, "condition": f"a <> {salt + i}"})
         prev = f"f{i}"
         if sends:
             ops.append({"kind": "send", "name": f"s{i}", "input": prev, "transport": "tcp",

@@ -342,3 +342,19 @@ def test_fuzz_only_request_errors():
 def test_to_sql_round_trips(text):
     tree = p(text)
     assert p(to_sql(tree)) == tree
+
+
+def test_parsed_trees_are_remembered_by_text_and_limits():
+    """A text parsed again is the same (immutable) tree, without parsing; under other limits it is
+    checked against those; an error is raised every time with the path it was asked for."""
+    text = "a > 1 AND s IN ('x', 'y', 'z') AND d BETWEEN DATE '2000-01-01' AND DATE '2000-12-31'"
+    first = parse_expression(text, "operations[0].condition")
+    assert parse_expression(text, "operations[7].condition") is first
+    tight = RequestLimits(max_in_list=2)
+    with pytest.raises(RequestTooLarge):
+        parse_expression(text, "x", tight)
+    assert parse_expression(text, "y") is first
+    for path in ("p1", "p2"):
+        with pytest.raises(RequestError) as e:
+            parse_expression("a >", path)
+        assert e.value.path == path
