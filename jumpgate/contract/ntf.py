@@ -7,7 +7,9 @@ an `NtfLayout` by hand instead; everything downstream reads only the layout.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .types import DataType, Field, Schema, parse_type
 
@@ -34,6 +36,17 @@ class NtfLayout:
     variable: bool
     fields: tuple[NtfField, ...]
     version: int = NTF_VERSION
+    _hash: int = dataclasses.field(init=False, repr=False, compare=False)  # hashed once, as Schema is
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.null_bytes, self.fixed_size, self.variable, self.fields,
+                                                self.version)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self):  # rebuilt through __init__: a str's hash differs between processes
+        return (type(self), (self.null_bytes, self.fixed_size, self.variable, self.fields, self.version))
 
     def to_json(self) -> dict:
         return {"version": self.version, "null_bytes": self.null_bytes, "fixed_size": self.fixed_size,
@@ -61,8 +74,10 @@ def _align8(n: int) -> int:
     return (n + 7) // 8 * 8
 
 
+@lru_cache(maxsize=4096)
 def generate_ntf(schema: Schema) -> NtfLayout:
-    """The contract's layout for `schema`, fields in schema order."""
+    """The contract's layout for `schema`, fields in schema order. Remembered (layouts are
+    immutable): the mapper asks for the layout of the same schema many times per job."""
     n = len(schema)
     null_bytes = (n + 63) // 64 * 8  # a zero-column schema is rejected at validation
     offset = null_bytes

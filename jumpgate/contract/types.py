@@ -6,7 +6,7 @@ caches. `parse_type` is the only way text becomes a type.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 
@@ -123,6 +123,9 @@ class Schema:
     """An ordered list of uniquely named fields."""
 
     fields: tuple[Field, ...]
+    # Hashed once: schemas and the layouts made from them key the mapper's caches of plugin
+    # answers, which otherwise hash them field by field on every question of every job.
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         seen: set[str] = set()
@@ -130,6 +133,13 @@ class Schema:
             if f.name in seen:
                 raise ValueError(f"duplicate column name {f.name!r}")
             seen.add(f.name)
+        object.__setattr__(self, "_hash", hash(self.fields))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self):  # rebuilt through __init__: a str's hash differs between processes
+        return (type(self), (self.fields,))
 
     @property
     def names(self) -> list[str]:

@@ -92,6 +92,25 @@ def test_does_not_fuse_past_a_fork_or_an_aggregate(tmp_path, impl):
     assert impl.match_operations(plan, "j").value == ("j",)
 
 
+def test_a_chain_is_generated_once_for_matching_and_compiling(tmp_path, impl, monkeypatch):
+    """match_operations generates the chain's C to learn that it can; compile asks for the same
+    chain of the same plan in the same layout and gets that C without generating it again. Another
+    plan, or another layout, is generated anew."""
+    real, calls = hash_join.generate_join_query, []
+    monkeypatch.setattr(hash_join, "generate_join_query", lambda *a: calls.append(a) or real(*a))
+    plan = basic(tmp_path, {"kind": "filter", "name": "f", "input": "j", "condition": "pv > 0"})
+    ops = impl.match_operations(plan, "j").value
+    layout = generate_ntf(plan.schemas[ops[-1]])
+    source = HashJoinNca._generate(plan, ops, layout)
+    assert len(calls) == 1 and "JG_JOIN" in source
+    renamed = generate_ntf(Schema(tuple(Field(f"y{i}", f.type) for i, f in enumerate(layout.fields))))
+    HashJoinNca._generate(plan, ops, renamed)
+    (tmp_path / "again").mkdir()
+    other = basic(tmp_path / "again", {"kind": "filter", "name": "f", "input": "j", "condition": "pv > 0"})
+    assert HashJoinNca._generate(other, ops, layout) == source
+    assert len(calls) == 3
+
+
 def test_fuses_fewer_operations_when_code_generation_fails(tmp_path, impl, monkeypatch):
     real = hash_join.generate_join_query
 
@@ -104,6 +123,8 @@ def test_fuses_fewer_operations_when_code_generation_fails(tmp_path, impl, monke
     plan = basic(tmp_path, {"kind": "filter", "name": "f", "input": "j", "condition": "pv > 0"})
     assert impl.match_operations(plan, "j").value == ("j",)
     monkeypatch.setattr(hash_join, "generate_join_query", lambda *a: (_ for _ in ()).throw(CodegenError("nope")))
+    (tmp_path / "again").mkdir()  # another plan: a plan's generated C is remembered (HashJoinNca._generate)
+    plan = basic(tmp_path / "again", {"kind": "filter", "name": "f", "input": "j", "condition": "pv > 0"})
     v = impl.match_operations(plan, "j")
     assert not v and v.reason == "cannot generate C for it: nope"
 

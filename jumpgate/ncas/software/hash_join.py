@@ -10,6 +10,9 @@ output) comes from `codegen.join`.
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 from ...contract.ntf import NtfLayout, generate_ntf
 from ...dataflow.plan import Join, LogicalPlan, RequestJoinType
 from ...nca.interface import (
@@ -117,10 +120,31 @@ class HashJoinNca(NcaImplementation):
 
     @staticmethod
     def _generate(plan: LogicalPlan, ops: tuple[str, ...], layout: NtfLayout) -> str:
+        key = (id(plan), ops, layout)
+        with _SOURCES_LOCK:
+            known = _SOURCES.get(key)
+        if known is not None and known[0] is plan:
+            return known[1]
         join = plan.op(ops[0])
         assert isinstance(join, Join)
-        return generate_join_query([plan.op(n) for n in ops], plan.input_schema(join.probe),
-                                   plan.input_schema(join.build), layout)
+        source = generate_join_query([plan.op(n) for n in ops], plan.input_schema(join.probe),
+                                     plan.input_schema(join.build), layout)
+        with _SOURCES_LOCK:
+            _SOURCES[key] = (plan, source)
+            while len(_SOURCES) > _SOURCES_KEPT:
+                _SOURCES.popitem(last=False)
+        return source
+
+
+# The C of a chain of the plans being mapped and compiled now: match_operations generates it to
+# learn whether the chain can be generated at all, and compile generates it again with the
+# negotiated layout (most often the same), a few milliseconds each on the path of every job. Keyed
+# by the plan's identity (each entry holds its plan, so that the id is not reused while the entry
+# lives), the chain's names and the layout; not by the operations' values, whose equality would
+# take the literals -0.0 and 0.0 for one.
+_SOURCES: OrderedDict[tuple, tuple[LogicalPlan, str]] = OrderedDict()
+_SOURCES_LOCK = threading.Lock()
+_SOURCES_KEPT = 256
 
 
 class HashJoinInstance(ProcessNca):
