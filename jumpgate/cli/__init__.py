@@ -71,7 +71,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     settings = Settings(data_root=data_root, bind_host=args.nca_host, cores=args.cores, overcommit=args.overcommit,
                         stall_timeout_s=args.stall_timeout, nodes=nodes,
-                        warm=WarmSettings(per_binary=max(0, args.warm_ncas), idle_s=args.warm_idle),
+                        warm=WarmSettings(per_binary=max(0, args.warm_ncas), total=max(0, args.warm_total),
+                                          idle_s=args.warm_idle),
                         tokens=Path(args.tokens) if args.tokens else None, rest_host=args.host, rest_port=args.port,
                         send_allow=tuple(args.send_allow), max_ncas_per_job=args.max_ncas_per_job,
                         compiled_ttl_s=args.compiled_ttl, queue_max_wait_s=args.queue_max_wait,
@@ -291,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """Every subcommand's parser (`conformance` and `agent` have their own: listed for --help only)."""
+    from ..deploy.warm import WarmSettings
+
     parser = argparse.ArgumentParser(prog="jumpgate", description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -313,9 +316,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--stall-timeout", type=float, default=300.0, metavar="SECONDS",
                        help="fail a job whose running NCAs neither move data nor compute for this long "
                             "(a lost stream, a client that stopped reading); 0 = never (default 300)")
-    serve.add_argument("--warm-ncas", type=int, default=1, metavar="N",
-                       help="pre-started NCA processes kept per binary for the next job "
-                            "(docs/nca-process-protocol.md, \"Pre-started processes\"); 0 = off (default 1)")
+    serve.add_argument("--warm-ncas", type=int, default=WarmSettings.per_binary, metavar="N",
+                       help="pre-started NCA processes kept per binary for the next job, at most: as many as the "
+                            "last job used at once (docs/nca-process-protocol.md, \"Pre-started processes\"); "
+                            f"0 = off (default {WarmSettings.per_binary})")
+    serve.add_argument("--warm-total", type=int, default=WarmSettings.total, metavar="N",
+                       help=f"pre-started NCA processes kept in all (default {WarmSettings.total})")
     serve.add_argument("--warm-idle", type=float, default=30.0, metavar="SECONDS",
                        help="stop a pre-started NCA process unused for this long (default 30)")
     serve.add_argument("--log-level", default="warning",

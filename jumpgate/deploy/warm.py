@@ -29,8 +29,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class WarmSettings:
-    per_binary: int = 1  # spares kept per distinct command line; 0 = no pool
-    total: int = 8  # spares kept in all
+    # Spares kept per distinct command line; 0 = no pool. Every destroyed process asks for one
+    # replacement, so a binary gets as many as the last job used at once (a Spark job often runs
+    # two copies of one scan and join), up to this.
+    per_binary: int = 4
+    # Spares kept in all. A TPC-DS job of Spark's runs 10-25 NCA processes; an idle spare costs
+    # 0.2-2.5 MB of its own memory (module docstring), so 64 cost at most ~160 MB.
+    total: int = 64
     idle_s: float = 30.0  # a spare unused this long is stopped
 
     @property

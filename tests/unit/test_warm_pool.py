@@ -110,6 +110,22 @@ def test_per_binary_and_total_caps_stop_the_oldest(deployer, binary):
     assert wait_for(lambda: first not in my_children())  # the oldest was stopped, not forgotten
 
 
+def test_a_binary_gets_as_many_spares_as_a_job_used_at_once(deployer, binary, tmp_path):
+    """Each process a job ends asks for one replacement: a job that ran two processes of one
+    command line leaves two spares (up to per_binary), and the next such job takes both."""
+    d = deployer()  # the defaults
+    assert WarmSettings().per_binary >= 2 and WarmSettings().total >= 32
+    first = [d.start(d.host, argv(binary), tmp_path, f"a{i}", reuse=True) for i in range(2)]
+    for proc in first:
+        d.stop(proc)
+        d.warm_up(d.host, argv(binary))
+    spares = wait_for(lambda: len(d.warm.pids()) == 2 and d.warm.pids())
+    again = [d.start(d.host, argv(binary), tmp_path, f"b{i}", reuse=True) for i in range(2)]
+    assert sorted(p.pid for p in again) == sorted(spares) and d.warm.pids() == []
+    for proc in again:
+        d.stop(proc)
+
+
 def test_idle_spares_expire_and_dead_ones_are_never_handed_out(deployer, binary, tmp_path):
     d = deployer(per_binary=1, idle_s=0.3)
     d.warm_up(d.host, argv(binary))
