@@ -220,6 +220,9 @@ def job_stats(url: str, since: float) -> list[dict]:
                 stages = steps.get("stages", [])
                 ncas.append({"nca": nid, "implementation": impl.get(nid, "?"),
                              "compile_cached": steps.get("compile", {}).get("cached"),
+                             # its share of the job's setup and teardown
+                             **{f"{k}_ms": steps[k].get("duration_ms") for k in ("compile", "allocate", "configure",
+                                                                                 "destroy") if k in steps},
                              **{k: round(sum(st.get(k) or 0 for st in stages), 1)
                                 for k in ("wall_ms", "busy_ms", "wait_input_ms", "wait_output_ms", "cpu_ms",
                                           "tuples_in", "tuples_out", "bytes_in")},
