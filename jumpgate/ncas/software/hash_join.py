@@ -141,10 +141,11 @@ class HashJoinNca(NcaImplementation):
 # negotiated layout (most often the same), a few milliseconds each on the path of every job. Keyed
 # by the plan's identity (each entry holds its plan, so that the id is not reused while the entry
 # lives), the chain's names and the layout; not by the operations' values, whose equality would
-# take the literals -0.0 and 0.0 for one.
+# take the literals -0.0 and 0.0 for one. Few are kept: each holds its plan alive, and a plan may
+# be large (a 100,000-value IN list); a job's chains are matched and compiled within moments.
 _SOURCES: OrderedDict[tuple, tuple[LogicalPlan, str]] = OrderedDict()
 _SOURCES_LOCK = threading.Lock()
-_SOURCES_KEPT = 256
+_SOURCES_KEPT = 64
 
 
 class HashJoinInstance(ProcessNca):
