@@ -25,15 +25,13 @@ What the parser already decides (the binder in `typecheck` does the rest):
   runs; then the parsed tree's depth is checked exactly, without recursion, before our own
   (recursive) conversion, binding and code generation see it.
 
-Parsed trees are remembered by text (`_Parsed`): clients send the same expressions again and
+Parsed trees are remembered by text (`_PARSED`): clients send the same expressions again and
 again (a scan's filter in every run of a report, a Spark query's pushed-down predicates), the
 trees are immutable, and sqlglot's parse was the largest part of parsing a Spark job's request.
 """
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -48,6 +46,7 @@ from .expr import Binary, Case, Cast, Column, Expr, Func, InList, IsNull, Like, 
 from .jsonshape import clip, expression_text
 from .limits import DEFAULT_LIMITS, RequestLimits, ensure_stack_for, too_deep, too_large
 from .literals import negate_literal, number_literal, parse_date
+from .memo import BoundedMemo
 
 _DIALECT = Dialect.get_or_raise(None)  # sqlglot's generic SQL: '' escapes, "quoted" identifiers
 
@@ -81,7 +80,8 @@ def parse_expression(text: str, path: str, limits: RequestLimits = DEFAULT_LIMIT
                         limits.max_expression_chars, path)
     if "\x00" in text:
         raise RequestError("expression contains a NUL character", path, clip(text))
-    known = _PARSED.get(text, limits)
+    memo_key = (text, limits) if len(text) <= _MEMO_MAX_CHARS else None
+    known = _PARSED.get(memo_key) if memo_key is not None else None
     if known is not None:
         return known
     _check_long_lists(text, path, limits)
@@ -92,7 +92,8 @@ def parse_expression(text: str, path: str, limits: RequestLimits = DEFAULT_LIMIT
         ensure_stack_for(limits.max_expression_depth)  # what the bounded nesting needs, no more
         tree = _parse_tokens(tokens, text)
         _check_depth(tree, path, limits.max_expression_depth)
-        return _PARSED.put(text, limits, _convert(tree))
+        parsed = _convert(tree)
+        return _PARSED.put(memo_key, parsed) if memo_key is not None else parsed
     except _Unsupported as e:
         snippet = _snippet(e.node) if e.node is not None else text
         raise RequestError(str(e), path, clip(snippet)) from None
@@ -101,38 +102,12 @@ def parse_expression(text: str, path: str, limits: RequestLimits = DEFAULT_LIMIT
                        limits.max_expression_depth, path) from None
 
 
-class _Parsed:
-    """The trees of the last MAX_ENTRIES texts parsed without error, by (text, limits): the
-    limits are part of the key, as a text within one request's limits may not be within
-    another's. Only short texts are kept (MAX_CHARS), so the memo stays a few megabytes; errors
-    are not kept (they name the request's path). Thread-safe: jobs are parsed on worker threads."""
-
-    MAX_ENTRIES = 4096
-    MAX_CHARS = 4096
-
-    def __init__(self) -> None:
-        self._trees: OrderedDict[tuple[str, RequestLimits], Expr] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, text: str, limits: RequestLimits) -> Expr | None:
-        if len(text) > self.MAX_CHARS:
-            return None
-        with self._lock:
-            tree = self._trees.get((text, limits))
-            if tree is not None:
-                self._trees.move_to_end((text, limits))
-            return tree
-
-    def put(self, text: str, limits: RequestLimits, tree: Expr) -> Expr:
-        if len(text) <= self.MAX_CHARS:
-            with self._lock:
-                self._trees[(text, limits)] = tree
-                if len(self._trees) > self.MAX_ENTRIES:
-                    self._trees.popitem(last=False)
-        return tree
-
-
-_PARSED = _Parsed()
+# The trees of the last texts parsed without error, by (text, limits): the limits are part of the
+# key, as a text within one request's limits may not be within another's. Only short texts are
+# kept (_MEMO_MAX_CHARS), so the memo stays a few megabytes; errors are not kept (they name the
+# request's path).
+_MEMO_MAX_CHARS = 4096
+_PARSED: BoundedMemo[tuple[str, RequestLimits], Expr] = BoundedMemo(4096)
 
 
 # --- tokens and syntax -------------------------------------------------------------------------

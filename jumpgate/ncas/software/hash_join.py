@@ -10,10 +10,8 @@ output) comes from `codegen.join`.
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
 from ...contract.ntf import NtfLayout, generate_ntf
+from ...dataflow.memo import BoundedMemo
 from ...dataflow.plan import Join, LogicalPlan, RequestJoinType
 from ...nca.interface import (
     NTF,
@@ -121,18 +119,14 @@ class HashJoinNca(NcaImplementation):
     @staticmethod
     def _generate(plan: LogicalPlan, ops: tuple[str, ...], layout: NtfLayout) -> str:
         key = (id(plan), ops, layout)
-        with _SOURCES_LOCK:
-            known = _SOURCES.get(key)
+        known = _SOURCES.get(key)
         if known is not None and known[0] is plan:
             return known[1]
         join = plan.op(ops[0])
         assert isinstance(join, Join)
         source = generate_join_query([plan.op(n) for n in ops], plan.input_schema(join.probe),
                                      plan.input_schema(join.build), layout)
-        with _SOURCES_LOCK:
-            _SOURCES[key] = (plan, source)
-            while len(_SOURCES) > _SOURCES_KEPT:
-                _SOURCES.popitem(last=False)
+        _SOURCES.put(key, (plan, source))
         return source
 
 
@@ -143,9 +137,7 @@ class HashJoinNca(NcaImplementation):
 # lives), the chain's names and the layout; not by the operations' values, whose equality would
 # take the literals -0.0 and 0.0 for one. Few are kept: each holds its plan alive, and a plan may
 # be large (a 100,000-value IN list); a job's chains are matched and compiled within moments.
-_SOURCES: OrderedDict[tuple, tuple[LogicalPlan, str]] = OrderedDict()
-_SOURCES_LOCK = threading.Lock()
-_SOURCES_KEPT = 64
+_SOURCES: BoundedMemo[tuple, tuple[LogicalPlan, str]] = BoundedMemo(64)
 
 
 class HashJoinInstance(ProcessNca):
