@@ -43,6 +43,7 @@ median over rounds with its range, so that load drifting over the run does not f
 
     .venv/bin/python bench/join_aggregate.py aggregate                   # 10M rows, 100K groups
     .venv/bin/python bench/join_aggregate.py aggregate --rows 1M --repeat 1
+    .venv/bin/python bench/join_aggregate.py aggregate --keys int64 --rows 30M --repeat 5
 """
 from __future__ import annotations
 
@@ -367,6 +368,9 @@ def run_aggregate_nca(binary: Path, streams: list[bytes], threads: int) -> tuple
 DUCKDB_AGGREGATE = "SELECT count(*), sum(s), sum(c) FROM (SELECT k, sum(v) AS s, count(*) AS c FROM t GROUP BY k)"
 
 
+AGGREGATE_KEYS = ("int64", "int64-spread", "string")
+
+
 def bench_aggregate(args) -> None:
     import duckdb
     import pyarrow as pa
@@ -387,7 +391,7 @@ def bench_aggregate(args) -> None:
     # per round: a shared machine's load drifts over seconds, and a ratio of medians taken minutes
     # apart mixed that drift into the comparison.
     ratios: dict[str, list[float]] = {}  # per case: per round, NCA tuples per CPU second / DuckDB rows/s (1 thread)
-    for case in ("int64", "int64-spread", "string"):
+    for case in args.keys.split(","):
         key_type = "string" if case == "string" else "int64"
         binary = aggregate_binary(Path(args.cache), key_type)
         case_keys = spread if case == "int64-spread" else keys
@@ -436,9 +440,13 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--rows", default="10M")
     a.add_argument("--groups", default="100K")
     a.add_argument("--repeat", type=int, default=3)
+    a.add_argument("--keys", default=",".join(AGGREGATE_KEYS),
+                   help=f"comma-separated key cases among {', '.join(AGGREGATE_KEYS)} (default: all)")
     a.add_argument("--cache", default=str(Path(tempfile.gettempdir()) / "jumpgate-bench-cache"))
     a.set_defaults(run=bench_aggregate)
     args = ap.parse_args(argv)
+    if args.section == "aggregate" and not set(args.keys.split(",")) <= set(AGGREGATE_KEYS):
+        ap.error(f"--keys: choose among {', '.join(AGGREGATE_KEYS)}")
     args.run(args)
     return 0
 
