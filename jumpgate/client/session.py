@@ -339,14 +339,15 @@ class Jumpgate:
         request = copy.deepcopy(request)
         receivers: dict[str, Receiver | UdpReceiver] = {}
         try:
-            for op in request["operations"]:
+            for i, op in enumerate(request["operations"]):
                 if isinstance(op, dict) and op.get("kind") == "send":
                     transport = str(op.get("transport", "tcp")).lower()
                     if transport not in RECEIVERS:
                         raise BuilderError(f"send {op.get('name')!r}: this client receives only "
                                            f"{', '.join(RECEIVERS)}, not {transport}")
-                    r = RECEIVERS[transport](op["host"], int(op.get("port") or 0), name=str(op["name"]))
-                    receivers[op["name"]] = r
+                    name, host, port = _listen_at(i, op)
+                    r = RECEIVERS[transport](host, port, name=name)
+                    receivers[name] = r
                     op["port"] = r.port
                     if transport == "udp" and op.get("udp_version") is None:
                         op["udp_version"] = UDP_VERSION  # acknowledged: the NCAs repeat what is lost
@@ -430,3 +431,22 @@ class Jumpgate:
             if now - asked < interval:  # the server answered at once: do not spin
                 time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - now)))
                 interval = min(interval * 1.5, 0.25)
+
+
+def _listen_at(i: int, op: dict) -> tuple[str, str, int]:
+    """A raw request's send: its name and where this client listens for it (port 0: any free
+    port). Checked here, before anything listens or is submitted, with the operation's place."""
+    name = op.get("name")
+    if not isinstance(name, str) or not name:
+        raise BuilderError(f"operations[{i}].name: a send needs a name (a non-empty string), not {name!r}")
+    host = op.get("host")
+    if not isinstance(host, str) or not host:
+        raise BuilderError(f"operations[{i}].host: send {name!r} needs the address this client listens on "
+                           f"(e.g. \"127.0.0.1\"), not {host!r}")
+    port = op.get("port", 0)
+    if port is None:
+        port = 0
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise BuilderError(f"operations[{i}].port: send {name!r} needs a port from 0 (any free port) to 65535, "
+                           f"not {port!r}")
+    return name, host, port

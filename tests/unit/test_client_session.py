@@ -13,7 +13,15 @@ import pyarrow as pa
 import pytest
 
 import jumpgate.client.session as session_mod
-from jumpgate.client import ClientError, JobFailed, JobTimeout, Jumpgate, RequestRejected, StreamError
+from jumpgate.client import (
+    BuilderError,
+    ClientError,
+    JobFailed,
+    JobTimeout,
+    Jumpgate,
+    RequestRejected,
+    StreamError,
+)
 from jumpgate.client.testing import encode_table, end_marker, header
 from jumpgate.contract.ntf import generate_ntf
 from jumpgate.contract.types import Field, Schema, parse_type
@@ -225,6 +233,25 @@ def test_run_raw_request_with_port_zero():
     assert out["dest"].combine_chunks().equals(t)
     assert request["operations"][1]["port"] == 0  # the caller's dict is not changed
     assert server.request["operations"][1]["port"] > 0
+
+
+@pytest.mark.parametrize("send,message", [
+    ({"name": "dest", "port": 0}, r"operations\[1\]\.host: send 'dest' needs the address this client listens on"),
+    ({"name": "dest", "host": "127.0.0.1", "port": "5000"}, r"operations\[1\]\.port: .* not '5000'"),
+    ({"name": "dest", "host": "127.0.0.1", "port": 70000}, r"operations\[1\]\.port: .* to 65535, not 70000"),
+    ({"host": "127.0.0.1", "port": 0}, r"operations\[1\]\.name: a send needs a name"),
+])
+def test_run_raw_request_with_a_malformed_send_names_it_before_submitting(send, message):
+    """A hand-written request's send without a host, name or usable port: a clear error naming
+    the operation, before anything listens or reaches the server (was a KeyError traceback)."""
+    server = FakeServer({"dest": make_table(3)}, streams=1)
+    request = {"operations": [
+        {"kind": "read", "name": "r", "path": "t.jsonl", "format": "json",
+         "schema": [{"name": n, "type": ty} for n, ty in COLS]},
+        {"kind": "send", "input": "r", "transport": "tcp", **send}]}
+    with server.client() as jg, pytest.raises(BuilderError, match=message):
+        jg.run(request, timeout=30)
+    assert server.request is None
 
 
 def test_submit_raw_dict_and_job_calls():
