@@ -19,8 +19,9 @@ __all__ = ["BoundedMemo"]
 
 
 class BoundedMemo(Generic[K, V]):
-    """At most `max_entries` values by key; reading an entry makes it the most recent. Jobs are
-    parsed, mapped and compiled on worker threads, so every access takes the lock."""
+    """At most `max_entries` values by key; reading an entry makes it the most recent. `get`
+    answers None for a key it does not hold, so None is not a value to keep. Jobs are parsed,
+    mapped and compiled on worker threads, so every access takes the lock."""
 
     def __init__(self, max_entries: int) -> None:
         if max_entries < 1:
