@@ -13,6 +13,7 @@ import datetime as dt
 import decimal
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,94 +74,81 @@ class Case:
 
 
 class Expressions:
-    """Typed expression texts: each method returns a text of that contract type, in a syntax
-    that the request language and DuckDB read alike (CAST names are mapped for DuckDB by
-    `duck_sql`)."""
+    """Typed expression texts: `of(kind)` returns a text of that contract type ("int", "float",
+    "dec", "str", "date", "bool"), in a syntax that the request language and DuckDB read alike
+    (CAST names are mapped for DuckDB by `duck_sql`). The grammar is two tables: each kind's
+    leaves, and its forms over sub-expressions (`e(kind)`, one level deeper)."""
 
     def __init__(self, rnd: random.Random, max_depth: int = 3) -> None:
         self.rnd = rnd
         self.max_depth = max_depth
+        r = rnd
+        self.leaves: dict[str, Callable[[], str]] = {
+            "int": lambda: r.choice(["i", "l", self._int()]),
+            "float": lambda: r.choice(["f", "1.5", "-0.0", "1e308"]),
+            "dec": lambda: r.choice(["d", "1.25", "-0.01", "99999999.99"]),
+            "str": lambda: r.choice(["s", "'alpha'", "''", "'日本'", "'it''s'"]),
+            "date": lambda: r.choice(["dt", "DATE '2000-02-29'", "DATE '1970-01-01'", "CAST('1999-12-31' AS date)"]),
+            "bool": lambda: r.choice(["b", "true", "false", "s IS NULL", "l IS NOT NULL"]),
+        }
+        Form = Callable[[Callable[[str], str]], str]
+        self.forms: dict[str, list[Form]] = {
+            "int": [
+                lambda e: f"({e('int')} {r.choice('+-*%')} {e('int')})",
+                lambda e: f"(-{e('int')})",
+                lambda e: f"abs({e('int')})",
+                lambda e: f"length({e('str')})",
+                lambda e: f"{r.choice(['year', 'month', 'day'])}({e('date')})",
+                lambda e: f"CASE WHEN {e('bool')} THEN {e('int')} ELSE {e('int')} END",
+                lambda e: f"coalesce({e('int')}, {e('int')})",
+                lambda e: f"CAST({e(r.choice(['float', 'dec', 'int']))} AS int64)",
+                lambda e: f"CAST({e('int')} AS int32)",
+            ],
+            "float": [
+                lambda e: f"({e(r.choice(['int', 'float', 'dec']))} / {e(r.choice(['int', 'float', 'dec']))})",
+                lambda e: f"({e('float')} {r.choice('+-*')} {e(r.choice(['int', 'float']))})",
+                lambda e: f"CAST({e(r.choice(['int', 'dec']))} AS float64)",
+                lambda e: f"abs({e('float')})",
+            ],
+            "dec": [
+                lambda e: f"({e('dec')} {r.choice('+-')} {e(r.choice(['dec', 'int']))})",
+                lambda e: f"({e('dec')} * {r.choice(['d', '2', '0.5', '3.125'])})",
+                lambda e: f"CAST({e(r.choice(['int', 'dec', 'float']))} AS decimal({r.randint(1, 18)},{r.randint(0, 4)}))",
+                lambda e: f"({e('dec')} % {r.choice(['d', '3', '0.07'])})",
+            ],
+            "str": [
+                lambda e: (f"substr({e('str')}, {r.choice(['1', '2', '0', '-1', '-3', '100', 'i % 5'])}"
+                           f"{r.choice(['', ', 2', ', 0', ', -1', ', 100'])})"),
+                lambda e: f"{r.choice(['lower', 'upper'])}({e('str')})",
+                lambda e: f"coalesce({e('str')}, {e('str')})",
+                lambda e: f"CASE WHEN {e('bool')} THEN {e('str')} ELSE {e('str')} END",
+            ],
+            "date": [lambda e: f"coalesce({e('date')}, DATE '2001-01-01')"],
+            "bool": [
+                self._compare,
+                lambda e: f"({e('bool')} {r.choice(['AND', 'OR'])} {e('bool')})",
+                lambda e: f"(NOT {e('bool')})",
+                lambda e: f"({e('str')} {r.choice(['LIKE', 'NOT LIKE'])} '{r.choice(LIKE_PATTERNS)}')",
+                lambda e: f"({e('int')} {r.choice(['IN', 'NOT IN'])} ({', '.join(self._int() for _ in range(r.randint(1, 5)))}))",
+                lambda e: f"({e('int')} BETWEEN {self._int()} AND {self._int()})",
+                lambda e: f"({e(r.choice(['int', 'str', 'date']))} IS {r.choice(['', 'NOT '])}NULL)",
+                lambda e: f"({e('str')} IN ('alpha', 'Beta', '', NULL))",
+            ],
+        }
 
     def of(self, kind: str, depth: int = 0) -> str:
-        leaf = depth > self.max_depth or self.rnd.random() < 0.3
-        return getattr(self, kind)(depth + 1, leaf)
+        if depth > self.max_depth or self.rnd.random() < 0.3:
+            return self.leaves[kind]()
+        forms = self.forms[kind]
+        form = forms[0] if len(forms) == 1 else self.rnd.choice(forms)  # one form: taken without a draw
+        return form(lambda sub: self.of(sub, depth + 1))
 
     def _int(self) -> str:
         return str(self.rnd.choice(INTS + [self.rnd.randint(-1000, 1000)]))
 
-    def int(self, d: int, leaf: bool) -> str:
-        r, of = self.rnd, self.of
-        if leaf:
-            return r.choice(["i", "l", self._int()])
-        return r.choice([
-            lambda: f"({of('int', d)} {r.choice('+-*%')} {of('int', d)})",
-            lambda: f"(-{of('int', d)})",
-            lambda: f"abs({of('int', d)})",
-            lambda: f"length({of('str', d)})",
-            lambda: f"{r.choice(['year', 'month', 'day'])}({of('date', d)})",
-            lambda: f"CASE WHEN {of('bool', d)} THEN {of('int', d)} ELSE {of('int', d)} END",
-            lambda: f"coalesce({of('int', d)}, {of('int', d)})",
-            lambda: f"CAST({of(r.choice(['float', 'dec', 'int']), d)} AS int64)",
-            lambda: f"CAST({of('int', d)} AS int32)",
-        ])()
-
-    def float(self, d: int, leaf: bool) -> str:
-        r, of = self.rnd, self.of
-        if leaf:
-            return r.choice(["f", "1.5", "-0.0", "1e308"])
-        return r.choice([
-            lambda: f"({of(r.choice(['int', 'float', 'dec']), d)} / {of(r.choice(['int', 'float', 'dec']), d)})",
-            lambda: f"({of('float', d)} {r.choice('+-*')} {of(r.choice(['int', 'float']), d)})",
-            lambda: f"CAST({of(r.choice(['int', 'dec']), d)} AS float64)",
-            lambda: f"abs({of('float', d)})",
-        ])()
-
-    def dec(self, d: int, leaf: bool) -> str:
-        r, of = self.rnd, self.of
-        if leaf:
-            return r.choice(["d", "1.25", "-0.01", "99999999.99"])
-        return r.choice([
-            lambda: f"({of('dec', d)} {r.choice('+-')} {of(r.choice(['dec', 'int']), d)})",
-            lambda: f"({of('dec', d)} * {r.choice(['d', '2', '0.5', '3.125'])})",
-            lambda: f"CAST({of(r.choice(['int', 'dec', 'float']), d)} AS decimal({r.randint(1, 18)},{r.randint(0, 4)}))",
-            lambda: f"({of('dec', d)} % {r.choice(['d', '3', '0.07'])})",
-        ])()
-
-    def str(self, d: int, leaf: bool) -> str:
-        r, of = self.rnd, self.of
-        if leaf:
-            return r.choice(["s", "'alpha'", "''", "'日本'", "'it''s'"])
-        return r.choice([
-            lambda: (f"substr({of('str', d)}, {r.choice(['1', '2', '0', '-1', '-3', '100', 'i % 5'])}"
-                     f"{r.choice(['', ', 2', ', 0', ', -1', ', 100'])})"),
-            lambda: f"{r.choice(['lower', 'upper'])}({of('str', d)})",
-            lambda: f"coalesce({of('str', d)}, {of('str', d)})",
-            lambda: f"CASE WHEN {of('bool', d)} THEN {of('str', d)} ELSE {of('str', d)} END",
-        ])()
-
-    def date(self, d: int, leaf: bool) -> str:
-        if leaf:
-            return self.rnd.choice(["dt", "DATE '2000-02-29'", "DATE '1970-01-01'", "CAST('1999-12-31' AS date)"])
-        return f"coalesce({self.of('date', d)}, DATE '2001-01-01')"
-
-    def bool(self, d: int, leaf: bool) -> str:
-        r, of = self.rnd, self.of
-        if leaf:
-            return r.choice(["b", "true", "false", "s IS NULL", "l IS NOT NULL"])
-
-        def compare() -> str:
-            kind = r.choice(["int", "float", "dec", "str", "date", "int"])
-            return f"({of(kind, d)} {r.choice(['=', '<>', '<', '<=', '>', '>='])} {of(kind, d)})"
-        return r.choice([
-            compare,
-            lambda: f"({of('bool', d)} {r.choice(['AND', 'OR'])} {of('bool', d)})",
-            lambda: f"(NOT {of('bool', d)})",
-            lambda: f"({of('str', d)} {r.choice(['LIKE', 'NOT LIKE'])} '{r.choice(LIKE_PATTERNS)}')",
-            lambda: f"({of('int', d)} {r.choice(['IN', 'NOT IN'])} ({', '.join(self._int() for _ in range(r.randint(1, 5)))}))",
-            lambda: f"({of('int', d)} BETWEEN {self._int()} AND {self._int()})",
-            lambda: f"({of(r.choice(['int', 'str', 'date']), d)} IS {r.choice(['', 'NOT '])}NULL)",
-            lambda: f"({of('str', d)} IN ('alpha', 'Beta', '', NULL))",
-        ])()
+    def _compare(self, e: Callable[[str], str]) -> str:
+        kind = self.rnd.choice(["int", "float", "dec", "str", "date", "int"])
+        return f"({e(kind)} {self.rnd.choice(['=', '<>', '<', '<=', '>', '>='])} {e(kind)})"
 
 
 def duck_sql(sql: str) -> str:
