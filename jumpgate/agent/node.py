@@ -38,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 PROTOCOL = 1
@@ -157,21 +158,23 @@ def health(agent: Agent) -> dict:
             "sessions": agent.session_count(), "version": agent.version, "pid": os.getpid()}
 
 
-def pin(pid: int, cpus: list[int] | tuple[int, ...]) -> None:
-    """Pin every thread of process `pid` to `cpus` (nothing when empty): the node's `cpus` of the
-    inventory. Right after the start, before the NCA is configured and starts its workers, so they
-    inherit the set; threads already there are pinned by name from /proc. A process or thread
-    that ended meanwhile is skipped (its exit is reported the usual way). The server's local
-    deployer uses this same function (jumpgate/deploy/affinity.py): the agent ships alone."""
+@contextlib.contextmanager
+def pinned_start(cpus: list[int] | tuple[int, ...]) -> Iterator[None]:
+    """Around a process start: the calling thread runs on `cpus` (the node's `cpus` of the
+    inventory; nothing when empty) until the block ends. A child inherits the CPU set of the
+    thread that forks it, so the NCA and every thread it starts run on those CPUs from their first
+    instruction; pinning the process after its start left a moment in which it ran anywhere,
+    which a watcher of the node's processes could see. The server's local deployer uses this same
+    function (jumpgate/deploy/affinity.py): the agent ships alone."""
     if not cpus:
+        yield
         return
+    before = os.sched_getaffinity(0)  # 0: the calling thread alone
+    os.sched_setaffinity(0, cpus)
     try:
-        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-    except FileNotFoundError:
-        return
-    for tid in tids:
-        with contextlib.suppress(ProcessLookupError):
-            os.sched_setaffinity(tid, cpus)
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def activity(pid: int) -> list[int] | None:
@@ -312,10 +315,9 @@ class Session:
         with self.lock:
             if tag in self.procs:
                 raise ValueError(f"process {tag} exists already")
-            with open(log_path, "wb") as log:
+            with open(log_path, "wb") as log, pinned_start(cpus):
                 popen = subprocess.Popen(argv, cwd=work_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=log, start_new_session=True, bufsize=0)
-            pin(popen.pid, cpus)
             proc = self.procs[tag] = Proc(tag, popen, log_path)
         threading.Thread(target=self._relay, args=(proc,), name=f"nca-{tag}", daemon=True).start()
         return {"pid": popen.pid}

@@ -6,14 +6,16 @@ resource view counts, and the kernel runs every node's NCAs on every CPU. With `
 NCAs really have those CPUs and no others, as on separate machines (and an operator can keep
 Jumpgate off the CPUs of other services).
 
-A process is pinned right after it starts, every thread of it (`pin`, the agent's own function:
-the agent ships alone, so the server's local deployer borrows it rather than the other way).
+A process starts pinned (`pinned_start`: the thread that starts it runs on the node's CPUs
+meanwhile, and a child inherits its CPU set), so it and its threads never run elsewhere; the
+agent's own function: the agent ships alone, so the server's local deployer borrows it rather
+than the other way.
 """
 from __future__ import annotations
 
-from ..agent.node import pin
+from ..agent.node import pinned_start
 
-__all__ = ["format_cpulist", "parse_cpulist", "pin"]
+__all__ = ["format_cpulist", "parse_cpulist", "pinned_start"]
 
 
 def parse_cpulist(text: str) -> tuple[int, ...]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..contract.readiness import wait_readable
 from ..nca.deployment import ControlChannel, Deployer, Host
-from .affinity import pin
+from .affinity import pinned_start
 from .warm import WarmPool, WarmSettings
 
 
@@ -136,10 +136,9 @@ class LocalDeployer(Deployer):
         """A new process; a `spare`'s log lives in the pool's directory and goes with it."""
         log_path = work_dir / f"{name}.stderr"
         with self._lock:  # registered as it starts: `running` and `spares` see every child
-            with open(log_path, "wb") as log:
+            with open(log_path, "wb") as log, pinned_start(self.host.cpus):
                 popen = subprocess.Popen(argv, cwd=work_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=log, start_new_session=True, bufsize=0)
-            pin(popen.pid, self.host.cpus)
             proc = LocalProcess(popen, self.host, name, log_path, remove_log=spare)
             proc.waiting = spare
             self._procs[popen.pid] = proc

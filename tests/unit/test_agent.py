@@ -173,6 +173,22 @@ def test_a_process_runs_on_the_nodes_cpus(agent, tmp_path):
         link.close()
 
 
+def test_a_process_starts_on_its_cpus_and_its_starter_gets_its_own_back():
+    """`pinned_start`: the child runs on the node's CPUs from its first instruction (it reads its
+    own CPU set first thing: pinning it after the start could not promise that), and the thread
+    that started it has its CPU set back afterwards."""
+    before = os.sched_getaffinity(0)
+    cpu = max(before)
+    code = "import os; print(sorted(os.sched_getaffinity(0)))"
+    with agent_node.pinned_start((cpu,)):
+        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == str([cpu])
+    assert os.sched_getaffinity(0) == before
+    with agent_node.pinned_start(()):  # a node without `cpus`: the process runs where the kernel puts it
+        child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert child.stdout.strip() == str(sorted(before))
+
+
 @pytest.mark.parametrize("how", ["goodbye", "dropped connection", "lease expired"])
 def test_a_sessions_processes_end_with_it(agent, tmp_path, how):
     _, secret, port, agent_proc = agent
