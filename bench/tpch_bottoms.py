@@ -678,7 +678,11 @@ def main() -> int:
     for f in formats:
         if f not in EXT:
             ap.error(f"unknown format {f!r}")
-    wanted = [q for q in QUERIES if q.name in args.queries.split(",")]
+    names = [n.strip().lower() for n in args.queries.split(",") if n.strip()]
+    unknown = sorted(set(names) - {q.name for q in QUERIES})
+    if unknown:
+        ap.error(f"unknown queries {', '.join(unknown)} (known: {', '.join(q.name for q in QUERIES)})")
+    wanted = [q for q in QUERIES if q.name in names]
     print(f"TPC-H SF {args.sf:g} bottoms, end to end; {os.cpu_count()} cores; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at start")
     summary: list[str] = []

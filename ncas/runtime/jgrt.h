@@ -133,11 +133,16 @@ int jgr_param_u64(const jgr_proc *p, const char *key, uint64_t dflt, uint64_t mi
 int jgr_rf_install(uint32_t slot, const char *hex, jgr_error *err);
 /* Slots with a filter installed (for the `done` stats); 0 when the NCA has none. */
 uint32_t jgr_rf_installed(void);
-/* A driver's early test (the columnar scans): whether the row whose key columns (JG_QUERY.rf_keys,
- * the rest may be unset) are in `row` passes every installed filter, counted as jg_rf_test counts.
- * A driver that tested a row so sets ctx->rf_pretested while the row function runs on it, and
- * jg_rf_test then keeps it without testing or counting it again. */
-int jgr_rf_row(jg_ctx *ctx, const jg_val *row);
+/* A driver's early test (the columnar scans) of a tile of rows[0..m) (`stride` jg_val apart,
+ * m <= JGR_RF_TILE_MAX) whose key columns (JG_QUERY.rf_keys; the rest may be unset) are set:
+ * keep[0..) gets the indexes of the rows that pass every installed filter, in order, and their
+ * number is returned, the rows counted as jg_rf_test counts them. Each filter makes one pass over
+ * the tile: the keys' hashes, then the Bloom blocks fetched some rows ahead (a row's block is a
+ * cache miss, and a row at a time waits for each in turn), then the kept rows compacted without a
+ * branch per row. A driver that tested rows so sets ctx->rf_pretested while the row function runs
+ * on them, and jg_rf_test then keeps them without testing or counting them again. */
+#define JGR_RF_TILE_MAX 1024
+int jgr_rf_tile(jg_ctx *ctx, const jg_val *rows, size_t stride, int m, uint32_t *keep);
 
 /* ------------------------------------------------------------------ input files (input_file.c) */
 
@@ -213,7 +218,7 @@ struct jg_ctx {
   /* the current input tuple of an NTF-reading driver (jg_input_tuple); NULL otherwise */
   const uint8_t *in_tuple;
   uint32_t in_len;
-  /* the driver already tested the rows the row function now runs on (jgr_rf_row) */
+  /* the driver already tested the rows the row function now runs on (jgr_rf_tile) */
   int rf_pretested;
   /* A shared scan's member (shared_scan.cpp) sees its own message numbers and runtime filter
    * slots from 0: these are added to what its row function asks for. 0 for every other ctx. */

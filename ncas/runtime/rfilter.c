@@ -91,28 +91,69 @@ int jg_rf_test(jg_ctx *ctx, uint32_t slot, int null, uint64_t hash, const int64_
   return test(ctx, f, null, hash, ints);
 }
 
-int jgr_rf_row(jg_ctx *ctx, const jg_val *row) {
-  for (uint32_t s = 0; s < JG_QUERY.nrf && s < RF_SLOTS; s++) {
-    const jg_rfilter *f = slots[s];
-    if (!f) continue;
-    const uint32_t nk = JG_QUERY.rf_nkeys[s], *keys = JG_QUERY.rf_keys[s];
-    int64_t ints[64]; /* only the integral keys' are read (the filter has ranges for those only) */
-    uint64_t h = JG_HASH_SEED;
-    int null = 0;
-    for (uint32_t k = 0; k < nk && k < 64; k++) {
-      const jg_val *v = &row[keys[k]];
-      if (v->null) {
-        null = 1;
+/* One filter over the tile's rows keep[0..n): hash[], ok[] per row, then the Bloom blocks, then the
+ * kept rows compacted. The key columns are looped over outside the rows, so the type switch is
+ * once per key and tile; a null key drops the row (its hash is then never looked at, and a null
+ * string's bytes never read). */
+static int tile_filter(jg_ctx *ctx, const jg_rfilter *f, uint32_t s, const jg_val *rows, size_t stride,
+                       uint32_t *keep, int n) {
+  uint64_t hash[JGR_RF_TILE_MAX];
+  uint8_t ok[JGR_RF_TILE_MAX];
+  for (int i = 0; i < n; i++) hash[i] = JG_HASH_SEED, ok[i] = 1;
+  const uint32_t nk = JG_QUERY.rf_nkeys[s], *keys = JG_QUERY.rf_keys[s];
+  for (uint32_t k = 0; k < nk && k < 64; k++) {
+    const jg_val *col = rows + keys[k];
+    const int ranged = k < f->nkeys && f->has_range[k];
+    const int64_t lo = ranged ? f->min[k] : INT64_MIN, hi = ranged ? f->max[k] : INT64_MAX;
+    switch (JG_QUERY.columns[keys[k]].type) {
+      case JG_FLOAT64:
+        for (int i = 0; i < n; i++) {
+          const jg_val *v = col + keep[i] * stride;
+          ok[i] &= !v->null & (v->v.i >= lo) & (v->v.i <= hi);
+          hash[i] = jg_hash_combine(hash[i], jg_hash_float(v->v.f));
+        }
         break;
-      }
-      ints[k] = v->v.i;
-      switch (JG_QUERY.columns[keys[k]].type) {
-        case JG_FLOAT64: h = jg_hash_combine(h, jg_hash_float(v->v.f)); break;
-        case JG_STRING: h = jg_hash_combine(h, jg_hash_bytes(v->v.s.p, v->v.s.n)); break;
-        default: h = jg_hash_combine(h, jg_hash_int(v->v.i)); break;
-      }
+      case JG_STRING:
+        for (int i = 0; i < n; i++) {
+          const jg_val *v = col + keep[i] * stride;
+          ok[i] &= !v->null & (v->v.i >= lo) & (v->v.i <= hi);
+          if (!v->null) hash[i] = jg_hash_combine(hash[i], jg_hash_bytes(v->v.s.p, v->v.s.n));
+        }
+        break;
+      default:
+        for (int i = 0; i < n; i++) {
+          const jg_val *v = col + keep[i] * stride;
+          ok[i] &= !v->null & (v->v.i >= lo) & (v->v.i <= hi);
+          hash[i] = jg_hash_combine(hash[i], jg_hash_int(v->v.i));
+        }
+        break;
     }
-    if (!test(ctx, f, null, h, ints)) return 0;
   }
-  return 1;
+  if (f->nblocks) {
+    /* A tile's blocks are scattered over the filter: asking for each some rows ahead lets their
+     * misses overlap instead of each row waiting for its own. */
+    enum { AHEAD = 16 };
+    for (int i = 0; i < n && i < AHEAD; i++) __builtin_prefetch(jg_rf_block(f, hash[i]));
+    for (int i = 0; i < n; i++) {
+      if (i + AHEAD < n) __builtin_prefetch(jg_rf_block(f, hash[i + AHEAD]));
+      ok[i] &= (uint8_t)jg_rf_maybe(f, hash[i]);
+    }
+  }
+  int out = 0;
+  for (int i = 0; i < n; i++) {
+    keep[out] = keep[i];
+    out += ok[i];
+  }
+  ctx->stats.rf_tested += (uint64_t)n;
+  ctx->stats.rf_removed += (uint64_t)(n - out);
+  return out;
+}
+
+int jgr_rf_tile(jg_ctx *ctx, const jg_val *rows, size_t stride, int m, uint32_t *keep) {
+  if (m > JGR_RF_TILE_MAX) m = JGR_RF_TILE_MAX;
+  int n = m;
+  for (int i = 0; i < n; i++) keep[i] = (uint32_t)i;
+  for (uint32_t s = 0; n > 0 && s < JG_QUERY.nrf && s < RF_SLOTS; s++)
+    if (slots[s]) n = tile_filter(ctx, slots[s], s, rows, stride, keep, n);
+  return n;
 }

@@ -1123,7 +1123,7 @@ class Worker {
   Worker(ScanState *st, jg_ctx *ctx, jgr_error *err) : st_(st), ctx_(ctx), err_(err) {
     ncol_ = JG_QUERY.ncolumns;
     size_t row_bytes = sizeof(jg_val) * (ncol_ ? ncol_ : 1);
-    tile_rows_ = (int)std::clamp<size_t>(kTileBytes / row_bytes, 64, 1024);
+    tile_rows_ = (int)std::clamp<size_t>(kTileBytes / row_bytes, 64, JGR_RF_TILE_MAX);  // jgr_rf_tile takes a tile
     tile_.resize((size_t)tile_rows_ * (ncol_ ? ncol_ : 1));
   }
 
@@ -1244,8 +1244,8 @@ class Worker {
   }
 
   // The runtime filters (docs/runtime-filters.md) on the selected rows sel_[0..*n), before their
-  // other columns are converted: per tile, convert only the key columns, test each row
-  // (jgr_rf_row) and keep the rows that pass, in order. True when every row was so tested (the row
+  // other columns are converted: per tile, convert only the key columns, test the tile's rows
+  // (jgr_rf_tile) and keep the rows that pass, in order. True when every row was so tested (the row
   // function then keeps them without testing again); false when a key column did not convert (a
   // bad value: the rows from there on are kept untested, and the row function tests them, or the
   // conversion fails the same way there and says why).
@@ -1270,9 +1270,8 @@ class Worker {
           return false;
         }
       }
-      const jg_val *row = tile_.data();
-      for (int k = 0; k < m; k++, row += stride)
-        if (jgr_rf_row(ctx_, row)) sel_[out++] = sel_[t0 + (size_t)k];
+      const int kept = jgr_rf_tile(ctx_, tile_.data(), stride, m, rf_keep_);
+      for (int k = 0; k < kept; k++) sel_[out++] = sel_[t0 + rf_keep_[k]];
     }
     *n = out;
     return true;
@@ -1349,6 +1348,7 @@ class Worker {
   std::vector<jg_val> tile_;
   std::vector<uint32_t> sel_;  // the batch's rows left by the prefilter
   std::vector<DictMatch> dict_match_;  // per row predicate
+  uint32_t rf_keep_[JGR_RF_TILE_MAX];  // jgr_rf_tile's kept rows of a tile
   std::vector<uint32_t> rf_cols_;  // the runtime filters' key columns (JG_QUERY indexes), once
   std::unique_ptr<ColumnarFile> file_;
   uint32_t file_index_ = 0;

@@ -95,6 +95,188 @@ def test_bloom_filter_has_no_false_negatives(bloom_binary, n):
         assert false_pos / 200_000 < (0.03 if n >= 1000 else 0.01), false_pos
 
 
+# ------------------------------------------------------------------ a columnar scan's test of a tile
+
+# jgr_rf_tile (rfilter.c), which the ORC and Parquet scans call on a tile of rows, against each row
+# put through the filters on its own (docs/runtime-filters.md): three filters over int64, string,
+# float64 and date keys (one of them ranges only), rows with NULL keys, rows made of build tuples
+# (which must pass), tiles of 1 to 1024 rows, rows wider than their keys. Prints the rows decided
+# differently, the build rows dropped, and the rows tested and removed as counted and as expected.
+TILE_PROGRAM = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "jg.h"
+#include "jg_hash.h"
+#include "jg_rfilter.h"
+#include "jgrt.h"
+
+/* Columns: 0 int64, 1 string, 2 float64, 3 date. Filters: slot 0 on (0), slot 1 on (1, 2),
+ * slot 2 on (3, 0); each slot's filter is made from its own set of build key tuples. */
+static const jg_column cols[4] = {{"i", 1, JG_INT64, 0, 0}, {"s", 1, JG_STRING, 0, 0},
+                                  {"f", 1, JG_FLOAT64, 0, 0}, {"d", 1, JG_DATE, 0, 0}};
+static const uint32_t k0[] = {0}, k1[] = {1, 2}, k2[] = {3, 0};
+static const uint32_t nkeys[] = {1, 2, 2};
+static const uint32_t *const keys[] = {k0, k1, k2};
+static int row_fn(jg_ctx *c, const jg_val *r) { (void)c; (void)r; return 0; }
+const jg_query JG_QUERY = {.columns = cols, .ncolumns = 4, .noutputs = 0, .row = row_fn,
+                           .nrf = 3, .rf_nkeys = nkeys, .rf_keys = keys};
+
+static uint64_t rng;
+static uint64_t next(void) {
+  uint64_t z = (rng += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+#define NB 300   /* build key tuples per filter */
+#define NR 5000  /* probe rows */
+static char strs[NR + 3 * NB][16];
+
+static uint64_t key_hash(const jg_val *row, uint32_t s) {
+  uint64_t h = JG_HASH_SEED;
+  for (uint32_t k = 0; k < nkeys[s]; k++) {
+    const jg_val *v = &row[keys[s][k]];
+    switch (cols[keys[s][k]].type) {
+      case JG_FLOAT64: h = jg_hash_combine(h, jg_hash_float(v->v.f)); break;
+      case JG_STRING: h = jg_hash_combine(h, jg_hash_bytes(v->v.s.p, v->v.s.n)); break;
+      default: h = jg_hash_combine(h, jg_hash_int(v->v.i)); break;
+    }
+  }
+  return h;
+}
+
+static void random_row(jg_val *r, int i, int nulls) {
+  r[0].v.i = (int64_t)(next() % 2000) - 500;
+  snprintf(strs[i], sizeof strs[i], "s%d", (int)(next() % 1000));
+  r[1].v.s.p = strs[i], r[1].v.s.n = (uint32_t)strlen(strs[i]);
+  r[2].v.f = (double)(next() % 100) / 4.0;
+  r[3].v.i = 18000 + (int64_t)(next() % 400);
+  for (int c = 0; c < 4; c++) r[c].null = nulls && next() % 20 == 0;
+}
+
+int main(int argc, char **argv) {
+  rng = strtoull(argv[1], NULL, 10);
+  int stride = atoi(argv[2]); /* jg_val per row, >= 4 */
+  static jg_val build[3][NB][4];
+  jg_rfilter f[3];
+  for (int s = 0; s < 3; s++) {
+    memset(&f[s], 0, sizeof f[s]);
+    f[s].nkeys = nkeys[s];
+    f[s].rows = NB;
+    f[s].nblocks = s == 2 ? 0 : jg_rf_blocks_for(NB, 1 << 20); /* slot 2: ranges only */
+    f[s].has_range = calloc(2, 1), f[s].min = calloc(2, 8), f[s].max = calloc(2, 8);
+    f[s].blocks = f[s].nblocks ? calloc(f[s].nblocks, JG_RF_BLOCK) : NULL;
+    for (uint32_t k = 0; k < nkeys[s]; k++) f[s].min[k] = INT64_MAX, f[s].max[k] = INT64_MIN;
+    for (int b = 0; b < NB; b++) {
+      random_row(build[s][b], NR + s * NB + b, 0);
+      if (f[s].nblocks) jg_rf_insert(&f[s], key_hash(build[s][b], s));
+      for (uint32_t k = 0; k < nkeys[s]; k++) {
+        uint8_t t = cols[keys[s][k]].type;
+        if (t == JG_STRING || t == JG_FLOAT64) continue;
+        int64_t v = build[s][b][keys[s][k]].v.i;
+        f[s].has_range[k] = 1;
+        if (v < f[s].min[k]) f[s].min[k] = v;
+        if (v > f[s].max[k]) f[s].max[k] = v;
+      }
+    }
+    size_t n = jg_rf_blob_size(f[s].nkeys, f[s].nblocks);
+    uint8_t *blob = malloc(n);
+    jg_rf_write(&f[s], blob);
+    char *hex = malloc(2 * n + 1);
+    for (size_t i = 0; i < n; i++) sprintf(hex + 2 * i, "%02x", blob[i]);
+    jgr_error err = {0};
+    if (jgr_rf_install((uint32_t)s, hex, &err) != 0) { printf("install failed\n"); return 1; }
+  }
+  /* probe rows: random ones, with NULLs, and every tenth one a build tuple of each slot (a row
+   * that must pass every filter: no false negatives) */
+  jg_val *rows = calloc((size_t)NR * stride, sizeof(jg_val));
+  char *must = calloc(NR, 1);
+  for (int i = 0; i < NR; i++) {
+    jg_val *r = rows + (size_t)i * stride;
+    random_row(r, i, 1);
+    if (i % 10 == 0) {
+      int b = (int)(next() % NB);
+      r[0] = build[0][b][0];
+      r[1] = build[1][b][1], r[2] = build[1][b][2];
+      r[3] = build[2][b][3];
+      r[0].null = r[1].null = r[2].null = r[3].null = 0;
+      /* slot 2 also keys on column 0, which slot 0's tuple set: keep it only if in slot 2's range */
+      must[i] = r[0].v.i >= f[2].min[1] && r[0].v.i <= f[2].max[1];
+    }
+  }
+  jg_ctx ctx;
+  memset(&ctx, 0, sizeof ctx);
+  uint64_t want_tested = 0, want_removed = 0, mismatches = 0, false_neg = 0, kept_total = 0;
+  static uint32_t keep[JGR_RF_TILE_MAX];
+  const int sizes[] = {1, 7, 64, 1000, JGR_RF_TILE_MAX};
+  int i = 0, t = 0;
+  while (i < NR) {
+    int m = sizes[t++ % 5];
+    if (m > NR - i) m = NR - i;
+    /* the reference: each row on its own through the filters in slot order */
+    char pass[JGR_RF_TILE_MAX];
+    for (int r = 0; r < m; r++) {
+      const jg_val *row = rows + (size_t)(i + r) * stride;
+      pass[r] = 1;
+      for (uint32_t s = 0; s < 3 && pass[r]; s++) {
+        want_tested++;
+        int ok = 1;
+        for (uint32_t k = 0; k < nkeys[s]; k++) {
+          const jg_val *v = &row[keys[s][k]];
+          if (v->null) ok = 0;
+          else if (f[s].has_range[k] && (v->v.i < f[s].min[k] || v->v.i > f[s].max[k])) ok = 0;
+        }
+        if (ok) ok = jg_rf_maybe(&f[s], key_hash(row, s));
+        if (!ok) pass[r] = 0, want_removed++;
+      }
+    }
+    int n = jgr_rf_tile(&ctx, rows + (size_t)i * stride, (size_t)stride, m, keep);
+    int j = 0;
+    for (int r = 0; r < m; r++) {
+      int got = j < n && keep[j] == (uint32_t)r;
+      if (got) j++;
+      mismatches += got != pass[r];
+      false_neg += must[i + r] && !got;
+    }
+    if (j != n) mismatches++;
+    kept_total += (uint64_t)n;
+    i += m;
+  }
+  printf("%llu %llu %llu %llu %llu %llu %llu\n", (unsigned long long)mismatches, (unsigned long long)false_neg,
+         (unsigned long long)ctx.stats.rf_tested, (unsigned long long)want_tested,
+         (unsigned long long)ctx.stats.rf_removed, (unsigned long long)want_removed, (unsigned long long)kept_total);
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def tile_binary(tmp_path_factory):
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    d = tmp_path_factory.mktemp("rftile")
+    (d / "tile.c").write_text(TILE_PROGRAM)
+    rt = runtime_dir()
+    subprocess.run([cc, "-O2", "-std=gnu11", "-Wall", "-Werror", f"-I{rt}", str(d / "tile.c"), str(rt / "rfilter.c"),
+                    str(rt / "util.c"), "-o", str(d / "tile")], check=True, capture_output=True)
+    return d / "tile"
+
+
+@pytest.mark.parametrize("stride", [4, 7])
+def test_a_tile_keeps_the_rows_each_row_alone_keeps(tile_binary, stride):
+    for seed in (1, 2, 3):
+        out = subprocess.run([str(tile_binary), str(seed), str(stride)], check=True, capture_output=True,
+                             text=True).stdout.split()
+        mismatches, false_neg, tested, want_tested, removed, want_removed, kept = map(int, out)
+        assert mismatches == 0, f"{mismatches} rows decided differently from the row-at-a-time rule"
+        assert false_neg == 0, f"{false_neg} rows made of build tuples were dropped"
+        assert (tested, removed) == (want_tested, want_removed)
+        assert 0 < kept < 5000 and removed > 0  # the case has rows both ways
+
+
 # ------------------------------------------------------------------ a Python reader of the blob
 
 
