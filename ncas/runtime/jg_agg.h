@@ -162,6 +162,51 @@ static inline int jg_key_eq(const jg_key_str *a, const jg_key_str *b) {
   return __builtin_memcmp(jg_key_ptr(a) + 4, jg_key_ptr(b) + 4, a->n - 4) == 0;
 }
 
+/* ------------------------------------------------------------------ the table's hash of a group
+ * A table is private to its NCA (its workers merge their tables; no other process sees the
+ * hashes), so with several keys, or a string key, it need not hash by jg_hash v1 (docs/
+ * hashing.md), only well enough for the table (slot: the low bits; tag: the high 32): each key's
+ * raw 64-bit words are mixed in with a multiply and a rotation, and one fmix64 ends it. jg_hash v1
+ * takes an fmix64 per value and per combining step, four for TPC-H Q1's two one-byte strings, and
+ * FNV-1a's multiply per byte of a string (a chain of dependent multiplies). A table grouped by one
+ * non-string key still hashes with that key's value hash (one fmix64). */
+static inline uint64_t jg_agg_mix(uint64_t h, uint64_t x) {
+  h = (h ^ x) * 0x9e3779b97f4a7c15ULL;
+  return h << 29 | h >> 35;
+}
+
+/* A float key's word: its bits, with -0.0 as 0.0 and every NaN as one NaN (keys compare so). */
+static inline uint64_t jg_agg_float_word(double x) {
+  uint64_t bits;
+  if (x == 0.0) x = 0.0;
+  if (x != x) return 0x7ff8000000000000ULL;
+  __builtin_memcpy(&bits, &x, 8);
+  return bits;
+}
+
+/* Mix in a string key from its key form `k` (jg_key_of(s)): a key of up to 12 bytes is the form's
+ * two words; a longer one its length and first 4 bytes, then its bytes 8 at a time, the last 8
+ * overlapping the ones before (it has more than 12). */
+static inline uint64_t jg_agg_mix_str(uint64_t h, const jg_key_str *k, jg_str s) {
+  uint64_t w0, w1;
+  __builtin_memcpy(&w0, k, 8);
+  h = jg_agg_mix(h, w0);
+  if (s.n <= JG_KEY_INLINE) {
+    __builtin_memcpy(&w1, (const char *)k + 8, 8);
+    return jg_agg_mix(h, w1);
+  }
+  uint32_t i = 4;
+  for (; i + 8 <= s.n; i += 8) {
+    __builtin_memcpy(&w1, s.p + i, 8);
+    h = jg_agg_mix(h, w1);
+  }
+  if (i < s.n) {
+    __builtin_memcpy(&w1, s.p + s.n - 8, 8);
+    h = jg_agg_mix(h, w1);
+  }
+  return h;
+}
+
 /* The key's bytes, as long as `k` stays where it is (an entry's key: inline bytes are in the entry). */
 static inline jg_str jg_key_view(const jg_key_str *k) {
   jg_str s = {k->n <= JG_KEY_INLINE ? k->b : jg_key_ptr(k), k->n};

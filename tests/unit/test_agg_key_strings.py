@@ -2,7 +2,9 @@
 4-byte prefix and a pointer), through a tiny C driver compiled here: for every length from 0 to 40,
 random strings whose last byte is the last byte before an unreadable page (an over-read faults),
 the key form holds exactly the contract's bytes, views back to the string, and compares equal
-exactly when the strings are equal, also for strings that share length and prefix."""
+exactly when the strings are equal, also for strings that share length and prefix; and the table's
+hash of a string key (jg_agg_mix_str) stays within the string, is equal for equal bytes anywhere,
+and changes with any one byte."""
 from __future__ import annotations
 
 import shutil
@@ -61,6 +63,19 @@ int main(void) {
       memcpy(other, a, n);
       jg_key_str same = jg_key_of((jg_str){other, n});
       if (!jg_key_eq(&k, &same)) { printf("equal n=%u\n", n); return 1; }
+      /* the table's hash (jg_agg_mix_str) reads no byte past the string (it ends at the page),
+       * is the same for the same bytes elsewhere, and changes with any one byte or the length */
+      const uint64_t h = jg_agg_mix_str(1, &k, s);
+      if (jg_agg_mix_str(1, &same, (jg_str){other, n}) != h) { printf("hash equal n=%u\n", n); return 1; }
+      if (n > 0 && jg_agg_mix_str(1, &(jg_key_str){0}, (jg_str){a, 0}) == h) { printf("hash empty n=%u\n", n); return 1; }
+      for (uint32_t at = 0; at < n; at++) {
+        memcpy(b, a, n);
+        b[at] ^= (char)(1 + rand_r(&seed) % 255);
+        const jg_str c = at_end(b, n);
+        const jg_key_str ck = jg_key_of(c);
+        if (jg_agg_mix_str(1, &ck, c) == h) { printf("hash differ n=%u at=%u\n", n, at); return 1; }
+        at_end(a, n);
+      }
       if (n > 0) {
         const uint32_t at = (uint32_t)rand_r(&seed) % n;
         memcpy(b, a, n);

@@ -236,10 +236,11 @@ static int query_rows(jg_ctx *ctx, const jg_val *rows, uint32_t n) {
       p->a3n = (uint8_t)row[5].null;
       p->c3 = row[6].v.i;
       p->c3n = (uint8_t)row[6].null;
-      /* group key hash (jg_hash v1 row hash) */
+      /* group key hash (the table's own, jg_agg.h: the keys' words mixed in, one fmix64) */
       p->h = JG_HASH_SEED;
-      p->h = jg_hash_combine(p->h, (row[0].null ? JG_HASH_NULL : jg_hash_int(row[0].v.i)));
-      p->h = jg_hash_combine(p->h, (row[1].null ? JG_HASH_NULL : jg_hash_int(row[1].v.i)));
+      p->h = (p->k0n ? jg_agg_mix(p->h, JG_HASH_NULL) : jg_agg_mix(p->h, (uint64_t)(p->k0)));
+      p->h = (p->k1n ? jg_agg_mix(p->h, JG_HASH_NULL) : jg_agg_mix(p->h, (uint64_t)(p->k1)));
+      p->h = jg_fmix64(p->h);
       __builtin_prefetch(&t->slots[p->h & t->mask]);
       kept++;
     }
@@ -345,10 +346,11 @@ static int query_tuples(jg_ctx *ctx, const uint8_t *const *tuples, const uint32_
       p->a3n = (uint8_t)row[5].null;
       p->c3 = row[6].v.i;
       p->c3n = (uint8_t)row[6].null;
-      /* group key hash (jg_hash v1 row hash) */
+      /* group key hash (the table's own, jg_agg.h: the keys' words mixed in, one fmix64) */
       p->h = JG_HASH_SEED;
-      p->h = jg_hash_combine(p->h, (row[0].null ? JG_HASH_NULL : jg_hash_int(row[0].v.i)));
-      p->h = jg_hash_combine(p->h, (row[1].null ? JG_HASH_NULL : jg_hash_int(row[1].v.i)));
+      p->h = (p->k0n ? jg_agg_mix(p->h, JG_HASH_NULL) : jg_agg_mix(p->h, (uint64_t)(p->k0)));
+      p->h = (p->k1n ? jg_agg_mix(p->h, JG_HASH_NULL) : jg_agg_mix(p->h, (uint64_t)(p->k1)));
+      p->h = jg_fmix64(p->h);
       __builtin_prefetch(&t->slots[p->h & t->mask]);
       kept++;
     }

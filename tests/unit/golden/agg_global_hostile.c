@@ -163,7 +163,6 @@ static int query_rows(jg_ctx *ctx, const jg_val *rows, uint32_t n) {
       p->a0n = (uint8_t)row[0].null;
       p->a1 = row[1].v.i;
       p->a1n = (uint8_t)row[1].null;
-      /* group key hash (jg_hash v1 row hash) */
       p->h = JG_HASH_SEED;
       __builtin_prefetch(&t->slots[p->h & t->mask]);
       kept++;

@@ -269,11 +269,12 @@ static int query_rows(jg_ctx *ctx, const jg_val *rows, uint32_t n) {
       p->a5n = (uint8_t)row[1].null;
       p->a6 = row[0].v.i;
       p->a6n = (uint8_t)row[0].null;
-      /* group key hash (jg_hash v1 row hash) */
+      /* group key hash (the table's own, jg_agg.h: the keys' words mixed in, one fmix64) */
       p->h = JG_HASH_SEED;
-      p->h = jg_hash_combine(p->h, (row[3].null ? JG_HASH_NULL : jg_hash_bytes(row[3].v.s.p, row[3].v.s.n)));
-      p->h = jg_hash_combine(p->h, (row[5].null ? JG_HASH_NULL : jg_hash_int(t1)));
-      p->h = jg_hash_combine(p->h, (row[1].null ? JG_HASH_NULL : jg_hash_float(row[1].v.f)));
+      p->h = (p->k0n ? jg_agg_mix(p->h, JG_HASH_NULL) : jg_agg_mix_str(p->h, &p->k0q, p->k0));
+      p->h = (p->k1n ? jg_agg_mix(p->h, JG_HASH_NULL) : jg_agg_mix(p->h, (uint64_t)(p->k1)));
+      p->h = (p->k2n ? jg_agg_mix(p->h, JG_HASH_NULL) : jg_agg_mix(p->h, jg_agg_float_word(p->k2)));
+      p->h = jg_fmix64(p->h);
       __builtin_prefetch(&t->slots[p->h & t->mask]);
       kept++;
     }

@@ -13,8 +13,9 @@ and agg_table.c):
   `_Acc.checked_sum`); sums of float64 in double; min/max values (strings copied into the
   arena); avg as sum and count;
 - `query_rows` (and `query_row`, one row): the filters before the aggregate, the group keys and
-  aggregate arguments as expressions over each input row and the key hash (jg_hash v1,
-  docs/hashing.md: the row hash, or with one key that key's value hash) into a batch of pending
+  aggregate arguments as expressions over each input row and the key hash (with one key not a
+  string, its jg_hash v1 value hash, docs/hashing.md; else the table's own, jg_agg.h: each key's
+  words mixed in by a multiply and a rotation, one fmix64 at the end) into a batch of pending
   rows while prefetching their table slots, then `q_apply` per pending row: the probe loop with
   the key comparison inlined and the accumulator updates. No per-value type dispatch, and the
   table's cache misses of a batch overlap;
@@ -543,15 +544,32 @@ def _evaluate(plan: AggPlan, pool: LiteralPool, used: list[int], row_exprs: list
         args.append((a, n))
     for line in stores:
         body.line(line)
-    if len(hashes) == 1:  # the key's own value hash is already mixed: no second fmix64 per row
+    if not keys:  # the one group of a global aggregation (query_finish inserts it so when empty)
+        body.line("p->h = JG_HASH_SEED;")
+    elif len(hashes) == 1 and keys[0].type.kind is not Kind.STRING:  # already mixed: one fmix64 per row
         body.comment("group key hash (jg_hash v1 value hash of the one key)")
         body.line(f"p->h = {hashes[0]};")
     else:
-        body.comment("group key hash (jg_hash v1 row hash)")
+        body.comment("group key hash (the table's own, jg_agg.h: the keys' words mixed in, one fmix64)")
         body.line("p->h = JG_HASH_SEED;")
-        for h in hashes:
-            body.line(f"p->h = jg_hash_combine(p->h, {h});")
+        for i, k in enumerate(keys):
+            body.line(f"p->h = {_key_mix(i, k)};")
+        body.line("p->h = jg_fmix64(p->h);")
     return body.text(), keys, args, members
+
+
+def _key_mix(i: int, k: CValue) -> str:
+    """C expression: the table's hash so far, `p->h`, with pending key i (`k`) mixed in (jg_agg.h)."""
+    kind = k.type.kind
+    if kind is Kind.STRING:
+        mixed = f"jg_agg_mix_str(p->h, &p->k{i}q, {k.value})"
+    elif kind is Kind.FLOAT64:
+        mixed = f"jg_agg_mix(p->h, jg_agg_float_word({k.value}))"
+    elif k.type.is_wide_decimal:
+        mixed = f"jg_agg_mix(jg_agg_mix(p->h, (uint64_t){k.value}), (uint64_t)((unsigned __int128){k.value} >> 64))"
+    else:
+        mixed = f"jg_agg_mix(p->h, (uint64_t)({k.value}))"
+    return mixed if k.never_null else f"({k.null} ? jg_agg_mix(p->h, JG_HASH_NULL) : {mixed})"
 
 
 def _apply_body(keys: list[CValue], args: list[tuple[CValue | None, CValue | None]], accs: list[_Acc]) -> str:
