@@ -133,15 +133,16 @@ int jgr_param_u64(const jgr_proc *p, const char *key, uint64_t dflt, uint64_t mi
 int jgr_rf_install(uint32_t slot, const char *hex, jgr_error *err);
 /* Slots with a filter installed (for the `done` stats); 0 when the NCA has none. */
 uint32_t jgr_rf_installed(void);
-/* A driver's early test (the columnar scans) of a tile of rows[0..m) (`stride` jg_val apart,
- * m <= JGR_RF_TILE_MAX) whose key columns (JG_QUERY.rf_keys; the rest may be unset) are set:
- * keep[0..) gets the indexes of the rows that pass every installed filter, in order, and their
- * number is returned, the rows counted as jg_rf_test counts them. Each filter makes one pass over
- * the tile: the keys' hashes, then the Bloom blocks fetched some rows ahead (a row's block is a
- * cache miss, and a row at a time waits for each in turn), then the kept rows compacted without a
- * branch per row. A driver that tested rows so sets ctx->rf_pretested while the row function runs
- * on them, and jg_rf_test then keeps them without testing or counting them again. */
-#define JGR_RF_TILE_MAX 1024
+/* A driver's early test (the columnar scans) of a tile of rows[0..m) (`stride` jg_val apart)
+ * whose key columns (JG_QUERY.rf_keys; the rest may be unset) are set: keep[0..m) gets the
+ * indexes of the rows that pass every installed filter, in order, and their number is returned,
+ * the rows counted as jg_rf_test counts them. Each filter makes one pass over the tile (up to
+ * JGR_RF_TILE_MAX rows at a time): the keys' hashes, then the Bloom blocks fetched some rows
+ * ahead (a row's block is a cache miss, and a row at a time waits for each in turn), then the
+ * kept rows compacted without a branch per row. A driver that tested rows so sets
+ * ctx->rf_pretested while the row function runs on them, and jg_rf_test then keeps them without
+ * testing or counting them again. */
+#define JGR_RF_TILE_MAX 1024 /* rows a pass takes at a time (its hashes stay in L1) */
 int jgr_rf_tile(jg_ctx *ctx, const jg_val *rows, size_t stride, int m, uint32_t *keep);
 
 /* ------------------------------------------------------------------ input files (input_file.c) */

@@ -150,10 +150,14 @@ static int tile_filter(jg_ctx *ctx, const jg_rfilter *f, uint32_t s, const jg_va
 }
 
 int jgr_rf_tile(jg_ctx *ctx, const jg_val *rows, size_t stride, int m, uint32_t *keep) {
-  if (m > JGR_RF_TILE_MAX) m = JGR_RF_TILE_MAX;
-  int n = m;
-  for (int i = 0; i < n; i++) keep[i] = (uint32_t)i;
-  for (uint32_t s = 0; n > 0 && s < JG_QUERY.nrf && s < RF_SLOTS; s++)
-    if (slots[s]) n = tile_filter(ctx, slots[s], s, rows, stride, keep, n);
-  return n;
+  int kept = 0;
+  for (int base = 0; base < m; base += JGR_RF_TILE_MAX) { /* tile_filter's arrays hold that many */
+    int n = m - base < (int)JGR_RF_TILE_MAX ? m - base : (int)JGR_RF_TILE_MAX;
+    uint32_t *k = keep + kept;
+    for (int i = 0; i < n; i++) k[i] = (uint32_t)(base + i);
+    for (uint32_t s = 0; n > 0 && s < JG_QUERY.nrf && s < RF_SLOTS; s++)
+      if (slots[s]) n = tile_filter(ctx, slots[s], s, rows, stride, k, n);
+    kept += n;
+  }
+  return kept;
 }

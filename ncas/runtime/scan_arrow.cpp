@@ -1115,6 +1115,7 @@ const Format *g_format = nullptr;
 
 constexpr int64_t kDefaultBatchRows = 8192;  // a batch of the needed columns stays in L2
 constexpr size_t kTileBytes = 48 << 10;  // the jg_val matrix of one tile stays in L1/L2
+constexpr size_t kMaxTileRows = 1024;
 
 // ------------------------------------------------------------------ one worker
 
@@ -1123,7 +1124,7 @@ class Worker {
   Worker(ScanState *st, jg_ctx *ctx, jgr_error *err) : st_(st), ctx_(ctx), err_(err) {
     ncol_ = JG_QUERY.ncolumns;
     size_t row_bytes = sizeof(jg_val) * (ncol_ ? ncol_ : 1);
-    tile_rows_ = (int)std::clamp<size_t>(kTileBytes / row_bytes, 64, JGR_RF_TILE_MAX);  // jgr_rf_tile takes a tile
+    tile_rows_ = (int)std::clamp<size_t>(kTileBytes / row_bytes, 64, kMaxTileRows);
     tile_.resize((size_t)tile_rows_ * (ncol_ ? ncol_ : 1));
   }
 
@@ -1348,7 +1349,7 @@ class Worker {
   std::vector<jg_val> tile_;
   std::vector<uint32_t> sel_;  // the batch's rows left by the prefilter
   std::vector<DictMatch> dict_match_;  // per row predicate
-  uint32_t rf_keep_[JGR_RF_TILE_MAX];  // jgr_rf_tile's kept rows of a tile
+  uint32_t rf_keep_[kMaxTileRows];  // jgr_rf_tile's kept rows of a tile
   std::vector<uint32_t> rf_cols_;  // the runtime filters' key columns (JG_QUERY indexes), once
   std::unique_ptr<ColumnarFile> file_;
   uint32_t file_index_ = 0;

@@ -20,6 +20,7 @@ from jumpgate.ncas.software.codegen.join import generate_join_query
 from jumpgate.ncas.software.codegen.scan import generate_scan_query
 from jumpgate.ncas.software.hashing import row_hash
 
+from .fixtures.c_driver import build_c_driver
 from .fixtures.runtime_harness import NcaProcess, Receiver, decode_tuple, encode_tuple, token
 from .test_join_runtime import feed, fields
 
@@ -100,7 +101,7 @@ def test_bloom_filter_has_no_false_negatives(bloom_binary, n):
 # jgr_rf_tile (rfilter.c), which the ORC and Parquet scans call on a tile of rows, against each row
 # put through the filters on its own (docs/runtime-filters.md): three filters over int64, string,
 # float64 and date keys (one of them ranges only), rows with NULL keys, rows made of build tuples
-# (which must pass), tiles of 1 to 1024 rows, rows wider than their keys. Prints the rows decided
+# (which must pass), tiles of 1 to 2500 rows, rows wider than their keys. Prints the rows decided
 # differently, the build rows dropped, and the rows tested and removed as counted and as expected.
 TILE_PROGRAM = r"""
 #include <stdio.h>
@@ -157,6 +158,7 @@ static void random_row(jg_val *r, int i, int nulls) {
 }
 
 int main(int argc, char **argv) {
+  if (argc != 3) return 2;
   rng = strtoull(argv[1], NULL, 10);
   int stride = atoi(argv[2]); /* jg_val per row, >= 4 */
   static jg_val build[3][NB][4];
@@ -209,14 +211,14 @@ int main(int argc, char **argv) {
   jg_ctx ctx;
   memset(&ctx, 0, sizeof ctx);
   uint64_t want_tested = 0, want_removed = 0, mismatches = 0, false_neg = 0, kept_total = 0;
-  static uint32_t keep[JGR_RF_TILE_MAX];
-  const int sizes[] = {1, 7, 64, 1000, JGR_RF_TILE_MAX};
+  static uint32_t keep[4096];
+  const int sizes[] = {1, 7, 64, 1000, JGR_RF_TILE_MAX, 2500}; /* 2500: more than one pass */
   int i = 0, t = 0;
   while (i < NR) {
-    int m = sizes[t++ % 5];
+    int m = sizes[t++ % 6];
     if (m > NR - i) m = NR - i;
     /* the reference: each row on its own through the filters in slot order */
-    char pass[JGR_RF_TILE_MAX];
+    char pass[4096];
     for (int r = 0; r < m; r++) {
       const jg_val *row = rows + (size_t)(i + r) * stride;
       pass[r] = 1;
@@ -253,16 +255,10 @@ int main(int argc, char **argv) {
 
 
 @pytest.fixture(scope="module")
-def tile_binary(tmp_path_factory):
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
+def tile_binary():
+    if shutil.which("gcc") is None:
         pytest.skip("no C compiler")
-    d = tmp_path_factory.mktemp("rftile")
-    (d / "tile.c").write_text(TILE_PROGRAM)
-    rt = runtime_dir()
-    subprocess.run([cc, "-O2", "-std=gnu11", "-Wall", "-Werror", f"-I{rt}", str(d / "tile.c"), str(rt / "rfilter.c"),
-                    str(rt / "util.c"), "-o", str(d / "tile")], check=True, capture_output=True)
-    return d / "tile"
+    return build_c_driver("rftile", TILE_PROGRAM, ("rfilter.c", "util.c"))
 
 
 @pytest.mark.parametrize("stride", [4, 7])

@@ -306,16 +306,12 @@ def _entry_members(plan: AggPlan, key_nullable: list[bool], accs: list[_Acc]) ->
 # ------------------------------------------------------------------ keys
 
 
-def _key_hash(v: CValue) -> str:
-    kind = v.type.kind
-    if kind is Kind.STRING:
-        h = f"jg_hash_bytes({v.value}.p, {v.value}.n)"
-    elif kind is Kind.FLOAT64:
+def _value_hash(v: CValue) -> str:
+    """C expression: jg_hash v1's value hash of a key that is not a string (a table's one key)."""
+    if v.type.kind is Kind.FLOAT64:
         h = f"jg_hash_float({v.value})"
-    elif v.type.is_wide_decimal:
-        h = f"jg_hash_i128({v.value})"
     else:
-        h = f"jg_hash_int({v.value})"
+        h = f"jg_hash_{'i128' if v.type.is_wide_decimal else 'int'}({v.value})"
     return h if v.never_null else f"({v.null} ? JG_HASH_NULL : {h})"
 
 
@@ -526,11 +522,11 @@ def _evaluate(plan: AggPlan, pool: LiteralPool, used: list[int], row_exprs: list
         stores.append(f"p->{name}n = (uint8_t){v.null};")
         return CValue(f"p->{name}", f"p->{name}n", v.type)
 
-    keys, hashes = [], []
+    keys, values = [], []
     for i, (where, e) in enumerate(plan.keys):
         comp.where = where
         v = comp.compile(e)
-        hashes.append(_key_hash(v))
+        values.append(v)
         keys.append(pend(v, f"k{i}"))
         if v.type.kind is Kind.STRING:  # the key form the probe compares (jg_agg.h); a NULL's value is not read
             members.append(f"jg_key_str k{i}q;")
@@ -546,9 +542,9 @@ def _evaluate(plan: AggPlan, pool: LiteralPool, used: list[int], row_exprs: list
         body.line(line)
     if not keys:  # the one group of a global aggregation (query_finish inserts it so when empty)
         body.line("p->h = JG_HASH_SEED;")
-    elif len(hashes) == 1 and keys[0].type.kind is not Kind.STRING:  # already mixed: one fmix64 per row
+    elif len(keys) == 1 and keys[0].type.kind is not Kind.STRING:  # already mixed: one fmix64 per row
         body.comment("group key hash (jg_hash v1 value hash of the one key)")
-        body.line(f"p->h = {hashes[0]};")
+        body.line(f"p->h = {_value_hash(values[0])};")
     else:
         body.comment("group key hash (the table's own, jg_agg.h: the keys' words mixed in, one fmix64)")
         body.line("p->h = JG_HASH_SEED;")
