@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--sf", type=float, default=1.0)
     ap.add_argument("--format", choices=["json", "parquet", "orc"], default="json",
                     help="the tables' files: JSON Lines as generated, or Spark's own Snappy Parquet or ORC copy")
-    ap.add_argument("--queries", default="", help="comma-separated query numbers (default: all Spark can run)")
+    ap.add_argument("--queries", default="", help="comma-separated queries, as 58 or q58 (default: all Spark can run)")
     ap.add_argument("--repeat", type=int, default=1, help="timed rounds (off, on); the median of each mode counts")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--no-threshold", action="store_true", help="offload everything that can be")
@@ -63,6 +63,10 @@ def main() -> None:
     ap.add_argument("--jar", type=Path, default=JAR,
                     help="the plugin jar (default: build clients/spark and use its jar), e.g. to compare two versions")
     args = ap.parse_args()
+    try:  # the names the per-query lines print (q58) or bare numbers, checked before anything starts
+        picked = [int(q.strip().lower().removeprefix("q")) for q in args.queries.split(",") if q.strip()]
+    except ValueError:
+        ap.error(f"--queries {args.queries!r}: expected comma-separated queries such as 58 or q58")
 
     from tests.spark.test_tpcds import SPARK_CANNOT_RUN
 
@@ -74,7 +78,10 @@ def main() -> None:
     tpcds.generate(root, args.sf)
     print(f"data: {root} ({time.monotonic() - t:.0f} s)", flush=True)
     queries = tpcds.queries(root / "tpcds")
-    wanted = [int(q) for q in args.queries.split(",") if q] or [n for n in sorted(queries) if n not in SPARK_CANNOT_RUN]
+    unknown = [f"q{n:02d}" for n in picked if n not in queries]
+    if unknown:
+        ap.error(f"--queries: no TPC-DS query {', '.join(unknown)} (1-99)")
+    wanted = picked or [n for n in sorted(queries) if n not in SPARK_CANNOT_RUN]
 
     from pyspark.sql import SparkSession
     # A stop by SIGTERM unwinds like Ctrl-C, so the server and Spark are stopped (finally below).
