@@ -143,31 +143,42 @@ static inline int q_apply_batch(jg_agg_table *t, const q_pending *batch, uint32_
   return JG_ROW_OK;
 }
 
-/* Rows in batches (a scan's batches; query_row): evaluate and hash up to Q_BATCH rows prefetching
- * their slots, then apply them.
+/* The one group of a global aggregation, inserted by the first row that passes the filters (as
+ * q_apply inserts it; query_finish inserts it when none did, unless partial). One entry never
+ * grows the table nor is evicted, so the pointer stays valid. */
+static inline q_entry *q_global(jg_agg_table *t) {
+  if (__builtin_expect(t->count != 0, 1)) return (q_entry *)t->entries;
+  return (q_entry *)jg_agg_insert(t, JG_HASH_SEED, JG_HASH_SEED & t->mask, 0);
+}
+
+/* Add an evaluated row to the one group's accumulators. */
+static inline int q_update(jg_agg_table *t, q_entry *e, const q_pending *p) {
+  (void)t;
+  if (!p->a0n && (!e->h0 || (jg_strcmp(p->a0, e->m0) > 0))) { jg_agg_set_str(t, &e->m0, &e->cap0, p->a0); e->h0 = 1; }
+  if (!p->a1n) { e->s1 += p->a1; e->h1 = 1; }
+  return JG_ROW_OK;
+}
+
+/* Rows (a scan's batches; query_row): each evaluated and added to the one group.
  * complete aggregation: 0 group key(s); max, sum; 0 filter(s) before, 1 after */
 #define Q_BATCH 64
 
 static int query_rows(jg_ctx *ctx, const jg_val *rows, uint32_t n) {
   jg_agg_table *const t = q_table(ctx);
   if (!t) return JG_ROW_ERROR;
-  q_pending batch[Q_BATCH];
-  for (uint32_t base = 0; base < n; base += Q_BATCH) {
-    const uint32_t m = n - base < Q_BATCH ? n - base : Q_BATCH;
-    uint32_t kept = 0;
-    for (uint32_t r = 0; r < m; r++) {
-      const jg_val *const row = rows + (size_t)(base + r) * 2;
-      q_pending *const p = &batch[kept];
-      (void)row;
-      p->a0 = row[0].v.s;
-      p->a0n = (uint8_t)row[0].null;
-      p->a1 = row[1].v.i;
-      p->a1n = (uint8_t)row[1].null;
-      p->h = JG_HASH_SEED;
-      __builtin_prefetch(&t->slots[p->h & t->mask]);
-      kept++;
-    }
-    if (q_apply_batch(t, batch, kept) != JG_ROW_OK) return JG_ROW_ERROR;
+  q_entry *e = NULL; /* found (or inserted) by the first row that passes the filters */
+  for (uint32_t r = 0; r < n; r++) {
+    const jg_val *const row = rows + (size_t)r * 2;
+    q_pending pv;
+    q_pending *const p = &pv;
+    (void)row;
+    p->a0 = row[0].v.s;
+    p->a0n = (uint8_t)row[0].null;
+    p->a1 = row[1].v.i;
+    p->a1n = (uint8_t)row[1].null;
+    p->h = JG_HASH_SEED;
+    if (__builtin_expect(!e, 0) && !(e = q_global(t))) return JG_ROW_ERROR;
+    if (q_update(t, e, p) != JG_ROW_OK) return JG_ROW_ERROR;
   }
   return JG_ROW_OK;
 }
