@@ -310,6 +310,46 @@ def test_partial_then_final_gives_the_complete_answer(root, bound, threads):
     assert_same_groups(rows, duck(root, f"SELECT k, s, {duck_aggs()} FROM SRC GROUP BY k, s"))
 
 
+GLOBAL_AGGS = [("n", "count_star", None), ("sl", "sum", "l"), ("mx", "max", "s"), ("a", "avg", "d")]
+GLOBAL_SQL = "SELECT count(*), sum(l), max(s), avg(d) FROM SRC"
+
+
+def merged_partials(rows: list[tuple]) -> list[tuple]:
+    """The partial rows of GLOBAL_AGGS (n, sl, mx, a__sum, a__count), one per worker that saw a
+    row, merged as the final side merges them."""
+    assert 1 <= len(rows) <= 2, rows
+    return [(sum(r[0] for r in rows), sum(r[1] for r in rows), max(r[2] for r in rows),
+             sum(r[3] for r in rows) / sum(r[4] for r in rows))]
+
+
+@pytest.mark.parametrize("mode", ["complete", "partial"])
+@pytest.mark.parametrize("condition", ["k > 20", "k > 1000"])
+def test_global_aggregation_after_a_filter(root, mode, condition):
+    """A global aggregation adds each row to its one entry, which the first row that passes the
+    filter inserts: over rows of which some pass, the answer is DuckDB's; when none passes,
+    complete emits its one row (count 0, the rest NULL) and partial emits nothing, as for no
+    input."""
+    ops = [{"kind": "filter", "name": "f", "condition": condition}, agg([], GLOBAL_AGGS, mode=mode)]
+    rows, _, _, ev = run_fused(root, request(*ops), threads=2)
+    assert ev["event"] == "done", ev
+    want = duck(root, GLOBAL_SQL + f" WHERE {condition}")
+    if condition == "k > 1000":
+        assert want == [(0, None, None, None)]
+        assert rows == ([] if mode == "partial" else want)
+    else:
+        assert_same_groups(rows if mode == "complete" else merged_partials(rows), want)
+
+
+@pytest.mark.parametrize("mode", ["complete", "partial"])
+def test_global_aggregation_over_ntf(root, mode):
+    """The aggregation NCA's global path over NTF tuples (query_tuples) on two streams and threads."""
+    schema, streams = passthrough(root, threads=2)
+    rows, _, _, ev = run_ntf([agg([], GLOBAL_AGGS, mode=mode)], schema, streams, threads=2, root=root)
+    assert ev["event"] == "done", ev
+    assert ev["stats"]["tuples_in"] == 6000
+    assert_same_groups(rows if mode == "complete" else merged_partials(rows), duck(root, GLOBAL_SQL))
+
+
 def test_ntf_complete_on_several_streams_and_threads(root):
     schema, streams = passthrough(root, threads=2)
     aggs = [("n", "count_star", None), ("se", "sum", "e"), ("mn", "min", "s"), ("ai", "avg", "i")]
