@@ -160,6 +160,50 @@ inline bool read_uvarint(In &in, uint64_t *out) {
   return false;
 }
 
+// Step over the next k varints (of at most 10 bytes each, as read_uvarint reads them). A varint
+// ends at each byte without its high bit, so 8 bytes at a time hold as many ends as such bytes (a
+// popcount), and a word with fewer ends than are still wanted is stepped over whole. False when
+// the stream ends first or a varint runs over 10 bytes.
+inline bool skip_varints(In &in, int64_t k) {
+  const uint8_t *p = in.p;
+  int run = 0;  // continuation bytes (high bit set) since the last end
+  while (k > 0 && in.e - p >= 8) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    const uint64_t ends = ~w & 0x8080808080808080ull;  // byte i's end at bit 8i + 7 (little-endian)
+    if (ends == 0) {
+      if ((run += 8) >= 10) return false;
+      p += 8;
+      continue;
+    }
+    if (run + __builtin_ctzll(ends) / 8 >= 10) return false;  // the varint this word finishes
+    const int m = __builtin_popcountll(ends);
+    if (m < k) {
+      k -= m;
+      run = __builtin_clzll(ends) / 8;  // the bytes after the word's last end
+      p += 8;
+      continue;
+    }
+    uint64_t e = ends;
+    for (int64_t i = 1; i < k; i++) e &= e - 1;  // the k-th end is now the lowest
+    p += __builtin_ctzll(e) / 8 + 1;
+    k = 0;
+    run = 0;
+  }
+  for (; k > 0; p++) {
+    if (p >= in.e) return false;
+    if (!(*p & 0x80)) k--, run = 0;
+    else if (++run >= 10) return false;
+  }
+  in.p = p;
+  return true;
+}
+
+// A batch's late decimals are decoded at the kept rows only when at most one row in this many
+// was kept: stepping over a varint costs a fraction of decoding one, but a kept row costs a
+// little more than in a batch decoded whole.
+constexpr size_t kSparseKept = 4;
+
 // The RLE v2 5-bit width codes.
 inline int decode_width(uint32_t code) {
   static const int w[32] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
@@ -606,7 +650,10 @@ class File final : public NativeFile {
       for (size_t k = 0; k < cols_.size(); k++)
         if (is_late(k)) arrays[k] = jgscan::late_placeholder(n);
         else ARROW_RETURN_NOT_OK(decode(*cols_[k], n, batch_rows, &arrays[k]));
-      ARROW_ASSIGN_OR_RAISE(size_t passed, (*filter)(*arrow::RecordBatch::Make(early_schema, n, arrays)));
+      ARROW_ASSIGN_OR_RAISE(Kept kept, (*filter)(*arrow::RecordBatch::Make(early_schema, n, arrays)));
+      const size_t passed = kept.n;
+      // few rows kept: a late decimal column is decoded at those rows only (decode_kept)
+      const bool sparse = kept.rows != nullptr && passed * kSparseKept <= (size_t)n;
       for (size_t k = 0; k < cols_.size(); k++) {
         if (!is_late(k)) continue;
         Column &c = *cols_[k];
@@ -620,7 +667,10 @@ class File final : public NativeFile {
           ARROW_RETURN_NOT_OK(skip(c, c.pending_skip, batch_rows));
           c.pending_skip = 0;
         }
-        ARROW_RETURN_NOT_OK(decode(c, n, batch_rows, &arrays[k]));
+        if (sparse && c.type.kind == kDecimal && !c.has_present)
+          ARROW_RETURN_NOT_OK(decode_kept(c, n, batch_rows, kept, &arrays[k]));
+        else
+          ARROW_RETURN_NOT_OK(decode(c, n, batch_rows, &arrays[k]));
       }
       if (passed == 0) jgscan::g_late_rows_skipped.fetch_add((uint64_t)n, std::memory_order_relaxed);
       ARROW_RETURN_NOT_OK((*rows_fn)(*arrow::RecordBatch::Make(batch_schema, n, arrays), passed));
@@ -681,21 +731,10 @@ class File final : public NativeFile {
           c.raw.p += bytes;
           break;
         }
-        case kDecimal: {
+        case kDecimal:
           if (!c.scales.skip(dense)) return bad(c, "SECONDARY stream");
-          // a varint ends at each byte without its high bit
-          const uint8_t *p = c.raw.p;
-          for (int64_t j = 0; j < dense; j++) {
-            int i = 0;
-            for (;; i++) {
-              if (p + i >= c.raw.e || i == 10) return bad(c, "DATA stream");
-              if (!(p[i] & 0x80)) break;
-            }
-            p += i + 1;
-          }
-          c.raw.p = p;
+          if (!skip_varints(c.raw, dense)) return bad(c, "DATA stream");
           break;
-        }
         default: return Status::NotImplemented("ORC type kind ", c.type.kind);
       }
     }
@@ -937,9 +976,9 @@ class File final : public NativeFile {
 
   // The next n rows of column c as an Arrow array (buffers reused from batch to batch: the
   // driver is done with a batch when its callback returns).
-  Status decode(Column &c, int64_t n, int64_t batch_rows, std::shared_ptr<arrow::ArrayData> *out) {
-    const int width = value_width(c.type.kind);
-    const int64_t value_bytes = (batch_rows + 1) * width;  // + 1: string offsets
+  // Column c's reusable value and validity buffers, large enough for a batch.
+  Status batch_buffers(Column &c, int64_t batch_rows) {
+    const int64_t value_bytes = (batch_rows + 1) * value_width(c.type.kind);  // + 1: string offsets
     if (!c.values) {
       ARROW_ASSIGN_OR_RAISE(c.values, arrow::AllocateResizableBuffer(value_bytes, jgscan::pool()));
       ARROW_ASSIGN_OR_RAISE(c.validity, arrow::AllocateResizableBuffer(arrow::bit_util::BytesForBits(batch_rows), jgscan::pool()));
@@ -947,6 +986,12 @@ class File final : public NativeFile {
       ARROW_RETURN_NOT_OK(c.values->Resize(value_bytes));
       ARROW_RETURN_NOT_OK(c.validity->Resize(arrow::bit_util::BytesForBits(batch_rows)));
     }
+    return Status::OK();
+  }
+
+  Status decode(Column &c, int64_t n, int64_t batch_rows, std::shared_ptr<arrow::ArrayData> *out) {
+    const int width = value_width(c.type.kind);
+    ARROW_RETURN_NOT_OK(batch_buffers(c, batch_rows));
     int64_t dense = n;
     if (c.has_present) {
       if (c.valid_bytes.size() < (size_t)n) c.valid_bytes.resize((size_t)n);
@@ -1065,37 +1110,76 @@ class File final : public NativeFile {
   // to the column's scale as ORC's reader does (multiplied up or divided down); written as Arrow
   // Decimal128 (two little-endian 64-bit words).
   Status decode_decimals(Column &c, int64_t n, int64_t *out) {
+    ARROW_ASSIGN_OR_RAISE(const int64_t *sc, decimal_scales(c, n));
+    In in = c.raw;
+    for (int64_t j = 0; j < n; j++)
+      if (!decimal_at(in, sc[j], (int64_t)c.type.scale, out + 2 * j)) return bad(c, "DATA stream");
+    c.raw = in;
+    return Status::OK();
+  }
+
+  // A late decimal column (no NULLs) in a batch where few rows passed: the values at the kept rows
+  // only, the varints between them stepped over (skip_varints). Every row's scale is still read
+  // and checked, so that a bad one fails the job as decode() would. The other rows' values are
+  // whatever the buffer held.
+  Status decode_kept(Column &c, int64_t n, int64_t batch_rows, const Kept &kept,
+                     std::shared_ptr<arrow::ArrayData> *out) {
+    ARROW_RETURN_NOT_OK(batch_buffers(c, batch_rows));
+    ARROW_ASSIGN_OR_RAISE(const int64_t *sc, decimal_scales(c, n));
+    int64_t *v = reinterpret_cast<int64_t *>(c.values->mutable_data());
+    In in = c.raw;
+    int64_t at = 0;  // the row the stream is at
+    for (size_t j = 0; j < kept.n; j++) {
+      const int64_t r = kept.rows[j];
+      if (r < at || r >= n || !skip_varints(in, r - at) || !decimal_at(in, sc[r], (int64_t)c.type.scale, v + 2 * r))
+        return bad(c, "DATA stream");
+      at = r + 1;
+    }
+    if (!skip_varints(in, n - at)) return bad(c, "DATA stream");
+    c.raw = in;
+    jgscan::g_late_values_skipped.fetch_add((uint64_t)(n - (int64_t)kept.n), std::memory_order_relaxed);
+    *out = arrow::ArrayData::Make(c.out_type, n, {nullptr, c.values}, 0);
+    return Status::OK();
+  }
+
+  // The scales of the next n decimals (SECONDARY), each checked: within 18 of the column's.
+  arrow::Result<const int64_t *> decimal_scales(Column &c, int64_t n) {
     if (c.scale_buf.size() < (size_t)n) c.scale_buf.resize((size_t)n);
     int64_t *sc = c.scale_buf.data();
     if (!c.scales.read(sc, n)) return bad(c, "SECONDARY stream");
     const int64_t want = (int64_t)c.type.scale;
-    In in = c.raw;
-    for (int64_t j = 0; j < n; j++) {
-      uint64_t u;
-      if (in.e - in.p >= 10) {  // the common case: no end check per byte
-        const uint8_t *p = in.p;
-        u = p[0] & 0x7f;
-        int i = 0;
-        while (p[i] & 0x80) {
-          if (++i == 10) return bad(c, "DATA stream");
-          u |= (uint64_t)(p[i] & 0x7f) << (7 * i);
-        }
-        in.p = p + i + 1;
-      } else if (!read_uvarint(in, &u)) {
-        return bad(c, "DATA stream");
+    uint64_t far = 0;  // any scale out of range, without a branch per value
+    for (int64_t j = 0; j < n; j++) far |= (uint64_t)(sc[j] - want + 18) > 36u;
+    if (far)
+      for (int64_t j = 0; j < n; j++)
+        if ((uint64_t)(sc[j] - want + 18) > 36u)
+          return Status::Invalid("ORC column ", c.id, ": decimal scale ", sc[j], " out of range");
+    return sc;
+  }
+
+  // The next varint of `in` as a decimal of scale s, brought to scale `want` (multiplied up or
+  // divided down, as ORC's reader does; |s - want| <= 18, decimal_scales), into out[0..2) as Arrow's
+  // Decimal128 words. False when the varint is cut short or longer than 10 bytes.
+  static bool decimal_at(In &in, int64_t s, int64_t want, int64_t *out) {
+    uint64_t u;
+    if (in.e - in.p >= 10) {  // the common case: no end check per byte
+      const uint8_t *p = in.p;
+      u = p[0] & 0x7f;
+      int i = 0;
+      while (p[i] & 0x80) {
+        if (++i == 10) return false;
+        u |= (uint64_t)(p[i] & 0x7f) << (7 * i);
       }
-      int64_t v = unzigzag(u);
-      int64_t s = sc[j];
-      if (s != want) {
-        if (s < want && want - s <= 18) v = (int64_t)((uint64_t)v * (uint64_t)jg_pow10[want - s]);
-        else if (s > want && s - want <= 18) v /= jg_pow10[s - want];
-        else return Status::Invalid("ORC column ", c.id, ": decimal scale ", s, " out of range");
-      }
-      out[2 * j] = v;
-      out[2 * j + 1] = v >> 63;
+      in.p = p + i + 1;
+    } else if (!read_uvarint(in, &u)) {
+      return false;
     }
-    c.raw = in;
-    return Status::OK();
+    int64_t v = unzigzag(u);
+    if (s < want) v = (int64_t)((uint64_t)v * (uint64_t)jg_pow10[want - s]);
+    else if (s > want) v /= jg_pow10[s - want];
+    out[0] = v;
+    out[1] = v >> 63;
+    return true;
   }
 
   std::shared_ptr<arrow::io::RandomAccessFile> in_;

@@ -106,6 +106,13 @@ arrow::Result<std::string> decompress(std::string_view in, int kind, uint64_t bl
 
 // ------------------------------------------------------------------ the native reader
 
+// The rows of a batch a late read's filter kept: `n`, at `rows[0..n)` ascending, or the first n
+// when `rows` is null (jgscan::Kept, which the scan driver gives).
+struct Kept {
+  size_t n = 0;
+  const uint32_t *rows = nullptr;
+};
+
 class NativeFile {
  public:
   virtual ~NativeFile() = default;
@@ -123,10 +130,13 @@ class NativeFile {
                              int64_t batch_rows, const std::function<arrow::Status(const arrow::RecordBatch &)> &on_batch,
                              bool *handled) = 0;
   // The same with late materialization (jgscan::ColumnarFile::read_late): per batch the fields
-  // marked in `early` are decoded and `filter` sees them (the others as null placeholders); the
-  // others are decoded only for a batch in which some row passed, else skipped, and the streams of
-  // a field none of whose rows in the stripe is needed are never read nor decompressed.
-  using FilterFn = std::function<arrow::Result<size_t>(const arrow::RecordBatch &)>;
+  // marked in `early` are decoded and `filter` sees them (the others as null placeholders) and
+  // says which rows it keeps; the others are decoded only for a batch in which some row passed,
+  // else skipped, and the streams of a field none of whose rows in the stripe is needed are never
+  // read nor decompressed. In a batch where few rows passed, a late decimal column (varints)
+  // without NULLs is decoded at those rows only, the varints between them stepped over; its
+  // values at the other rows are then unspecified.
+  using FilterFn = std::function<arrow::Result<Kept>(const arrow::RecordBatch &)>;
   using RowsFn = std::function<arrow::Status(const arrow::RecordBatch &, size_t)>;
   virtual arrow::Status read_late(int64_t stripe, const std::vector<int> &fields, const std::shared_ptr<arrow::Schema> &schema,
                                   int64_t batch_rows, const std::vector<bool> &early, const FilterFn &filter,

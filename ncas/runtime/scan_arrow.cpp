@@ -1161,9 +1161,11 @@ class Worker {
       // late materialization: the prefilter's columns first, the others for the batches it leaves rows in
       return file_->read_late(
           u.info.index, fs.early,
-          [&](const arrow::RecordBatch &b) -> arrow::Result<size_t> {
+          [&](const arrow::RecordBatch &b) -> arrow::Result<Kept> {
             ARROW_RETURN_NOT_OK(check(b));
-            return prefilter(fs, b);
+            const size_t n = prefilter(fs, b);
+            // sel_ holds the kept rows whenever some row was dropped (prefilter)
+            return Kept{n, n < (size_t)b.num_rows() ? sel_.data() : nullptr};
           },
           [&](const arrow::RecordBatch &b, size_t passed) {
             ARROW_RETURN_NOT_OK(check(b));
@@ -1499,8 +1501,9 @@ void scan_stats(jgr_proc *p, int phase, char *buf, size_t cap) {
   if (used < cap) snprintf(buf + used, cap - used, ",\"libsnappy_bytes\":%" PRIu64, g_libsnappy_bytes.load());
   used = strlen(buf);
   if (used < cap)
-    snprintf(buf + used, cap - used, ",\"late_rows_skipped\":%" PRIu64 ",\"late_%s_skipped\":%" PRIu64,
-             g_late_rows_skipped.load(), st->fmt->late_chunk, g_late_chunks_skipped.load());
+    snprintf(buf + used, cap - used,
+             ",\"late_rows_skipped\":%" PRIu64 ",\"late_%s_skipped\":%" PRIu64 ",\"late_values_skipped\":%" PRIu64,
+             g_late_rows_skipped.load(), st->fmt->late_chunk, g_late_chunks_skipped.load(), g_late_values_skipped.load());
 }
 
 }  // namespace

@@ -47,6 +47,14 @@ struct UnitInfo {
   int64_t bytes = 0;      // on-disk (compressed) size, informational
 };
 
+// The rows of a batch that the row prefilter kept (late materialization, ColumnarFile::read_late):
+// `n` of them, at `rows[0..n)` in ascending order, or, when `rows` is null, the batch's first n
+// (then every row of the batch, or none).
+struct Kept {
+  size_t n = 0;
+  const uint32_t *rows = nullptr;
+};
+
 // One open file, used by one thread at a time.
 class ColumnarFile {
  public:
@@ -69,20 +77,22 @@ class ColumnarFile {
   virtual bool last_read_native() const { return false; }
 
   // Late materialization. Per batch, `filter` gets the batch with only the columns marked in
-  // `early` decoded (the others are placeholder arrays of type null) and returns how many rows
-  // may pass (the driver keeps which); the other columns are then decoded for that batch — or,
-  // when no row passed, skipped without being decoded, their pages or streams not even
-  // decompressed when no row of theirs is ever needed — and `rows` gets the whole batch with the
-  // count `filter` returned. A format that cannot do this reads unit `i` with read() and calls
-  // `filter` and `rows` on every whole batch in turn (the default), which gives the same rows.
-  using FilterFn = std::function<arrow::Result<size_t>(const arrow::RecordBatch &early)>;
+  // `early` decoded (the others are placeholder arrays of type null) and returns which rows may
+  // pass (Kept); the other columns are then decoded for that batch — only at those rows, where a
+  // format can step over the others for less than decoding them (ORC's decimals), or, when no
+  // row passed, skipped without being decoded, their pages or streams not even decompressed when
+  // no row of theirs is ever needed — and `rows` gets the whole batch with the count of rows
+  // kept. A late column's values at rows not kept are unspecified: the driver reads only the
+  // kept rows. A format that cannot do this reads unit `i` with read() and calls `filter` and
+  // `rows` on every whole batch in turn (the default), which gives the same rows.
+  using FilterFn = std::function<arrow::Result<Kept>(const arrow::RecordBatch &early)>;
   using RowsFn = std::function<arrow::Status(const arrow::RecordBatch &all, size_t passed)>;
   virtual arrow::Status read_late(int64_t i, const std::vector<bool> &early, const FilterFn &filter,
                                   const RowsFn &rows) {
     (void)early;
     return read(i, [&](const arrow::RecordBatch &b) -> arrow::Status {
-      ARROW_ASSIGN_OR_RAISE(size_t passed, filter(b));
-      return rows(b, passed);
+      ARROW_ASSIGN_OR_RAISE(Kept kept, filter(b));
+      return rows(b, kept.n);
     });
   }
 };
@@ -93,6 +103,9 @@ class ColumnarFile {
 // was needed.
 inline std::atomic<uint64_t> g_late_rows_skipped{0};
 inline std::atomic<uint64_t> g_late_chunks_skipped{0};
+// Values of late columns stepped over undecoded in batches where some rows passed (a format that
+// decodes them at the kept rows only: ORC's decimals).
+inline std::atomic<uint64_t> g_late_values_skipped{0};
 
 // A placeholder for a late column in the batch `filter` sees: `n` rows of type null.
 std::shared_ptr<arrow::ArrayData> late_placeholder(int64_t n);

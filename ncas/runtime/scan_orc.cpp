@@ -320,13 +320,17 @@ class OrcFile final : public jgscan::ColumnarFile {
     last_native_ = false;
     if (native_) {
       bool handled = false;
-      ARROW_RETURN_NOT_OK(native_->read_late(i, fields_, batch_schema_, batch_rows_, early, filter, rows, &handled));
+      const jgorc::NativeFile::FilterFn native_filter = [&](const arrow::RecordBatch &b) -> arrow::Result<jgorc::Kept> {
+        ARROW_ASSIGN_OR_RAISE(jgscan::Kept kept, filter(b));
+        return jgorc::Kept{kept.n, kept.rows};
+      };
+      ARROW_RETURN_NOT_OK(native_->read_late(i, fields_, batch_schema_, batch_rows_, early, native_filter, rows, &handled));
       last_native_ = handled;
       if (handled) return Status::OK();
     }
     return read_adapter(units_[(size_t)i], [&](const arrow::RecordBatch &b) -> Status {
-      ARROW_ASSIGN_OR_RAISE(size_t passed, filter(b));
-      return rows(b, passed);
+      ARROW_ASSIGN_OR_RAISE(jgscan::Kept kept, filter(b));
+      return rows(b, kept.n);
     });
   }
 

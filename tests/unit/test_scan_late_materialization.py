@@ -165,3 +165,53 @@ def test_parquet_dictionary_late_column_skipped_across_pages(tmp_path, cache):
         assert ev["event"] == "done", ev
         assert sorted(map(key, got)) == want, batch
         assert ev["stats"]["late_rows_skipped"] > 0 and ev["stats"]["late_pages_skipped"] > 0, (batch, ev["stats"])
+
+
+def decimal_table() -> pa.Table:
+    """Late decimal columns without NULLs (ORC writes no PRESENT stream for them), whose varints
+    are 1 to 10 bytes long: 18-digit values of both signs, small ones, zero. `r` random 0..999."""
+    rnd = random.Random(11)
+    n = N
+
+    def value(k: int, digits: int) -> D:
+        size = rnd.choice([0, 1, 3, 9, digits - 1, digits])
+        v = rnd.randint(0, 10**size - 1) if size else 0
+        return D(-v if k % 3 == 0 else v).scaleb(-2)
+
+    return pa.table({
+        "r": pa.array([rnd.randint(0, 999) for _ in range(n)], pa.int32()),
+        "p": pa.array([value(k, 18) for k in range(n)], pa.decimal128(18, 2)),
+        "q": pa.array([value(k, 12) for k in range(n)], pa.decimal128(12, 2)),
+        "k": pa.array(range(n), pa.int64()),
+    })
+
+
+@pytest.mark.parametrize("cond", ["r < 4", "r < 240", "r < 700", "r >= 0", "r < 0"])
+def test_orc_late_decimals_decoded_at_the_kept_rows(cond, tmp_path, cache):
+    """A late ORC decimal column in a batch where at most a quarter of the rows passed is decoded
+    at those rows only, the varints between them stepped over a word at a time (orc_native.cpp,
+    decode_kept and skip_varints): the answers equal DuckDB's and the same scan's without late
+    materialization, over batches of several sizes (varints straddling the word boundaries at
+    other places); `late_values_skipped` counts the values stepped over."""
+    t = decimal_table()
+    orc_path = write_orc(t, tmp_path / "d.orc")
+    pq_path = tmp_path / "d.parquet"
+    pq.write_table(t, str(pq_path))
+    types = [("r", "int32"), ("p", "decimal(18,2)"), ("q", "decimal(12,2)"), ("k", "int64")]
+    cols = [("k", "k"), ("p", "p"), ("q", "q")]
+    nca = scan_nca(tmp_path, "orc", types, cache, condition=cond, columns=cols, path="d.orc")
+    want = sorted((k, int(p.scaleb(2)), int(q.scaleb(2)))
+                  for k, p, q in duckdb.sql(f"SELECT k, p, q FROM read_parquet('{pq_path}') WHERE {cond}").fetchall())
+    kept = len(want)
+    for params in ({"scan.batch_rows": "97"}, {"scan.batch_rows": "1000"}, {}, {"scan.late": "0"}):
+        ev, got, _ = nca.run([orc_path], threads=2, params=params)
+        assert ev["event"] == "done", (params, ev)
+        assert sorted((r["k"], r["p"], r["q"]) for r in got) == want, params
+        skipped = ev["stats"]["late_values_skipped"]
+        if params.get("scan.late") == "0" or kept in (0, N) or kept > N // 2:
+            assert skipped == 0, (params, ev["stats"])
+        elif cond == "r < 4":  # every batch sparse: in each batch with a kept row, both columns
+            # stepped over all its other rows (batches without one are skipped whole)
+            assert skipped == 2 * (N - kept - ev["stats"]["late_rows_skipped"]) > 0, (params, ev["stats"])
+        else:
+            assert skipped > 0, (params, ev["stats"])
