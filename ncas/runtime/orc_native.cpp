@@ -640,6 +640,7 @@ class File final : public NativeFile {
     }
     const int64_t rows = (int64_t)s.rows;
     std::vector<std::shared_ptr<arrow::ArrayData>> arrays(cols_.size());
+    std::vector<char> decoded(cols_.size());  // this batch's late columns decoded so far
     for (int64_t pos = 0; pos < rows; pos += batch_rows) {
       int64_t n = std::min(batch_rows, rows - pos);
       if (!early) {
@@ -650,27 +651,38 @@ class File final : public NativeFile {
       for (size_t k = 0; k < cols_.size(); k++)
         if (is_late(k)) arrays[k] = jgscan::late_placeholder(n);
         else ARROW_RETURN_NOT_OK(decode(*cols_[k], n, batch_rows, &arrays[k]));
-      ARROW_ASSIGN_OR_RAISE(Kept kept, (*filter)(*arrow::RecordBatch::Make(early_schema, n, arrays)));
+      std::fill(decoded.begin(), decoded.end(), 0);
+      // a late column for `kept` (a staged filter's further predicates, then the rows' other columns)
+      auto late = [&](size_t k, const Kept &kept) -> Status {
+        Column &c = *cols_[k];
+        if (!c.loaded) {
+          ARROW_RETURN_NOT_OK(load_column(c, s.rows));
+          ARROW_RETURN_NOT_OK(skip(c, c.pending_skip, batch_rows));
+          c.pending_skip = 0;
+        }
+        decoded[k] = 1;
+        // few rows kept: a decimal column is decoded at those rows only (decode_kept)
+        if (kept.rows != nullptr && kept.n * kSparseKept <= (size_t)n && c.type.kind == kDecimal && !c.has_present)
+          return decode_kept(c, n, batch_rows, kept, &arrays[k]);
+        return decode(c, n, batch_rows, &arrays[k]);
+      };
+      const Materialize more = [&](int k, const Kept &kept) -> arrow::Result<std::shared_ptr<arrow::ArrayData>> {
+        if (k < 0 || (size_t)k >= cols_.size() || !is_late((size_t)k))
+          return Status::Invalid("ORC batch column ", k, " asked for is not a late one");
+        if (!decoded[(size_t)k]) ARROW_RETURN_NOT_OK(late((size_t)k, kept));
+        return arrays[(size_t)k];
+      };
+      ARROW_ASSIGN_OR_RAISE(Kept kept, (*filter)(*arrow::RecordBatch::Make(early_schema, n, arrays), more));
       const size_t passed = kept.n;
-      // few rows kept: a late decimal column is decoded at those rows only (decode_kept)
-      const bool sparse = kept.rows != nullptr && passed * kSparseKept <= (size_t)n;
       for (size_t k = 0; k < cols_.size(); k++) {
-        if (!is_late(k)) continue;
+        if (!is_late(k) || decoded[k]) continue;
         Column &c = *cols_[k];
         if (passed == 0) {
           if (c.loaded) ARROW_RETURN_NOT_OK(skip(c, n, batch_rows));
           else c.pending_skip += n;
           continue;
         }
-        if (!c.loaded) {
-          ARROW_RETURN_NOT_OK(load_column(c, s.rows));
-          ARROW_RETURN_NOT_OK(skip(c, c.pending_skip, batch_rows));
-          c.pending_skip = 0;
-        }
-        if (sparse && c.type.kind == kDecimal && !c.has_present)
-          ARROW_RETURN_NOT_OK(decode_kept(c, n, batch_rows, kept, &arrays[k]));
-        else
-          ARROW_RETURN_NOT_OK(decode(c, n, batch_rows, &arrays[k]));
+        ARROW_RETURN_NOT_OK(late(k, kept));
       }
       if (passed == 0) jgscan::g_late_rows_skipped.fetch_add((uint64_t)n, std::memory_order_relaxed);
       ARROW_RETURN_NOT_OK((*rows_fn)(*arrow::RecordBatch::Make(batch_schema, n, arrays), passed));

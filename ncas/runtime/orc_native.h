@@ -136,7 +136,10 @@ class NativeFile {
   // read nor decompressed. In a batch where few rows passed, a late decimal column (varints)
   // without NULLs is decoded at those rows only, the varints between them stepped over; its
   // values at the other rows are then unspecified.
-  using FilterFn = std::function<arrow::Result<Kept>(const arrow::RecordBatch &)>;
+  // `filter` may also ask for a field that is not early, at the rows it still keeps (`more`, as
+  // jgscan::ColumnarFile::read_late describes): the further predicates' columns.
+  using Materialize = std::function<arrow::Result<std::shared_ptr<arrow::ArrayData>>(int field, const Kept &rows)>;
+  using FilterFn = std::function<arrow::Result<Kept>(const arrow::RecordBatch &, const Materialize &more)>;
   using RowsFn = std::function<arrow::Status(const arrow::RecordBatch &, size_t)>;
   virtual arrow::Status read_late(int64_t stripe, const std::vector<int> &fields, const std::shared_ptr<arrow::Schema> &schema,
                                   int64_t batch_rows, const std::vector<bool> &early, const FilterFn &filter,

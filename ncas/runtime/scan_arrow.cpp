@@ -1161,9 +1161,9 @@ class Worker {
       // late materialization: the prefilter's columns first, the others for the batches it leaves rows in
       return file_->read_late(
           u.info.index, fs.early,
-          [&](const arrow::RecordBatch &b) -> arrow::Result<Kept> {
+          [&](const arrow::RecordBatch &b, const ColumnarFile::Materialize &more) -> arrow::Result<Kept> {
             ARROW_RETURN_NOT_OK(check(b));
-            const size_t n = prefilter(fs, b);
+            ARROW_ASSIGN_OR_RAISE(const size_t n, prefilter(fs, b, &more));
             // sel_ holds the kept rows whenever some row was dropped (prefilter)
             return Kept{n, n < (size_t)b.num_rows() ? sel_.data() : nullptr};
           },
@@ -1195,13 +1195,16 @@ class Worker {
   }
 
   int batch(const FileState &fs, const arrow::RecordBatch &b, int64_t first_row) {
-    size_t n = prefilter(fs, b);
+    size_t n = *prefilter(fs, b, nullptr);  // every column decoded: nothing to ask for, no error
     return n ? emit(fs, b, n, first_row) : 0;
   }
 
   // Count the batch's rows in, and narrow them to those every prune predicate holds for: sel_[0..n),
-  // n returned. Only the predicates' columns are looked at (the others may not be decoded yet).
-  size_t prefilter(const FileState &fs, const arrow::RecordBatch &b) {
+  // n returned. Only the predicates' columns are looked at (the others may not be decoded yet); a
+  // predicate's column that is not decoded yet (a staged filter's, Format::staged_filter) is asked
+  // of `more` at the rows the predicates before it kept.
+  arrow::Result<size_t> prefilter(const FileState &fs, const arrow::RecordBatch &b,
+                                  const ColumnarFile::Materialize *more) {
     int64_t rows = b.num_rows();
     ctx_->stats.tuples_in += (uint64_t)rows;
     if (fs.row_preds.empty() && !(JG_QUERY.nrf && jgr_rf_installed())) return (size_t)rows;
@@ -1212,9 +1215,13 @@ class Worker {
     size_t p = 0;
     for (const RowPred &rp : fs.row_preds) {
       const ColumnPlan &pl = fs.plans[rp.col];
-      size_t k = apply_row_pred(rp, pl, *b.column_data(rp.pos), sel_.data(), n, n == (size_t)rows, &dict_match_[p++]);
+      std::shared_ptr<arrow::ArrayData> a = b.column_data(rp.pos);
+      if (a->type->id() == arrow::Type::NA && more) {  // a late placeholder (late_placeholder)
+        ARROW_ASSIGN_OR_RAISE(a, (*more)(rp.pos, Kept{n, n < (size_t)rows ? sel_.data() : nullptr}));
+      }
+      size_t k = apply_row_pred(rp, pl, *a, sel_.data(), n, n == (size_t)rows, &dict_match_[p++]);
       if (k != (size_t)-1) n = k;
-      if (n == 0) return 0;
+      if (n == 0) return (size_t)0;
     }
     return n;
   }
@@ -1443,7 +1450,8 @@ int scan_prepare(jgr_proc *p, int phase, jgr_error *err) {
       }
     if (!fs.row_preds.empty() && !no_late) {
       fs.early.assign(fs.fields.size(), false);
-      for (const RowPred &rp : fs.row_preds) fs.early[(size_t)rp.pos] = true;
+      for (const RowPred &rp : fs.row_preds)  // staged: the others are asked for while filtering
+        if (!st->fmt->staged_filter || rp.pos == fs.row_preds[0].pos) fs.early[(size_t)rp.pos] = true;
       if (std::all_of(fs.early.begin(), fs.early.end(), [](bool e) { return e; })) fs.early.clear();
     }
 

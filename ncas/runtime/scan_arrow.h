@@ -85,15 +85,29 @@ class ColumnarFile {
   // kept. A late column's values at rows not kept are unspecified: the driver reads only the
   // kept rows. A format that cannot do this reads unit `i` with read() and calls `filter` and
   // `rows` on every whole batch in turn (the default), which gives the same rows.
-  using FilterFn = std::function<arrow::Result<Kept>(const arrow::RecordBatch &early)>;
+  //
+  // A format whose Format::staged_filter is set is also handed columns the filter reads but that
+  // are not early: while `filter` runs, `more(column, kept)` decodes that column of the batch at (at
+  // least) the rows still kept and returns it, so that each further predicate's column is decoded
+  // only where the ones before left rows (ORC's decimals: stepped over elsewhere). Others get
+  // every predicate's column as early and `more` is never called.
+  using Materialize = std::function<arrow::Result<std::shared_ptr<arrow::ArrayData>>(int column, const Kept &rows)>;
+  using FilterFn = std::function<arrow::Result<Kept>(const arrow::RecordBatch &early, const Materialize &more)>;
   using RowsFn = std::function<arrow::Status(const arrow::RecordBatch &all, size_t passed)>;
   virtual arrow::Status read_late(int64_t i, const std::vector<bool> &early, const FilterFn &filter,
                                   const RowsFn &rows) {
     (void)early;
     return read(i, [&](const arrow::RecordBatch &b) -> arrow::Status {
-      ARROW_ASSIGN_OR_RAISE(Kept kept, filter(b));
+      ARROW_ASSIGN_OR_RAISE(Kept kept, filter(b, no_more()));
       return rows(b, kept.n);
     });
+  }
+  // The `more` of a read whose batches hold every column: never needed.
+  static const Materialize &no_more() {
+    static const Materialize m = [](int column, const Kept &) -> arrow::Result<std::shared_ptr<arrow::ArrayData>> {
+      return arrow::Status::Invalid("column ", column, " of the batch was not decoded");
+    };
+    return m;
   }
 };
 
@@ -123,6 +137,9 @@ struct Format {
   const char *native_key = nullptr;  // `done` stats key counting units read natively, if any
   const char *late_chunk = "pages";  // what late materialization skips decompressing, in the
                                      // `done` stats key late_<late_chunk>_skipped
+  // Only the first prefilter predicate's column is early; the filter asks for the others at the
+  // rows still kept (ColumnarFile::read_late's `more`).
+  bool staged_filter = false;
 };
 
 // The memory pool for everything a format allocates (readers, decompression buffers, arrays).

@@ -320,8 +320,10 @@ class OrcFile final : public jgscan::ColumnarFile {
     last_native_ = false;
     if (native_) {
       bool handled = false;
-      const jgorc::NativeFile::FilterFn native_filter = [&](const arrow::RecordBatch &b) -> arrow::Result<jgorc::Kept> {
-        ARROW_ASSIGN_OR_RAISE(jgscan::Kept kept, filter(b));
+      const jgorc::NativeFile::FilterFn native_filter =
+          [&](const arrow::RecordBatch &b, const jgorc::NativeFile::Materialize &more) -> arrow::Result<jgorc::Kept> {
+        const Materialize driver_more = [&](int column, const jgscan::Kept &k) { return more(column, {k.n, k.rows}); };
+        ARROW_ASSIGN_OR_RAISE(jgscan::Kept kept, filter(b, driver_more));
         return jgorc::Kept{kept.n, kept.rows};
       };
       ARROW_RETURN_NOT_OK(native_->read_late(i, fields_, batch_schema_, batch_rows_, early, native_filter, rows, &handled));
@@ -329,7 +331,7 @@ class OrcFile final : public jgscan::ColumnarFile {
       if (handled) return Status::OK();
     }
     return read_adapter(units_[(size_t)i], [&](const arrow::RecordBatch &b) -> Status {
-      ARROW_ASSIGN_OR_RAISE(jgscan::Kept kept, filter(b));
+      ARROW_ASSIGN_OR_RAISE(jgscan::Kept kept, filter(b, no_more()));
       return rows(b, kept.n);
     });
   }
@@ -365,7 +367,8 @@ class OrcFile final : public jgscan::ColumnarFile {
   bool tail_loaded_ = false, tail_ok_ = false;
 };
 
-const jgscan::Format kOrc = {"scan_orc", "ORC", "stripe", "stripes", false, OrcFile::open, "stripes_native", "streams"};
+const jgscan::Format kOrc = {"scan_orc", "ORC", "stripe", "stripes", false, OrcFile::open, "stripes_native", "streams",
+                             /*staged_filter=*/true};
 
 }  // namespace
 

@@ -736,7 +736,7 @@ class ParquetFile final : public jgscan::ColumnarFile {
       for (size_t k = 0; k < ncols; k++)
         if (is_late(k)) arrays[k] = jgscan::late_placeholder(n);
         else ARROW_RETURN_NOT_OK(read_rows(direct_cols_[k], n, &arrays[k]));
-      ARROW_ASSIGN_OR_RAISE(jgscan::Kept kept, (*filter)(*first.batch(*batch_schema_, arrays, n)));
+      ARROW_ASSIGN_OR_RAISE(jgscan::Kept kept, (*filter)(*first.batch(*batch_schema_, arrays, n), no_more()));
       const size_t passed = kept.n;
       for (size_t k = 0; k < ncols; k++) {
         if (!is_late(k)) continue;
