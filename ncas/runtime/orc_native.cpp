@@ -986,8 +986,6 @@ class File final : public NativeFile {
     }
   }
 
-  // The next n rows of column c as an Arrow array (buffers reused from batch to batch: the
-  // driver is done with a batch when its callback returns).
   // Column c's reusable value and validity buffers, large enough for a batch.
   Status batch_buffers(Column &c, int64_t batch_rows) {
     const int64_t value_bytes = (batch_rows + 1) * value_width(c.type.kind);  // + 1: string offsets
@@ -1001,6 +999,8 @@ class File final : public NativeFile {
     return Status::OK();
   }
 
+  // The next n rows of column c as an Arrow array (buffers reused from batch to batch: the
+  // driver is done with a batch when its callback returns).
   Status decode(Column &c, int64_t n, int64_t batch_rows, std::shared_ptr<arrow::ArrayData> *out) {
     const int width = value_width(c.type.kind);
     ARROW_RETURN_NOT_OK(batch_buffers(c, batch_rows));
@@ -1159,12 +1159,13 @@ class File final : public NativeFile {
     if (c.scale_buf.size() < (size_t)n) c.scale_buf.resize((size_t)n);
     int64_t *sc = c.scale_buf.data();
     if (!c.scales.read(sc, n)) return bad(c, "SECONDARY stream");
-    const int64_t want = (int64_t)c.type.scale;
+    // s - want + 18 in 0..36, computed unsigned: a file's scale may be any 64-bit value
+    const uint64_t low = (uint64_t)c.type.scale - 18u;
     uint64_t far = 0;  // any scale out of range, without a branch per value
-    for (int64_t j = 0; j < n; j++) far |= (uint64_t)(sc[j] - want + 18) > 36u;
+    for (int64_t j = 0; j < n; j++) far |= (uint64_t)sc[j] - low > 36u;
     if (far)
       for (int64_t j = 0; j < n; j++)
-        if ((uint64_t)(sc[j] - want + 18) > 36u)
+        if ((uint64_t)sc[j] - low > 36u)
           return Status::Invalid("ORC column ", c.id, ": decimal scale ", sc[j], " out of range");
     return sc;
   }
