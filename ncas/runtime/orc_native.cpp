@@ -252,11 +252,13 @@ bool unpack(In &in, int w, int n, uint64_t *out) {
   return true;
 }
 
-// Integer run-length decoding, version 1 or 2, signed or not (ORC's integer streams).
+// Integer run-length decoding, version 1 or 2, signed or not (ORC's integer streams). A run of
+// one repeated value (v2's SHORT_REPEAT and DELTA runs whose delta is 0, v1's runs of delta 0) is
+// kept as that value, not expanded into the buffer.
 class IntRle {
  public:
   void reset(In in, bool v2, bool is_signed) {
-    in_ = in, v2_ = v2, signed_ = is_signed, pos_ = len_ = 0;
+    in_ = in, v2_ = v2, signed_ = is_signed, pos_ = len_ = 0, same_ = false;
   }
   // The next n values as T (the caller's narrowing, as ORC's readers do).
   template <typename T>
@@ -264,10 +266,41 @@ class IntRle {
     while (n > 0) {
       if (pos_ == len_ && !(v2_ ? run_v2() : run_v1())) return false;
       int64_t k = std::min<int64_t>(n, len_ - pos_);
-      const uint64_t *b = buf_ + pos_;
-      for (int64_t j = 0; j < k; j++) out[j] = (T)(int64_t)b[j];
+      if (same_) {
+        const T v = (T)(int64_t)same_value_;
+        for (int64_t j = 0; j < k; j++) out[j] = v;
+      } else {
+        const uint64_t *b = buf_ + pos_;
+        for (int64_t j = 0; j < k; j++) out[j] = (T)(int64_t)b[j];
+      }
       out += k, n -= k, pos_ += (int)k;
     }
+    return true;
+  }
+  // The next n values as read() gives them, or, when they are all one value from runs of a
+  // repeated value (a decimal column's scales, mostly), only that value: *all_same is then true,
+  // *value that value (0 when n is 0), and `out` not written.
+  bool read_same(int64_t *out, int64_t n, bool *all_same, int64_t *value) {
+    bool same = true;
+    uint64_t v = 0;
+    for (int64_t done = 0; done < n;) {
+      if (pos_ == len_ && !(v2_ ? run_v2() : run_v1())) return false;
+      const int64_t k = std::min<int64_t>(n - done, len_ - pos_);
+      if (same && same_ && (done == 0 || same_value_ == v)) {
+        v = same_value_;
+      } else {
+        if (same) {  // the values so far were all v
+          for (int64_t j = 0; j < done; j++) out[j] = (int64_t)v;
+          same = false;
+        }
+        if (same_)
+          for (int64_t j = 0; j < k; j++) out[done + j] = (int64_t)same_value_;
+        else
+          for (int64_t j = 0; j < k; j++) out[done + j] = (int64_t)buf_[pos_ + j];
+      }
+      done += k, pos_ += (int)k;
+    }
+    *all_same = same, *value = (int64_t)v;
     return true;
   }
   // Step over the next n values (their runs are still parsed: RLE has no index).
@@ -291,8 +324,11 @@ class IntRle {
       if (!read_uvarint(in_, &v)) return false;
       uint64_t x = signed_ ? (uint64_t)unzigzag(v) : v;
       len_ = h + 3;
-      for (int i = 0; i < len_; i++, x += (uint64_t)(int64_t)delta) buf_[i] = x;
+      same_ = delta == 0, same_value_ = x;
+      if (!same_)
+        for (int i = 0; i < len_; i++, x += (uint64_t)(int64_t)delta) buf_[i] = x;
     } else {
+      same_ = false;
       len_ = -h;
       for (int i = 0; i < len_; i++) {
         if (!read_uvarint(in_, &v)) return false;
@@ -306,6 +342,7 @@ class IntRle {
   bool run_v2() {
     if (in_.left() < 1) return false;
     uint8_t h = *in_.p;
+    same_ = false;
     switch (h >> 6) {
       case 0: {  // SHORT_REPEAT: 3..10 copies of one value of 1..8 big-endian bytes
         int w = ((h >> 3) & 7) + 1;
@@ -315,7 +352,7 @@ class IntRle {
         in_.p += w + 1;
         if (signed_) v = (uint64_t)unzigzag(v);
         len_ = (h & 7) + 3;
-        for (int i = 0; i < len_; i++) buf_[i] = v;
+        same_ = true, same_value_ = v;
         break;
       }
       case 1: {  // DIRECT: bit-packed values
@@ -368,6 +405,10 @@ class IntRle {
         if (!read_uvarint(in_, &b) || !read_uvarint(in_, &d)) return false;
         uint64_t base = signed_ ? (uint64_t)unzigzag(b) : b;
         int64_t delta = unzigzag(d);
+        if (w == 0 && delta == 0) {  // one value repeated (a long constant run)
+          same_ = true, same_value_ = base;
+          break;
+        }
         buf_[0] = base;
         if (w == 0) {
           for (int i = 1; i < len_; i++) buf_[i] = buf_[i - 1] + (uint64_t)delta;
@@ -389,6 +430,8 @@ class IntRle {
   In in_;
   bool v2_ = true, signed_ = true;
   int pos_ = 0, len_ = 0;
+  bool same_ = false;        // the current run is len_ copies of same_value_ (buf_ not filled)
+  uint64_t same_value_ = 0;
   uint64_t buf_[512];
 };
 
@@ -1123,9 +1166,10 @@ class File final : public NativeFile {
   // Decimal128 (two little-endian 64-bit words).
   Status decode_decimals(Column &c, int64_t n, int64_t *out) {
     ARROW_ASSIGN_OR_RAISE(const int64_t *sc, decimal_scales(c, n));
+    const int64_t want = (int64_t)c.type.scale;
     In in = c.raw;
     for (int64_t j = 0; j < n; j++)
-      if (!decimal_at(in, sc[j], (int64_t)c.type.scale, out + 2 * j)) return bad(c, "DATA stream");
+      if (!decimal_at(in, sc ? sc[j] : want, want, out + 2 * j)) return bad(c, "DATA stream");
     c.raw = in;
     return Status::OK();
   }
@@ -1138,12 +1182,13 @@ class File final : public NativeFile {
                      std::shared_ptr<arrow::ArrayData> *out) {
     ARROW_RETURN_NOT_OK(batch_buffers(c, batch_rows));
     ARROW_ASSIGN_OR_RAISE(const int64_t *sc, decimal_scales(c, n));
+    const int64_t want = (int64_t)c.type.scale;
     int64_t *v = reinterpret_cast<int64_t *>(c.values->mutable_data());
     In in = c.raw;
     int64_t at = 0;  // the row the stream is at
     for (size_t j = 0; j < kept.n; j++) {
       const int64_t r = kept.rows[j];
-      if (r < at || r >= n || !skip_varints(in, r - at) || !decimal_at(in, sc[r], (int64_t)c.type.scale, v + 2 * r))
+      if (r < at || r >= n || !skip_varints(in, r - at) || !decimal_at(in, sc ? sc[r] : want, want, v + 2 * r))
         return bad(c, "DATA stream");
       at = r + 1;
     }
@@ -1154,11 +1199,19 @@ class File final : public NativeFile {
     return Status::OK();
   }
 
-  // The scales of the next n decimals (SECONDARY), each checked: within 18 of the column's.
+  // The scales of the next n decimals (SECONDARY), each checked: within 18 of the column's. Null
+  // when every one is the column's own scale (writers store one scale per column: its runs are
+  // then not expanded, and no value needs rescaling).
   arrow::Result<const int64_t *> decimal_scales(Column &c, int64_t n) {
     if (c.scale_buf.size() < (size_t)n) c.scale_buf.resize((size_t)n);
     int64_t *sc = c.scale_buf.data();
-    if (!c.scales.read(sc, n)) return bad(c, "SECONDARY stream");
+    bool same = false;
+    int64_t one = 0;
+    if (!c.scales.read_same(sc, n, &same, &one)) return bad(c, "SECONDARY stream");
+    if (same) {
+      if (n == 0 || one == (int64_t)c.type.scale) return nullptr;
+      std::fill(sc, sc + n, one);  // checked below with the rest
+    }
     // s - want + 18 in 0..36, computed unsigned: a file's scale may be any 64-bit value
     const uint64_t low = (uint64_t)c.type.scale - 18u;
     uint64_t far = 0;  // any scale out of range, without a branch per value
