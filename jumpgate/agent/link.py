@@ -221,9 +221,12 @@ class AgentLink:
             self._shipped[key] = answer["path"]
         return answer["path"]
 
-    def start(self, argv: list[str], work: str, name: str, host: Host) -> AgentProcess:
+    def start(self, argv: list[str], work: str, name: str, host: Host, *, spare: bool = False) -> AgentProcess:
+        """Start `argv` on the agent's node; a `spare` is waiting for a job from the moment it is
+        registered, so that one still being started is never counted as a job's."""
         tag = next(self._tags)
         proc = AgentProcess(self, tag, host, name)
+        proc.waiting = spare
         with self._lock:  # registered first: its first event may come before the answer
             self._procs[tag] = proc
         try:

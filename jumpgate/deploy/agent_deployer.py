@@ -124,16 +124,15 @@ class AgentNodeDeployer(Deployer):
         return proc
 
     def _spawn_spare(self, argv: list[str], work_dir: Path, name: str) -> AgentProcess:
-        proc = self.link().start(argv, work_dir.name, name, self.host)
-        proc.waiting = True
-        return proc
+        return self.link().start(argv, work_dir.name, name, self.host, spare=True)
 
     def warm_up(self, host: Host, argv: list[str]) -> None:
         self.warm.replenish(argv)
 
     def spares(self) -> list[int]:
         link = self._link
-        return sorted(p.pid for p in link.processes() if p.waiting) if link is not None else []
+        # A spare still being started has no pid until its agent answers.
+        return sorted(p.pid for p in link.processes() if p.waiting and p.pid) if link is not None else []
 
     def close_spares(self) -> None:
         self.warm.shutdown()

@@ -242,8 +242,8 @@ def run_held(url: str, hosts: NetnsHosts, request: dict, timeout: float = 120) -
         job = jg.submit(request)
         try:
             job.execute()
-            placed = [n for n in job.ncas if n.get("host")]
-            seen = wait_for_ncas(hosts, len(placed), job, timeout)
+            placed = Counter(n["host"] for n in job.ncas if n.get("host"))
+            seen = wait_for_ncas(hosts, placed, job, timeout)
             for name, port in ports.items():
                 r = Receiver(hosts.client_address, port, name=name)
                 receivers.append(r)
@@ -262,19 +262,23 @@ def run_held(url: str, hosts: NetnsHosts, request: dict, timeout: float = 120) -
                 r.close()
 
 
-def wait_for_ncas(hosts: NetnsHosts, count: int, job, timeout: float) -> dict[str, list[NsProcess]]:
-    """The NCA processes in each namespace once the job's `count` are all there. Spares are not
-    the job's: the servers are asked which pids are spares after each look (a spare the job
-    took meanwhile is the job's by then, one started meanwhile is not in the look)."""
+def wait_for_ncas(hosts: NetnsHosts, placed: Counter[str], job, timeout: float) -> dict[str, list[NsProcess]]:
+    """The NCA processes in each namespace once each host runs as many as the job places there.
+    Spares are not the job's: the servers are asked which pids are spares after each look (a spare
+    the job took meanwhile is the job's by then, one started meanwhile is not in the look). A spare
+    an agent is still starting is in /proc before its server has its pid, so a look can count it
+    as the job's: counting per host, not in all, keeps looking until it is a known spare rather
+    than taking it for an NCA of the job that has yet to start elsewhere. An NCA that ran on the
+    wrong host never matches, and the wait ends naming what ran where."""
     deadline = time.monotonic() + timeout
     while True:
         seen = hosts.ncas()
         warm = spares()
         seen = {name: [p for p in procs if p.pid not in warm] for name, procs in seen.items()}
-        if sum(len(p) for p in seen.values()) == count:
+        if all(len(seen.get(name, [])) == placed.get(name, 0) for name in {*seen, *placed}):
             return seen
         if time.monotonic() > deadline:
-            raise AssertionError(f"{count} NCAs expected in the namespaces, found {seen}")
+            raise AssertionError(f"NCAs expected in the namespaces: {dict(placed)}; found {seen}")
         job.status()
         job.raise_if_failed()  # e.g. an NCA that failed to start
         time.sleep(0.01)
