@@ -18,7 +18,7 @@
  *   u32 magic "JGRF" (0x46524746), u32 version (1), u32 nkeys, u32 nblocks, u64 build rows,
  *   per key: u64 has_range (0/1), i64 min, i64 max,
  *   nblocks * 32 bytes of Bloom blocks.
- * Header-only: used by join.c, rfilter.c and the C test of no false negatives. */
+ * Header-only: used by join.c, rfilter.c, scan_arrow.cpp and the C test of no false negatives. */
 #ifndef JG_RFILTER_H
 #define JG_RFILTER_H
 
@@ -33,7 +33,7 @@
 #define JG_RF_BLOCK 32u
 #define JG_RF_BITS_PER_KEY 10u
 
-typedef struct {
+typedef struct jg_rfilter {
   uint32_t nkeys, nblocks;
   uint64_t rows;
   uint8_t *has_range; /* nkeys */
@@ -103,10 +103,10 @@ static inline int jg_rf_read(jg_rfilter *f, const uint8_t *in, size_t n, const c
   f->nkeys = h[2];
   f->nblocks = h[3];
   memcpy(&f->rows, in + 16, 8);
-  f->has_range = calloc(f->nkeys, 1);
-  f->min = calloc(f->nkeys, 8);
-  f->max = calloc(f->nkeys, 8);
-  if (f->nblocks) f->blocks = aligned_alloc(64, ((size_t)JG_RF_BLOCK * f->nblocks + 63) & ~(size_t)63);
+  f->has_range = (uint8_t *)calloc(f->nkeys, 1);
+  f->min = (int64_t *)calloc(f->nkeys, 8);
+  f->max = (int64_t *)calloc(f->nkeys, 8);
+  if (f->nblocks) f->blocks = (uint32_t *)aligned_alloc(64, ((size_t)JG_RF_BLOCK * f->nblocks + 63) & ~(size_t)63);
   if (!f->has_range || !f->min || !f->max || (f->nblocks && !f->blocks)) return *why = "out of memory", -1;
   const uint8_t *p = in + JG_RF_HEADER;
   for (uint32_t k = 0; k < f->nkeys; k++, p += JG_RF_KEY) {

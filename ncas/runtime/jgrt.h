@@ -143,7 +143,13 @@ uint32_t jgr_rf_installed(void);
  * ctx->rf_pretested while the row function runs on them, and jg_rf_test then keeps them without
  * testing or counting them again. */
 #define JGR_RF_TILE_MAX 1024 /* rows a pass takes at a time (its hashes stay in L1) */
-int jgr_rf_tile(jg_ctx *ctx, const jg_val *rows, size_t stride, int m, uint32_t *keep);
+/* Filters whose bit is set in `skip` are not applied (the driver has tested them another way). */
+int jgr_rf_tile(jg_ctx *ctx, const jg_val *rows, size_t stride, int m, uint32_t *keep, uint32_t skip);
+/* The filter installed in `slot` (JG_QUERY's numbering), or NULL: for a driver that tests a
+ * filter on its own representation of the keys (the columnar scans' integer keys, on the Arrow
+ * values), hashing them as jg_rf_test does and counting the rows in ctx->stats as it counts. */
+struct jg_rfilter;
+const struct jg_rfilter *jgr_rf_slot(uint32_t slot);
 
 /* ------------------------------------------------------------------ input files (input_file.c) */
 

@@ -149,14 +149,16 @@ static int tile_filter(jg_ctx *ctx, const jg_rfilter *f, uint32_t s, const jg_va
   return out;
 }
 
-int jgr_rf_tile(jg_ctx *ctx, const jg_val *rows, size_t stride, int m, uint32_t *keep) {
+const jg_rfilter *jgr_rf_slot(uint32_t slot) { return slot < RF_SLOTS ? slots[slot] : NULL; }
+
+int jgr_rf_tile(jg_ctx *ctx, const jg_val *rows, size_t stride, int m, uint32_t *keep, uint32_t skip) {
   int kept = 0;
   for (int base = 0; base < m; base += JGR_RF_TILE_MAX) { /* tile_filter's arrays hold that many */
     int n = m - base < (int)JGR_RF_TILE_MAX ? m - base : (int)JGR_RF_TILE_MAX;
     uint32_t *k = keep + kept;
     for (int i = 0; i < n; i++) k[i] = (uint32_t)(base + i);
     for (uint32_t s = 0; n > 0 && s < JG_QUERY.nrf && s < RF_SLOTS; s++)
-      if (slots[s]) n = tile_filter(ctx, slots[s], s, rows, stride, k, n);
+      if (slots[s] && !(skip >> s & 1u)) n = tile_filter(ctx, slots[s], s, rows, stride, k, n);
     kept += n;
   }
   return kept;

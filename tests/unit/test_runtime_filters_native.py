@@ -234,7 +234,7 @@ int main(int argc, char **argv) {
         if (!ok) pass[r] = 0, want_removed++;
       }
     }
-    int n = jgr_rf_tile(&ctx, rows + (size_t)i * stride, (size_t)stride, m, keep);
+    int n = jgr_rf_tile(&ctx, rows + (size_t)i * stride, (size_t)stride, m, keep, 0);
     int j = 0;
     for (int r = 0; r < m; r++) {
       int got = j < n && keep[j] == (uint32_t)r;
