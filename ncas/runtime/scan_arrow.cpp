@@ -753,8 +753,8 @@ int fill_column(const arrow::ArrayData &a, const ColumnPlan &pl, const jg_column
 // validity bitmap (NULL: no NULLs; a NULL key drops the row). The key is hashed and counted as
 // jg_rf_test hashes and counts it. Per run of up to kRfRun rows: the hashes and ranges, then the
 // Bloom blocks, then the compaction, so no converted tile of jg_vals is needed: on TPC-H Q3's
-// lineitem scan that conversion and the tile's pass (jgr_rf_tile) were about 13% of its CPU, 9 to
-// 12 ns a row against 5 to 7 here.
+// lineitem scan over Parquet that conversion and the tile's pass (jgr_rf_tile) were a sixth of
+// its CPU, this pass is an eighth (9 to 12 ns a row against 5 to 7 in a harness).
 template <typename Get>
 size_t rf_test_ints(jg_ctx *ctx, const jg_rfilter &f, const Get &get, const uint8_t *valid, int64_t offset,
                     uint32_t *sel, size_t n) {
@@ -774,12 +774,9 @@ size_t rf_test_ints(jg_ctx *ctx, const jg_rfilter &f, const Get &get, const uint
       low[i] = (uint32_t)h;
     }
     if (f.nblocks) {
-      // jg_rf_maybe, from the block number; a block is a likely cache miss (the filter competes
-      // with the pages being decompressed), so each is asked for some rows ahead
-      constexpr size_t kAhead = 16;
-      for (size_t i = 0; i < m && i < kAhead; i++) __builtin_prefetch(f.blocks + 8 * (size_t)block[i]);
+      // jg_rf_maybe, from the block number (fetching blocks some rows ahead, as jgr_rf_tile does,
+      // made no difference in TPC-H Q3's scans: bench/README.md)
       for (size_t i = 0; i < m; i++) {
-        if (i + kAhead < m) __builtin_prefetch(f.blocks + 8 * (size_t)block[i + kAhead]);
         const uint32_t *w = f.blocks + 8 * (size_t)block[i];
         uint32_t miss = 0;
         for (int k = 0; k < 8; k++) miss |= ~w[k] & (1u << ((low[i] * jg_rf_salt[k]) >> 27));
