@@ -53,9 +53,20 @@ static inline uint32_t jg_rf_blocks_for(uint64_t distinct, uint64_t max_bytes) {
   return (uint32_t)blocks;
 }
 
+/* The block of `hash`: chosen by its high 32 bits. */
+static inline uint32_t jg_rf_block_index(const jg_rfilter *f, uint64_t hash) {
+  return (uint32_t)(((hash >> 32) * (uint64_t)f->nblocks) >> 32);
+}
+
 static inline uint32_t *jg_rf_block(const jg_rfilter *f, uint64_t hash) {
-  uint64_t b = ((hash >> 32) * (uint64_t)f->nblocks) >> 32;
-  return f->blocks + 8 * b;
+  return f->blocks + 8 * (size_t)jg_rf_block_index(f, hash);
+}
+
+/* 1 when block `w` has every bit of the hash whose low 32 bits are `x`. */
+static inline int jg_rf_block_has(const uint32_t *w, uint32_t x) {
+  uint32_t miss = 0;
+  for (int i = 0; i < 8; i++) miss |= ~w[i] & (1u << ((x * jg_rf_salt[i]) >> 27));
+  return miss == 0;
 }
 
 static inline void jg_rf_insert(jg_rfilter *f, uint64_t hash) {
@@ -66,10 +77,7 @@ static inline void jg_rf_insert(jg_rfilter *f, uint64_t hash) {
 /* 1 when `hash` may be in the set (always, when there is no Bloom). */
 static inline int jg_rf_maybe(const jg_rfilter *f, uint64_t hash) {
   if (!f->nblocks) return 1;
-  const uint32_t *w = jg_rf_block(f, hash), x = (uint32_t)hash;
-  uint32_t miss = 0;
-  for (int i = 0; i < 8; i++) miss |= ~w[i] & (1u << ((x * jg_rf_salt[i]) >> 27));
-  return miss == 0;
+  return jg_rf_block_has(jg_rf_block(f, hash), (uint32_t)hash);
 }
 
 static inline size_t jg_rf_blob_size(uint32_t nkeys, uint32_t nblocks) {

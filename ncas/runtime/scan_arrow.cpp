@@ -770,18 +770,13 @@ size_t rf_test_ints(jg_ctx *ctx, const jg_rfilter &f, const Get &get, const uint
       const int64_t v = get(r);
       const uint64_t h = jg_hash_combine(JG_HASH_SEED, jg_hash_int(v));
       ok[i] = (uint8_t)((v >= lo) & (v <= hi) & (valid ? arrow::bit_util::GetBit(valid, offset + r) : true));
-      block[i] = (uint32_t)(((h >> 32) * (uint64_t)f.nblocks) >> 32);  // jg_rf_block's
+      block[i] = jg_rf_block_index(&f, h);
       low[i] = (uint32_t)h;
     }
     if (f.nblocks) {
       // jg_rf_maybe, from the block number (fetching blocks some rows ahead, as jgr_rf_tile does,
       // made no difference in TPC-H Q3's scans: bench/README.md)
-      for (size_t i = 0; i < m; i++) {
-        const uint32_t *w = f.blocks + 8 * (size_t)block[i];
-        uint32_t miss = 0;
-        for (int k = 0; k < 8; k++) miss |= ~w[k] & (1u << ((low[i] * jg_rf_salt[k]) >> 27));
-        ok[i] &= (uint8_t)(miss == 0);
-      }
+      for (size_t i = 0; i < m; i++) ok[i] &= (uint8_t)jg_rf_block_has(f.blocks + 8 * (size_t)block[i], low[i]);
     }
     for (size_t i = 0; i < m; i++) {
       sel[out] = sel[base + i];
