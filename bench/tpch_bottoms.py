@@ -26,7 +26,9 @@ printed: per NCA its setup, and per stage its threads, wall, busy and waits per 
 and out. A Jumpgate job that fails or outlives --job-timeout is reported and re-run (--retries).
 `--alt-cores N` adds a second server with `--cores N` as another engine, to measure the thread
 assignment in the same run; `--no-rf-engine` adds one with `--no-runtime-filters` (engine
-jg-no-rf), to measure the runtime filters from joins' build sides to their probe sides' scans.
+jg-no-rf), to measure the runtime filters from joins' build sides to their probe sides' scans;
+`--no-fork-engine` one with `--fork-servers 0` (engine jg-no-fork), every NCA process exec'ed
+instead of forked from its binary's loaded copy (docs/nca-process-protocol.md, "Fork servers").
 
 Formats: `--format json` (JSON Lines), `orc`, `parquet`; several may be given. ORC and Parquet run
 DuckDB on the Parquet copy (DuckDB reads no ORC) and pyarrow on the format itself. A format whose
@@ -62,6 +64,7 @@ import pyarrow.compute as pc
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from jumpgate.agent.fork_server import is_fork_server  # noqa: E402
 from jumpgate.client import Jumpgate  # noqa: E402
 from jumpgate.client.errors import ClientError, RequestRejected  # noqa: E402
 from jumpgate.datagen.generate import read_schema  # noqa: E402
@@ -364,11 +367,31 @@ def self_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _stat_times(pid: int) -> int:
+    """utime + stime + cutime + cstime of `pid`, in clock ticks."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15])
+
+
 def server_cpu(pid: int) -> float:
     """CPU seconds of the server and of its reaped children (the NCA processes, which are waited
-    for when a job's NCAs are destroyed, before the job ends): utime, stime, cutime, cstime."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(x) for x in fields[11:15]) / TICK
+    for when a job's NCAs are destroyed, before the job ends): utime, stime, cutime, cstime. NCA
+    processes forked by a fork server (docs/nca-process-protocol.md) are its children, not the
+    server's: each fork server's own time (the forks) and its reaped children's are added."""
+    total = _stat_times(pid)
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():  # a child is listed under the thread that started it
+        try:
+            children += (task / "children").read_text().split()
+        except OSError:  # the thread has ended
+            pass
+    for child in children:
+        try:
+            if is_fork_server(Path(f"/proc/{child}/cmdline").read_bytes()):
+                total += _stat_times(int(child))
+        except OSError:  # ended meanwhile: a fork server is only stopped with the server
+            pass
+    return total / TICK
 
 
 @dataclass
@@ -615,11 +638,12 @@ def run_format(fmt: str, args, wanted: list[Query], summary: list[str]) -> None:
             alt = stack.enter_context(LocalServer(root, cache_dir=cache, cores=args.alt_cores,
                                                   log_path=cache / "server-alt.log"))
             servers[f"jg-cores{args.alt_cores}"] = (stack.enter_context(Jumpgate(alt.url)), alt.proc.pid)
-        if args.no_rf_engine:  # the same server without runtime filters (docs/runtime-filters.md)
+        variants = ([("jg-no-rf", "--no-runtime-filters")] if args.no_rf_engine else []) + \
+                   ([("jg-no-fork", "--fork-servers", "0")] if args.no_fork_engine else [])
+        for name, *extra in variants:  # the same server with one feature off, to measure it in the same run
             off = stack.enter_context(LocalServer(root, cache_dir=cache, cores=args.jg_cores,
-                                                  log_path=cache / "server-no-rf.log",
-                                                  extra_args=["--no-runtime-filters"]))
-            servers["jg-no-rf"] = (stack.enter_context(Jumpgate(off.url)), off.proc.pid)
+                                                  log_path=cache / f"server-{name}.log", extra_args=extra))
+            servers[name] = (stack.enter_context(Jumpgate(off.url)), off.proc.pid)
         bench = Bench(fmt, root, duck_root, servers, args)
         print(f"\n[{fmt}] data {root}; DuckDB reads {'JSON Lines' if fmt == 'json' else 'the Parquet copy'}; "
               f"Jumpgate server --cores {args.jg_cores or os.cpu_count()}; medians of {args.runs} runs", flush=True)
@@ -676,6 +700,9 @@ def main() -> int:
     ap.add_argument("--no-rf-engine", action="store_true",
                     help="also run a second server with --no-runtime-filters, as engine jg-no-rf, to measure "
                          "the runtime filters (docs/runtime-filters.md) in the same run")
+    ap.add_argument("--no-fork-engine", action="store_true",
+                    help="also run a second server with --fork-servers 0, as engine jg-no-fork, to measure the fork "
+                         "servers (docs/nca-process-protocol.md) in the same run")
     ap.add_argument("--job-timeout", type=float, default=300, help="seconds before a Jumpgate job counts as "
                     "hung and is cancelled (default 300)")
     ap.add_argument("--retries", type=int, default=2, help="failed or hung Jumpgate runs re-run per query")

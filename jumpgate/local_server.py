@@ -12,6 +12,8 @@ from pathlib import Path
 
 import httpx
 
+from .agent.fork_server import is_fork_server
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
@@ -56,24 +58,47 @@ class LocalServer:
         self.stop()
         raise RuntimeError(f"jumpgate serve did not answer within {ready_timeout:.0f} s")
 
+    def _processes(self) -> list[tuple[int, int, str]]:
+        """Every live (not zombie) process: pid, parent pid, state."""
+        out = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,stat="], capture_output=True, text=True).stdout
+        rows = []
+        for line in out.splitlines():
+            pid, ppid, stat = line.split(None, 2)
+            if not stat.startswith("Z"):
+                rows.append((int(pid), int(ppid), stat))
+        return rows
+
+    def _fork_servers(self, rows: list[tuple[int, int, str]]) -> set[int]:
+        found = set()
+        for pid, ppid, _ in rows:
+            if ppid == self.proc.pid:
+                try:
+                    if is_fork_server(Path(f"/proc/{pid}/cmdline").read_bytes()):
+                        found.add(pid)
+                except OSError:  # it has ended meanwhile
+                    pass
+        return found
+
+    def fork_servers(self) -> list[int]:
+        """PIDs of the server's fork servers (docs/nca-process-protocol.md, "Fork servers")."""
+        return sorted(self._fork_servers(self._processes()))
+
     def children(self, *, spares: bool = False) -> list[int]:
-        """PIDs of live processes (NCAs) the server started; without `spares`, not the idle
-        pre-started ones it keeps for the next job (GET /v1/health "ncas_warm")."""
+        """PIDs of live NCA processes the server started, itself or through its fork servers
+        (whose children they are); without `spares`, not the idle pre-started ones it keeps for
+        the next job (GET /v1/health "ncas_warm")."""
         # The processes first, then which are spares: a spare started between the two (the pool
         # replaces one after each job) is then not in the list, rather than in it unexcused.
-        out = subprocess.run(["ps", "-e", "-o", "pid=,ppid=,stat="], capture_output=True, text=True).stdout
+        rows = self._processes()
         idle: set[int] = set()
         if not spares and self.proc.poll() is None:
             try:
                 idle = set(self.http.get("/v1/health").json().get("ncas_warm", []))
             except (httpx.HTTPError, ValueError):
                 pass
-        pids = []
-        for line in out.splitlines():
-            pid, ppid, stat = line.split(None, 2)
-            if int(ppid) == self.proc.pid and not stat.startswith("Z") and int(pid) not in idle:
-                pids.append(int(pid))
-        return pids
+        forkers = self._fork_servers(rows)
+        return [pid for pid, ppid, _ in rows
+                if (ppid == self.proc.pid and pid not in forkers or ppid in forkers) and pid not in idle]
 
     def stop(self) -> None:
         self.http.close()

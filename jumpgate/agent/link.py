@@ -221,9 +221,11 @@ class AgentLink:
             self._shipped[key] = answer["path"]
         return answer["path"]
 
-    def start(self, argv: list[str], work: str, name: str, host: Host, *, spare: bool = False) -> AgentProcess:
+    def start(self, argv: list[str], work: str, name: str, host: Host, *, spare: bool = False,
+              fork: bool = False) -> AgentProcess:
         """Start `argv` on the agent's node; a `spare` is waiting for a job from the moment it is
-        registered, so that one still being started is never counted as a job's."""
+        registered, so that one still being started is never counted as a job's. With `fork`,
+        argv[0] serves `--fork-server` and the agent may fork it from a loaded copy (docs/agent.md)."""
         tag = next(self._tags)
         proc = AgentProcess(self, tag, host, name)
         proc.waiting = spare
@@ -233,6 +235,8 @@ class AgentLink:
             head = {"op": "start", "p": tag, "argv": argv, "work": work, "name": name}
             if host.cpus:  # pinned by the agent (docs/agent.md)
                 head["cpus"] = list(host.cpus)
+            if fork:
+                head["fork"] = True
             answer = self.request(head)
         except AgentError:
             with self._lock:

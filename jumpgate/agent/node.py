@@ -9,9 +9,9 @@ knows its secret, each over its own authenticated connection (a session), and en
 processes when the session ends: when the connection closes, when the server says goodbye, or
 when the server has said nothing for its lease (a server that vanished without closing).
 
-This file is deliberately self-contained (the Python standard library only, Python 3.10+): the
-server ships it to a node over SSH and runs it with the node's own `python3`, so a node needs no
-Jumpgate installation. `jumpgate agent` runs the same code.
+This file is deliberately self-contained (the Python standard library only, Python 3.10+) but for
+fork_server.py, which is too: the server ships both to a node over SSH and runs this one with the
+node's own `python3`, so a node needs no Jumpgate installation. `jumpgate agent` runs the same code.
 
 Wire format (docs/agent.md): frames of one JSON header line, followed by `n` bytes of payload when
 the header has `n`. The agent speaks first (`{"agent": ..., "nonce": ...}`); the client answers
@@ -41,12 +41,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+if __package__:  # `jumpgate agent`
+    from .fork_server import ForkedProcess, ForkServers
+else:  # a script shipped over SSH, with fork_server.py beside it
+    from fork_server import ForkedProcess, ForkServers  # type: ignore[no-redef]
+
 PROTOCOL = 1
 DEFAULT_LEASE_S = 10.0
 MAX_HEADER = 1 << 16  # a header line longer than this is not ours
 MAX_PAYLOAD = 1 << 31  # a blob (an NCA binary) larger than 2 GiB is not ours either
 HANDSHAKE_TIMEOUT_S = 10.0
 KEEP_WORK_S = 3600.0  # a job directory no process uses is removed this long after its last change
+FORK_SERVERS = 16  # binaries kept loaded to fork NCA processes from (fork_server.py), at most
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
@@ -195,7 +201,7 @@ def activity(pid: int) -> list[int] | None:
 class Proc:
     """An NCA process of one session, known to the server by its tag `p`."""
 
-    def __init__(self, tag: int, popen: subprocess.Popen, log_path: Path) -> None:
+    def __init__(self, tag: int, popen: subprocess.Popen | ForkedProcess, log_path: Path) -> None:
         self.tag = tag
         self.popen = popen
         self.log_path = log_path
@@ -312,12 +318,16 @@ class Session:
         work_dir = self.agent.work / work
         work_dir.mkdir(parents=True, exist_ok=True)
         log_path = work_dir / f"{name}.stderr"
+        fork = head.get("fork") is True  # argv[0] serves --fork-server (docs/agent.md)
         with self.lock:
             if tag in self.procs:
                 raise ValueError(f"process {tag} exists already")
-            with open(log_path, "wb") as log, pinned_start(cpus):
-                popen = subprocess.Popen(argv, cwd=work_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=log, start_new_session=True, bufsize=0)
+            with open(log_path, "wb") as log:
+                popen = self.agent.fork_servers.spawn(argv, work_dir, log, tuple(cpus)) if fork else None
+                if popen is None:
+                    with pinned_start(cpus):
+                        popen = subprocess.Popen(argv, cwd=work_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                 stderr=log, start_new_session=True, bufsize=0)
             proc = self.procs[tag] = Proc(tag, popen, log_path)
         threading.Thread(target=self._relay, args=(proc,), name=f"nca-{tag}", daemon=True).start()
         return {"pid": popen.pid}
@@ -424,6 +434,8 @@ class Agent:
         self.idle_since = time.monotonic()
         self.blobs.mkdir(parents=True, exist_ok=True)
         self.work.mkdir(parents=True, exist_ok=True)
+        # Loaded copies of binaries that fork their processes, for every session (fork_server.py)
+        self.fork_servers = ForkServers(FORK_SERVERS, cache / "fork-servers", pinned_start, self.log)
 
     def log(self, message: str) -> None:
         line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}\n"
@@ -500,6 +512,10 @@ class Agent:
                     if not self.sessions:
                         self.idle_since = time.monotonic()
                 session.end(why)
+                with self.lock:
+                    idle = not self.sessions
+                if idle:  # no server left: nothing of any stays on the node, fork servers included
+                    self.fork_servers.stop_all()
             frames.close()
 
     def _handshake(self, conn: socket.socket, frames: Frames, peer: str) -> Session | None:
@@ -572,8 +588,14 @@ class Agent:
 # ------------------------------------------------------------------ starting
 
 
+FORK_SERVER_FILE = Path(__file__).resolve().parent / "fork_server.py"  # shipped beside this file
+
+
 def file_version() -> str:
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    """The agent's version: a digest of this file and the one it imports, as shipped to a node."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update(FORK_SERVER_FILE.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def read_secret(path: Path) -> bytes:

@@ -73,7 +73,7 @@ def _serve(args: argparse.Namespace) -> int:
     settings = Settings(data_root=data_root, bind_host=args.nca_host, cores=args.cores, overcommit=args.overcommit,
                         stall_timeout_s=args.stall_timeout, nodes=nodes,
                         warm=WarmSettings(per_binary=max(0, args.warm_ncas), total=max(0, args.warm_total),
-                                          idle_s=args.warm_idle),
+                                          idle_s=args.warm_idle, fork_servers=max(0, args.fork_servers)),
                         tokens=Path(args.tokens) if args.tokens else None, rest_host=args.host, rest_port=args.port,
                         send_allow=tuple(args.send_allow), max_ncas_per_job=args.max_ncas_per_job,
                         compiled_ttl_s=args.compiled_ttl, queue_max_wait_s=args.queue_max_wait,
@@ -331,6 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"pre-started NCA processes kept in all (default {WarmSettings.total})")
     serve.add_argument("--warm-idle", type=float, default=30.0, metavar="SECONDS",
                        help="stop a pre-started NCA process unused for this long (default 30)")
+    serve.add_argument("--fork-servers", type=int, default=WarmSettings.fork_servers, metavar="N",
+                       help="NCA binaries kept loaded to fork their processes from, at most (docs/nca-process-protocol.md, "
+                            f"\"Fork servers\"); 0 = off (default {WarmSettings.fork_servers})")
     serve.add_argument("--log-level", default="warning",
                        help="critical, error, warning, info, debug or trace: the server's and Jumpgate's own "
                             "lines (default warning)")

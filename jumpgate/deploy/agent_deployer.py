@@ -42,6 +42,8 @@ class AgentNodeDeployer(Deployer):
         # has loaded its libraries and said `ready` before the job that takes it asks.
         self.warm = WarmPool(warm or WarmSettings(per_binary=0), self._spawn_spare, self.stop,
                              lambda p: not p.exited.is_set() and p.link.alive, Path("spares"))
+        # Binaries (their paths on the node) whose processes the agent may fork from a loaded copy.
+        self._forkable: set[str] = set()
 
     def _start_rechecks(self) -> None:
         threading.Thread(target=self._recheck, name=f"recheck-{self.host.name}", daemon=True).start()
@@ -119,12 +121,17 @@ class AgentNodeDeployer(Deployer):
         started with the same `argv` when there is one."""
         proc = self.warm.take(argv) if reuse else None
         if proc is None:
-            return self.link().start(argv, work_dir.name, name, self.host)
+            return self.link().start(argv, work_dir.name, name, self.host, fork=argv[0] in self._forkable)
         proc.waiting = False
         return proc
 
     def _spawn_spare(self, argv: list[str], work_dir: Path, name: str) -> AgentProcess:
-        return self.link().start(argv, work_dir.name, name, self.host, spare=True)
+        return self.link().start(argv, work_dir.name, name, self.host, spare=True, fork=argv[0] in self._forkable)
+
+    def allow_fork_server(self, host: Host, binary: str) -> None:
+        """The agent keeps the fork servers (agent/node.py); this only says which binaries may."""
+        if self.warm.settings.fork_servers > 0:
+            self._forkable.add(binary)
 
     def warm_up(self, host: Host, argv: list[str]) -> None:
         self.warm.replenish(argv)

@@ -206,6 +206,9 @@ class FleetDeployer(Deployer):
     def stop(self, channel: ControlChannel, grace: float = 2.0) -> None:
         self._of(channel.host).stop(channel, grace)
 
+    def allow_fork_server(self, host: Host, binary: str) -> None:
+        self._of(host).allow_fork_server(host, binary)
+
     def activity(self, channel: ControlChannel) -> tuple[int, ...] | None:
         return self._of(channel.host).activity(channel)
 

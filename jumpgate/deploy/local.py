@@ -7,10 +7,13 @@ is that pipe and its standard output; its standard error goes to `<name>.stderr`
 directory.
 
 `start(..., reuse=True)` takes a pre-started spare of the same command line when the warm pool
-(deploy/warm.py) has one; `warm_up` has the pool start one for the next job.
+(deploy/warm.py) has one; `warm_up` has the pool start one for the next job. A binary declared with
+`allow_fork_server` has its processes, spares included, forked from one loaded copy of it
+(agent/fork_server.py) instead of exec'ed.
 """
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -18,16 +21,25 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..agent.fork_server import ForkedProcess, ForkServers
 from ..contract.readiness import wait_readable
 from ..nca.deployment import ControlChannel, Deployer, Host
 from .affinity import pinned_start
 from .warm import WarmPool, WarmSettings
 
+log = logging.getLogger(__name__)
 
-def _wait_exit(p: subprocess.Popen, timeout: float) -> bool:
+
+def _wait_exit(p: subprocess.Popen | ForkedProcess, timeout: float) -> bool:
     """Wait up to `timeout` for the process to exit; True when it has (and is reaped).
     Popen.wait with a timeout sleeps in growing steps, oversleeping an exit that takes a
     millisecond by one or two; a pidfd becomes readable the moment the process exits."""
+    if isinstance(p, ForkedProcess):  # waits on the pidfd its fork server sent
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
     try:
         fd = os.pidfd_open(p.pid)
     except (AttributeError, OSError):  # no pidfd (old kernel), or already reaped
@@ -46,7 +58,7 @@ def _wait_exit(p: subprocess.Popen, timeout: float) -> bool:
 class LocalProcess(ControlChannel):
     """An NCA process of this machine: stdin carries commands, stdout events."""
 
-    def __init__(self, popen: subprocess.Popen, host: Host, name: str, log_path: Path,
+    def __init__(self, popen: subprocess.Popen | ForkedProcess, host: Host, name: str, log_path: Path,
                  remove_log: bool = False) -> None:
         self.popen = popen
         self.host = host
@@ -116,6 +128,10 @@ class LocalDeployer(Deployer):
         settings = warm if warm is not None and spare_dir is not None else WarmSettings(per_binary=0)
         self.warm = WarmPool(settings, lambda argv, d, name: self._spawn(argv, d, name, spare=True),
                              self.stop, lambda p: p.popen.poll() is None, spare_dir or Path("."))
+        # Only a server's (spare_dir: where their logs go).
+        self.fork_servers = ForkServers(settings.fork_servers if spare_dir is not None else 0, self.warm.spare_dir,
+                                        pinned_start, log.warning)
+        self._forkable: set[str] = set()  # binaries declared with allow_fork_server
 
     def hosts(self) -> list[Host]:
         return [self.host]
@@ -132,13 +148,20 @@ class LocalDeployer(Deployer):
         proc.waiting = False
         return proc
 
+    def allow_fork_server(self, host: Host, binary: str) -> None:
+        self._forkable.add(binary)
+
     def _spawn(self, argv: list[str], work_dir: Path, name: str, *, spare: bool = False) -> LocalProcess:
         """A new process; a `spare`'s log lives in the pool's directory and goes with it."""
         log_path = work_dir / f"{name}.stderr"
         with self._lock:  # registered as it starts: `running` and `spares` see every child
-            with open(log_path, "wb") as log, pinned_start(self.host.cpus):
-                popen = subprocess.Popen(argv, cwd=work_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=log, start_new_session=True, bufsize=0)
+            with open(log_path, "wb") as err:
+                popen = self.fork_servers.spawn(argv, work_dir, err, self.host.cpus) \
+                    if argv[0] in self._forkable else None
+                if popen is None:
+                    with pinned_start(self.host.cpus):
+                        popen = subprocess.Popen(argv, cwd=work_dir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                 stderr=err, start_new_session=True, bufsize=0)
             proc = LocalProcess(popen, self.host, name, log_path, remove_log=spare)
             proc.waiting = spare
             self._procs[popen.pid] = proc
@@ -221,6 +244,7 @@ class LocalDeployer(Deployer):
             procs = list(self._procs.values())
         for proc in procs:
             self.stop(proc, grace=0.5)
+        self.fork_servers.close()
 
     @staticmethod
     def _own(channel: ControlChannel) -> LocalProcess:

@@ -127,6 +127,8 @@ class SshDeployer(AgentNodeDeployer):
             version = agent_node.file_version()
             state = f"{cache}/agent/{version}"
             script = f"{state}/agent.py"
+            # the module it imports first: a directory with agent.py in it has both
+            _put_once(client, agent_node.FORK_SERVER_FILE, f"{state}/fork_server.py", state)
             _put_once(client, source, script, state)
             answer = _run(client, " ".join(shlex.quote(a) for a in (
                 self.python, script, "ensure", "--state", state, "--cache", cache,

@@ -109,6 +109,12 @@ class Deployer(ABC):
         """The end of the instance's standard error, for error messages."""
         return ""
 
+    def allow_fork_server(self, host: Host, binary: str) -> None:
+        """`binary` (a path `ship` returned) accepts `--fork-server` (docs/nca-process-protocol.md,
+        "Fork servers"): the deployer may start its instances on `host` as forks of one loaded copy
+        of it instead of executing it each time. Deployers that cannot ignore it."""
+        return None
+
     def warm_up(self, host: Host, argv: list[str]) -> None:
         """Have an instance of `argv` pre-started on `host` for the next job, if the deployer
         keeps spares; called when a job's instance ends."""

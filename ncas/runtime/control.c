@@ -492,6 +492,8 @@ static void handle_command(jgr_proc *p, char *line) {
 /* ------------------------------------------------------------------ main loop */
 
 int jgr_main(int argc, char **argv, const jgr_driver *drv) {
+  /* a fork server returns here only in a child it forked, with that child's arguments */
+  if (argc >= 2 && strcmp(argv[1], "--fork-server") == 0) jgr_fork_server(&argc, &argv);
   signal(SIGPIPE, SIG_IGN); /* a closed peer must be an error return, not a silent death */
   const char *host = NULL, *udp_inputs = NULL;
   uint32_t ninputs = 0;
@@ -501,7 +503,7 @@ int jgr_main(int argc, char **argv, const jgr_driver *drv) {
       if (parse_u32(argv[++i], 64, &ninputs)) bad_command("--inputs: expected 0..64");
     } else if (strcmp(argv[i], "--udp-inputs") == 0 && i + 1 < argc) {
       udp_inputs = argv[++i]; /* input ports that receive UDP (docs/udp-transport.md) */
-    } else bad_command("usage: %s --bind HOST --inputs N [--udp-inputs I,J,...]", argv[0]);
+    } else bad_command("usage: %s --bind HOST --inputs N [--udp-inputs I,J,...] | --fork-server [ROOM]", argv[0]);
   }
   if (!host) host = "127.0.0.1";
   static jgr_proc proc;

@@ -182,6 +182,11 @@ extern void (*jgr_extra_stats)(jgr_proc *p, int phase, char *buf, size_t cap);
 /* The process: parse arguments, bind inputs, print ready, serve commands until stdin closes. */
 int jgr_main(int argc, char **argv, const jgr_driver *driver);
 
+/* `BINARY --fork-server [ROOM]` (fork_server.c): serve fork requests on stdin, a SOCK_SEQPACKET
+ * socket; ROOM, any text, reserves room for the children's command lines.
+ * Returns only in a forked child, with *argc and *argv replaced by the child's; exits otherwise. */
+void jgr_fork_server(int *argc, char ***argv);
+
 /* Print one event line on stdout (thread-safe). `json` is a complete JSON object. */
 void jgr_event(const char *json);
 /* {"event":"log","message":...} */

@@ -29,6 +29,11 @@ HOST = Host("n", "127.0.0.1", 1)
 @pytest.fixture
 def agent(tmp_path):
     """A running agent: (state dir, secret, port, process)."""
+    yield from running_agent(tmp_path)
+
+
+def running_agent(tmp_path: Path):
+    """The agent fixture's body, for other modules' fixtures."""
     state = tmp_path / "state"
     with open(tmp_path / "agent.log", "wb") as log:
         proc = subprocess.Popen([sys.executable, agent_node.__file__, "serve", "--state", str(state),
@@ -78,11 +83,25 @@ def cat_like(tmp_path: Path) -> Path:
     return script
 
 
-def test_the_node_agent_imports_only_the_standard_library():
-    tree = ast.parse(Path(agent_node.__file__).read_text())
-    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    assert names <= set(sys.stdlib_module_names) | {"__future__"}, names - set(sys.stdlib_module_names)
+def test_the_node_agent_imports_only_the_standard_library_and_what_is_shipped_beside_it():
+    for path in (Path(agent_node.__file__), agent_node.FORK_SERVER_FILE):
+        tree = ast.parse(path.read_text())
+        names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        shipped = {"fork_server"} if path.name == "node.py" else set()  # jumpgate/deploy/ssh.py ships both
+        assert names <= set(sys.stdlib_module_names) | {"__future__"} | shipped, names - set(sys.stdlib_module_names)
+
+
+def test_the_shipped_agent_runs_from_a_directory_of_its_two_files(tmp_path):
+    """As jumpgate/deploy/ssh.py lays it out on a node: agent.py and fork_server.py, no package."""
+    (tmp_path / "agent.py").write_bytes(Path(agent_node.__file__).read_bytes())
+    (tmp_path / "fork_server.py").write_bytes(agent_node.FORK_SERVER_FILE.read_bytes())
+    out = subprocess.run([sys.executable, "-E", str(tmp_path / "agent.py"), "--help"], capture_output=True, text=True,
+                         timeout=30, cwd="/")
+    assert out.returncode == 0 and "usage: jumpgate agent" in out.stdout, out.stderr
+    version = subprocess.run([sys.executable, "-E", "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r}); "
+                              "import agent; print(agent.file_version())"], capture_output=True, text=True, timeout=30)
+    assert version.stdout.strip() == agent_node.file_version(), version.stderr  # the server's name for it
 
 
 def test_a_wrong_secret_is_refused_and_an_impostor_agent_is_not_believed(agent):

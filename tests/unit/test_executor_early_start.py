@@ -17,7 +17,7 @@ from jumpgate.runtime.jobs import JobState
 from jumpgate.runtime.service import JumpgateService, Settings
 from tests.plugins.misbehaving import MisbehavingInstance, MisbehavingSource, behaviour_of
 
-from .test_warm_pool import my_children, wait_for
+from .test_warm_pool import my_children, my_ncas, wait_for
 
 SCHEMA = [{"name": "a", "type": "int64"}]
 
@@ -120,7 +120,7 @@ def test_a_compile_failure_stops_a_started_nca_process(tmp_path, tmp_path_factor
         allocate = job.timeline.to_json()["ncas"][scan]["allocate"]
         assert "end_ms" in allocate  # its process started (and said ready) before the failure
         assert svc.deployer.running() == []
-        assert wait_for(lambda: not (my_children() - before - set(svc.deployer.warm.pids())), 10.0)
+        assert wait_for(lambda: not (my_ncas() - before - set(svc.deployer.warm.pids())), 10.0)
     finally:
         svc.shutdown()
     assert wait_for(lambda: not (my_children() - before), 10.0)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from jumpgate.agent.fork_server import is_fork_server
 from jumpgate.client.receiver import Receiver
 from jumpgate.deploy.local import LocalDeployer
 from jumpgate.deploy.warm import WarmSettings
@@ -44,6 +45,27 @@ def my_children() -> set[int]:
         fields = stat[stat.rindex(")") + 2:].split()
         if int(fields[1]) == os.getpid() and fields[0] != "Z":
             out.add(int(entry))
+    return out
+
+
+def my_ncas() -> set[int]:
+    """Live NCA processes this test process started, itself or through its fork servers (which
+    are its children, and the NCAs theirs: docs/nca-process-protocol.md, "Fork servers")."""
+    out = set()
+    for pid in my_children():
+        try:
+            forker = is_fork_server(Path(f"/proc/{pid}/cmdline").read_bytes())
+            kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split() if forker else []
+        except OSError:  # gone meanwhile
+            continue
+        if not forker:
+            out.add(pid)
+        for kid in map(int, kids):  # a fork server is one thread: its children are listed there
+            try:
+                if Path(f"/proc/{kid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    out.add(kid)
+            except OSError:
+                pass
     return out
 
 
@@ -181,8 +203,11 @@ def test_a_second_job_runs_on_the_spare_left_by_the_first(tmp_path):
                 assert job.done.wait(60) and job.state is JobState.SUCCEEDED, job.error
                 assert rx.wait(10) and rx.table().column("a").to_pylist() == list(range(90, 100))
             spares.append(wait_for(svc.deployer.warm.pids)[0])
+            with open(f"/proc/{spares[-1]}/stat") as f:  # forked by its binary's fork server
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            assert is_fork_server(Path(f"/proc/{parent}/cmdline").read_bytes())
         # the second job took the first spare (and destroyed it); its own end left a new one
-        assert spares[0] != spares[1] and spares[0] not in my_children()
+        assert spares[0] != spares[1] and wait_for(lambda: not os.path.exists(f"/proc/{spares[0]}"))
         assert [p.pid for p in svc.deployer.running()] == []
     finally:
         svc.shutdown()

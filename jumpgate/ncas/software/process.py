@@ -136,6 +136,8 @@ class ProcessNca(NcaInstance):
         # A pre-started spare when the deployer keeps them (deploy/warm.py); not with DPDK, whose
         # port lease and environment belong to one process.
         reuse = not self.udp.dpdk
+        if reuse:  # every binary built on the runtime serves `--fork-server` (ncas/runtime/fork_server.c)
+            deployer.allow_fork_server(host, argv[0])
         with self._lock:
             if self._destroyed.is_set():
                 raise NcaError("cancelled")
