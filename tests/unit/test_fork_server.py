@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 
 from jumpgate.agent.fork_server import ForkedProcess, ForkServer, ForkServerError
-from jumpgate.deploy.local import LocalDeployer
-from jumpgate.deploy.warm import WarmSettings
 from jumpgate.nca.deployment import Host
 from jumpgate.ncas.software.build import build_nca
 
+from . import test_warm_pool
 from .test_agent import connect, running_agent
-from .test_warm_pool import argv, my_children, wait_for
+from .test_warm_pool import argv, wait_for
 
 FIXTURES = Path(__file__).parent / "fixtures"
+deployer = test_warm_pool.deployer  # the fixture: local deployers, shut down and checked after each test
 
 
 @pytest.fixture(scope="module")
@@ -140,22 +140,6 @@ def test_the_server_ends_with_its_socket_and_its_children_with_their_input(binar
     closed(proc)
     assert wait_for(lambda: gone(proc.pid), 5.0)
     assert proc.wait(1) == -255  # nobody is left to report its code
-
-
-@pytest.fixture
-def deployer(tmp_path):
-    before = my_children()
-    made: list[LocalDeployer] = []
-
-    def make(**settings) -> LocalDeployer:
-        d = LocalDeployer("127.0.0.1", WarmSettings(**settings), tmp_path / "warm")
-        made.append(d)
-        return d
-
-    yield make
-    for d in made:
-        d.shutdown()
-    assert wait_for(lambda: not (my_children() - before), 10.0)
 
 
 def test_the_deployer_forks_declared_binaries_spares_too(deployer, binary, tmp_path):
